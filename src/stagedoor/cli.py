@@ -1,0 +1,67 @@
+"""The `stagedoor` command and its subcommands, and the `stagedoor-supervise` entry.
+
+Each subcommand lives in stagedoor/commands/<name>.py and exposes
+`register(subparsers)`, which adds its parser and sets `func(args) -> int`.
+Errors an operator can fix are one line on stderr: exit 2 for wrong arguments,
+78 (EX_CONFIG) for a bad setting, 69 (EX_UNAVAILABLE) when Redis cannot be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+import redis
+
+from .config import EX_CONFIG, ConfigError
+
+EX_UNAVAILABLE = 69
+COMMANDS = ("enqueue", "work", "demo")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line error: what is wrong and where the help is."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="stagedoor", description="Stagedoor job queue tools: enqueue jobs, "
+                    "run a worker, inspect the queue and the dead letters.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    sub.required = True
+    for name in COMMANDS:
+        importlib.import_module(f"stagedoor.commands.{name}").register(sub)
+    return parser
+
+
+def run(func: object, args: argparse.Namespace) -> int:
+    try:
+        return int(func(args))  # type: ignore[operator]
+    except ConfigError as e:
+        print(f"stagedoor: config error: {e}", file=sys.stderr)
+        return EX_CONFIG
+    except (redis.ConnectionError, redis.TimeoutError) as e:
+        print(f"stagedoor: cannot reach Redis: {e}", file=sys.stderr)
+        return EX_UNAVAILABLE
+    except KeyboardInterrupt:
+        return 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run(args.func, args)
+
+
+def supervise_main(argv: Sequence[str] | None = None) -> int:
+    from .supervisor import main as supervisor_main
+
+    return supervisor_main(argv)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,290 @@
+"""One typed settings object, read from defaults < TOML file < STAGEDOOR_* env < flags.
+
+Every number in the seed ("The Queue and the Worker") is a default here and nowhere
+else, so an operator can change any of them and the code cannot drift from the
+spec.  Each field carries its own help text and bounds; the CLI flags, the
+environment names and the TOML keys are all derived from the field name, so there
+is exactly one list of knobs.
+
+A bad value raises ConfigError with one line naming the source, the key and what
+was expected; the CLI turns that into exit code 78 (EX_CONFIG, sysexits.h), which
+the systemd unit lists in RestartPreventExitStatus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import re
+import socket
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+EX_CONFIG = 78
+ENV_PREFIX = "STAGEDOOR_"
+
+
+class ConfigError(ValueError):
+    """A configuration value is wrong; the message is one line for the operator."""
+
+
+def _opt(default: Any, help: str, *, lo: float | None = None, hi: float | None = None,
+         flag: bool = True) -> Any:
+    return field(default=default, metadata={"help": help, "lo": lo, "hi": hi, "flag": flag})
+
+
+def _list_opt(help: str) -> Any:
+    return field(default_factory=list, metadata={"help": help, "lo": None, "hi": None,
+                                                  "flag": True})
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    # -- where the queue lives -------------------------------------------------
+    redis_url: str = _opt("", "Redis URL: redis://, rediss:// or unix://. Empty: start an "
+                              "embedded redis-server under --state-dir (demo and tests only).")
+    redis_password_file: str = _opt("", "File holding the Redis password (systemd "
+                                        "LoadCredential); keeps it out of the URL and ps.")
+    stream: str = _opt("jobs", "The job stream.")
+    group: str = _opt("workers", "The consumer group on the job stream.")
+    dead_stream: str = _opt("jobs:dead", "The dead-letter stream.")
+    key_prefix: str = _opt("stagedoor:", "Prefix of the other keys (orders, idempotency marks).")
+    # -- the loop (seed defaults) ----------------------------------------------
+    count: int = _opt(10, "XREADGROUP COUNT: most entries asked for per read.", lo=1, hi=10_000)
+    block_ms: int = _opt(5000, "XREADGROUP BLOCK in ms: how long a read waits for work.",
+                         lo=1, hi=3_600_000)
+    concurrency: int = _opt(8, "Jobs in flight per worker process.", lo=1, hi=10_000)
+    socket_timeout: float = _opt(0.1, "Socket timeout in s of every Redis call but the "
+                                      "blocking read.", lo=0.001, hi=60)
+    connect_timeout: float = _opt(1.0, "Connect timeout in s.", lo=0.001, hi=60)
+    claim_idle_ms: int = _opt(60_000, "XAUTOCLAIM threshold in ms: pending entries idle "
+                                      "longer than this are taken over.", lo=1, hi=86_400_000)
+    reclaim_interval: float = _opt(30.0, "Seconds between reclaim passes.", lo=0.01, hi=86_400)
+    reclaim_count: int = _opt(10, "XAUTOCLAIM COUNT.", lo=1, hi=10_000)
+    maxlen: int = _opt(100_000, "MAXLEN ~ of the job stream on every XADD.", lo=1)
+    dead_maxlen: int = _opt(10_000, "MAXLEN ~ of the dead-letter stream.", lo=1)
+    max_deliveries: int = _opt(5, "A job delivered more often than this is poison: it is "
+                                  "dead-lettered without running.", lo=1, hi=1_000_000)
+    ack_flush_ms: float = _opt(1.0, "Longest an ack waits to be coalesced with others (ms).",
+                               lo=0, hi=1000)
+    # -- the handler policy ------------------------------------------------------
+    job_timeout: float = _opt(30.0, "Default per-job time limit in s; must stay below the "
+                                    "claim threshold.", lo=0.001)
+    retries: int = _opt(3, "Retries of a transient failure inside one delivery.", lo=0, hi=100)
+    retry_backoff: float = _opt(0.05, "First retry delay in s; doubles each retry, with "
+                                      "jitter.", lo=0, hi=60)
+    retry_backoff_max: float = _opt(2.0, "Longest retry delay in s.", lo=0, hi=600)
+    handlers: list[str] = _list_opt("Extra handler registries as module:attr (repeatable).")
+    render_threads: int = _opt(8, "Threads in the render pool of each worker.", lo=1, hi=256)
+    tickets_dir: str = _opt("var/tickets", "Where ticket PDFs are written.")
+    idempotency_ttl: int = _opt(7 * 86_400, "Seconds a finished outbox_id is remembered.",
+                                lo=1)
+    max_field_bytes: int = _opt(256, "Largest accepted job field value in bytes.", lo=8,
+                                hi=65_536)
+    # -- the process ---------------------------------------------------------------
+    consumer: str = _opt("", "Consumer name prefix; default the host name. Slot k is "
+                             "<prefix>-<k>.")
+    state_dir: str = _opt("var", "Directory for the embedded Redis, pid files and scratch.")
+    workers: int = _opt(4, "Worker processes under the supervisor.", lo=1, hi=256)
+    heartbeat_interval: float = _opt(1.0, "Seconds between worker heartbeats.", lo=0.01, hi=60)
+    heartbeat_timeout: float = _opt(30.0, "A worker silent this long is hung: SIGABRT, "
+                                          "then SIGKILL.", lo=0.05, hi=3600)
+    boot_timeout: float = _opt(30.0, "A worker not READY this long after fork failed to "
+                                     "boot.", lo=0.1, hi=3600)
+    graceful_timeout: float = _opt(30.0, "Seconds a stopping worker gets to finish its "
+                                         "jobs.", lo=0, hi=3600)
+    max_worker_memory: int = _opt(0, "RSS in MB above which a worker is recycled "
+                                     "gracefully; 0 is off.", lo=0)
+    metrics_port: int = _opt(0, "Port of the Prometheus endpoint on 127.0.0.1; 0 is off.",
+                             lo=0, hi=65_535)
+    metrics_host: str = _opt("127.0.0.1", "Address of the Prometheus endpoint.")
+    log_format: str = _opt("auto", "Log format: auto (text on a terminal, else json), "
+                                   "json or text.")
+    log_level: str = _opt("info", "Log level: debug, info, warning, error.")
+
+    # ------------------------------------------------------------------------------
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def consumer_prefix(self) -> str:
+        return self.consumer or socket.gethostname().split(".")[0] or "worker"
+
+    def consumer_name(self, slot: int) -> str:
+        """Stable per slot and reused on respawn, so a restart recovers its own PEL."""
+        return f"{self.consumer_prefix}-{slot:02d}"
+
+    def key(self, *parts: str | int) -> str:
+        return self.key_prefix + ":".join(str(p) for p in parts)
+
+    @property
+    def read_socket_timeout(self) -> float:
+        """The blocking read's own timeout: longer than BLOCK, because waiting is its job."""
+        return self.block_ms / 1000 + max(1.0, self.socket_timeout * 10)
+
+
+_URL_SCHEMES = ("redis", "rediss", "unix")
+_NAME = re.compile(r"^[A-Za-z0-9._:{}\-]{1,200}$")
+
+
+def _validate(s: Settings) -> None:
+    for f in fields(s):
+        lo, hi = f.metadata.get("lo"), f.metadata.get("hi")
+        value = getattr(s, f.name)
+        if lo is not None and value < lo:
+            raise ConfigError(f"{f.name}={value!r}: must be at least {lo:g}")
+        if hi is not None and value > hi:
+            raise ConfigError(f"{f.name}={value!r}: must be at most {hi:g}")
+    if s.redis_url:
+        scheme = urlsplit(s.redis_url).scheme
+        if scheme not in _URL_SCHEMES:
+            raise ConfigError(f"redis_url={_redact(s.redis_url)!r}: scheme must be one of "
+                              f"redis://, rediss://, unix://")
+    for name in ("stream", "group", "dead_stream"):
+        if not _NAME.match(getattr(s, name)):
+            raise ConfigError(f"{name}={getattr(s, name)!r}: use 1-200 of A-Z a-z 0-9 . _ : - {{}}")
+    if s.stream == s.dead_stream:
+        raise ConfigError("dead_stream must differ from stream")
+    if s.job_timeout * 1000 >= s.claim_idle_ms:
+        raise ConfigError(f"job_timeout={s.job_timeout:g}s must be below claim_idle_ms="
+                          f"{s.claim_idle_ms} or live jobs would be reclaimed from their worker")
+    if s.heartbeat_timeout <= s.heartbeat_interval:
+        raise ConfigError("heartbeat_timeout must be longer than heartbeat_interval")
+    if s.log_format not in ("auto", "json", "text"):
+        raise ConfigError(f"log_format={s.log_format!r}: expected auto, json or text")
+    if s.log_level.lower() not in ("debug", "info", "warning", "error"):
+        raise ConfigError(f"log_level={s.log_level!r}: expected debug, info, warning or error")
+    for spec in s.handlers:
+        if ":" not in spec:
+            raise ConfigError(f"handlers: {spec!r} is not module:attr")
+
+
+def _redact(url: str) -> str:
+    """A URL fit for a log line: the password replaced by ***."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return parts._replace(netloc=netloc).geturl()
+
+
+redact_url = _redact
+
+# -- reading values from text ----------------------------------------------------------
+
+
+def _field_types() -> dict[str, str]:
+    return {f.name: str(f.type) for f in fields(Settings)}
+
+
+def _coerce(name: str, raw: Any, source: str) -> Any:
+    kind = _field_types()[name]
+    where = f"{source}: {name}={raw!r}"
+    try:
+        if kind == "int":
+            if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+                raise ValueError
+            return int(str(raw).replace("_", "")) if not isinstance(raw, int) else raw
+        if kind == "float":
+            if isinstance(raw, bool):
+                raise ValueError
+            return float(raw)
+        if kind == "list[str]":
+            if isinstance(raw, str):
+                return [p.strip() for p in raw.split(",") if p.strip()]
+            if isinstance(raw, list) and all(isinstance(p, str) for p in raw):
+                return list(raw)
+            raise ValueError
+        if not isinstance(raw, str):
+            raise ValueError
+        return raw
+    except (TypeError, ValueError):
+        expected = {"int": "an integer", "float": "a number", "list[str]": "a list of strings"}
+        raise ConfigError(f"{where}: expected {expected.get(kind, 'a string')}") from None
+
+
+def from_toml(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file {p}: not found") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"config file {p}: {e}") from None
+    # Allow either top-level keys or a [stagedoor] table.
+    table = data.get("stagedoor", data)
+    known = _field_types()
+    out: dict[str, Any] = {}
+    for key, raw in table.items():
+        name = key.replace("-", "_")
+        if name not in known:
+            raise ConfigError(f"config file {p}: unknown key {key!r}")
+        out[name] = _coerce(name, raw, f"config file {p}")
+    return out
+
+
+def from_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    known = _field_types()
+    out: dict[str, Any] = {}
+    for env_name, raw in environ.items():
+        if not env_name.startswith(ENV_PREFIX) or env_name == ENV_PREFIX + "CONFIG":
+            continue
+        name = env_name[len(ENV_PREFIX):].lower()
+        if name not in known:
+            raise ConfigError(f"environment: unknown variable {env_name}")
+        out[name] = _coerce(name, raw, "environment")
+    return out
+
+
+def load(overrides: Mapping[str, Any] | None = None, *, config_file: str | None = None,
+         environ: Mapping[str, str] | None = None) -> Settings:
+    """Defaults < TOML file < environment < explicit overrides (flags)."""
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    path = config_file or env.get(ENV_PREFIX + "CONFIG")
+    if path:
+        values.update(from_toml(path))
+    values.update(from_env(env))
+    for name, raw in (overrides or {}).items():
+        if raw is not None:
+            values[name] = _coerce(name, raw, "flag")
+    try:
+        return Settings(**values)
+    except TypeError as e:  # pragma: no cover - unknown names are rejected above
+        raise ConfigError(str(e)) from None
+
+
+# -- flags ------------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser, only: Sequence[str] | None = None) -> None:
+    """Add one --flag per settings field (or the named ones), defaults shown in --help."""
+    defaults = Settings()
+    parser.add_argument("--config", metavar="FILE",
+                        help="TOML file of settings (also STAGEDOOR_CONFIG).")
+    for f in fields(Settings):
+        if only is not None and f.name not in only:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        default = getattr(defaults, f.name)
+        help_text = f"{f.metadata['help']} [default: {default!r}; env {ENV_PREFIX}{f.name.upper()}]"
+        if str(f.type) == "list[str]":
+            parser.add_argument(flag, dest=f.name, action="append", default=None,
+                                metavar="SPEC", help=help_text)
+        else:
+            parser.add_argument(flag, dest=f.name, default=None, metavar=f.name.upper(),
+                                help=help_text)
+
+
+def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Settings:
+    names = {f.name for f in fields(Settings)}
+    overrides = {k: v for k, v in vars(args).items() if k in names and v is not None}
+    return load(overrides, config_file=getattr(args, "config", None), environ=environ)

@@ -1,0 +1,115 @@
+"""Redis clients with the timeouts the seed asks for, and nothing hidden.
+
+redis-py 8 defaults are a 5 s socket timeout, library retries and RESP3.  We pin
+RESP2 (its XREADGROUP/XAUTOCLAIM shapes are what the worker parses), turn off the
+library's retries (they can duplicate an XADD and hide an outage; we retry with our
+own backoff), keep 100 ms for every call, and give the one blocking read its own
+client whose socket timeout is longer than BLOCK.
+
+The stream commands' response callbacks are removed: the worker wants the raw flat
+field lists (a dict would hide a duplicated field) and skips the dict building.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import redis
+import redis.asyncio as aioredis
+from redis.backoff import NoBackoff
+
+from .config import ConfigError, Settings
+
+RAW_COMMANDS = ("XREADGROUP", "XAUTOCLAIM", "XRANGE", "XREVRANGE", "XPENDING")
+MIN_SERVER = (7, 0, 5)
+# Errors that mean "Redis is away or slow": retry with backoff, re-read own pending.
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    redis.ConnectionError, redis.TimeoutError, ConnectionError, TimeoutError, OSError,
+    redis.BusyLoadingError,
+)
+
+
+class ServerTooOld(RuntimeError):
+    pass
+
+
+def _password(settings: Settings) -> str | None:
+    if not settings.redis_password_file:
+        return None
+    path = Path(settings.redis_password_file)
+    try:
+        return path.read_text().strip()
+    except OSError as e:
+        raise ConfigError(f"redis_password_file={str(path)!r}: {e.strerror}") from None
+
+
+def client_kwargs(settings: Settings, *, blocking: bool = False) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        "protocol": 2,
+        "socket_timeout": settings.read_socket_timeout if blocking else settings.socket_timeout,
+        "socket_connect_timeout": settings.connect_timeout,
+        "retry": redis.retry.Retry(NoBackoff(), 0),
+        "retry_on_timeout": False,
+        "health_check_interval": 0,
+        "decode_responses": False,
+    }
+    password = _password(settings)
+    if password is not None:
+        kwargs["password"] = password
+    return kwargs
+
+
+def _strip_callbacks(client: Any) -> None:
+    for name in RAW_COMMANDS:
+        client.response_callbacks.pop(name, None)
+        client.response_callbacks.pop(name.lower(), None)
+
+
+def _url(settings: Settings) -> str:
+    if not settings.redis_url:
+        raise ConfigError("redis_url is empty: set STAGEDOOR_REDIS_URL or --redis-url")
+    return settings.redis_url
+
+
+def async_client(settings: Settings, *, blocking: bool = False, name: str | None = None
+                 ) -> aioredis.Redis:
+    """An asyncio client: 100 ms calls, or the blocking reader with timeout > BLOCK."""
+    kwargs = client_kwargs(settings, blocking=blocking)
+    if name:
+        kwargs["client_name"] = name
+    if blocking:
+        # One connection: the blocking read is the only thing it does.
+        kwargs["single_connection_client"] = True
+    client = aioredis.Redis.from_url(_url(settings), **kwargs)
+    _strip_callbacks(client)
+    return client
+
+
+def sync_client(settings: Settings, *, timeout: float | None = None) -> redis.Redis:
+    """A blocking-IO client for CLI tools and producers outside an event loop."""
+    kwargs = client_kwargs(settings)
+    if timeout is not None:
+        kwargs["socket_timeout"] = timeout
+    client = redis.Redis.from_url(_url(settings), **kwargs)
+    _strip_callbacks(client)
+    return client
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    m = re.match(r"(\d+)\.(\d+)\.(\d+)", text)
+    if not m:
+        raise ServerTooOld(f"cannot read Redis version {text!r}")
+    return int(m[1]), int(m[2]), int(m[3])
+
+
+def check_version(info: dict[Any, Any]) -> tuple[int, int, int]:
+    """Refuse Redis < 7.0.5 (6.2's XAUTOCLAIM loops on trimmed entries; 7.0.0-4 have CVEs)."""
+    raw = info.get("redis_version") or info.get(b"redis_version") or ""
+    version = parse_version(raw.decode() if isinstance(raw, bytes) else str(raw))
+    if version < MIN_SERVER:
+        have = ".".join(map(str, version))
+        raise ServerTooOld(f"Redis {have} is too old: stagedoor needs Redis >= 7.0.5 "
+                           "(XAUTOCLAIM's deleted-entry reply and fixed CVEs)")
+    return version

@@ -1,0 +1,110 @@
+"""The job on the stream: five fields written by another process, parsed, never trusted.
+
+The malformed order id that crashed every worker in turn in the spring was a payload
+that was trusted instead of parsed.  parse_job is the boundary: it takes the raw
+field list exactly as Redis returned it (a flat [name, value, name, value, ...]
+list of bytes, so a duplicated field is still visible) and returns a typed Job or
+raises MalformedJob with a reason that goes to the dead-letter stream.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+FIELDS = ("kind", "order_id", "outbox_id", "request_id", "trace")
+_FIELD_SET = frozenset(f.encode() for f in FIELDS)
+MAX_ID = 2**63 - 1  # a signed 64-bit integer: what the api's database keys are
+_DIGITS = re.compile(rb"^[0-9]{1,19}$")
+_TOKEN = re.compile(rb"^[A-Za-z0-9._:/+=\-]{1,128}$")
+_KIND = re.compile(rb"^[a-z][a-z0-9_]{0,63}$")
+DEFAULT_MAX_FIELD_BYTES = 256
+
+
+class MalformedJob(ValueError):
+    """The entry's fields do not make a job; the message is the dead-letter reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    kind: str
+    order_id: int
+    outbox_id: int
+    request_id: str
+    trace: str
+
+    def fields(self) -> list[bytes]:
+        """The flat field list XADD takes, in the seed's order."""
+        return [b"kind", self.kind.encode(), b"order_id", str(self.order_id).encode(),
+                b"outbox_id", str(self.outbox_id).encode(),
+                b"request_id", self.request_id.encode(), b"trace", self.trace.encode()]
+
+
+def _parse_id(name: str, raw: bytes) -> int:
+    if not _DIGITS.match(raw):
+        raise MalformedJob(f"{name} must be a positive decimal integer, got {_show(raw)}")
+    value = int(raw)
+    if not 1 <= value <= MAX_ID:
+        raise MalformedJob(f"{name} out of range 1..2^63-1: {_show(raw)}")
+    return value
+
+
+def _show(raw: bytes, limit: int = 40) -> str:
+    text = repr(raw[:limit])
+    return text + ("..." if len(raw) > limit else "")
+
+
+def parse_job(raw: Sequence[bytes] | None, kinds: Collection[str] | None = None, *,
+              max_field_bytes: int = DEFAULT_MAX_FIELD_BYTES) -> Job:
+    """Turn an entry's raw field list into a Job, or raise MalformedJob saying why."""
+    if raw is None:
+        raise MalformedJob("entry has no fields (trimmed from the stream)")
+    if len(raw) % 2:
+        raise MalformedJob("odd number of field items")
+    values: dict[bytes, bytes] = {}
+    for i in range(0, len(raw), 2):
+        name, value = raw[i], raw[i + 1]
+        if not isinstance(name, bytes) or not isinstance(value, bytes):
+            raise MalformedJob("field names and values must be bytes")
+        if name not in _FIELD_SET:
+            raise MalformedJob(f"unknown field {_show(name)}")
+        if name in values:
+            raise MalformedJob(f"duplicate field {name.decode()}")
+        if len(value) > max_field_bytes:
+            raise MalformedJob(f"field {name.decode()} is {len(value)} bytes, "
+                               f"limit {max_field_bytes}")
+        values[name] = value
+    missing = [f for f in FIELDS if f.encode() not in values]
+    if missing:
+        raise MalformedJob("missing field" + ("s " if len(missing) > 1 else " ")
+                           + ", ".join(missing))
+    for name, value in values.items():
+        try:
+            value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise MalformedJob(f"field {name.decode()} is not UTF-8") from None
+    kind_raw = values[b"kind"]
+    if not _KIND.match(kind_raw):
+        raise MalformedJob(f"kind must match [a-z][a-z0-9_]*, got {_show(kind_raw)}")
+    kind = kind_raw.decode()
+    if kinds is not None and kind not in kinds:
+        raise MalformedJob(f"unknown kind {kind!r}")
+    for name in (b"request_id", b"trace"):
+        if not _TOKEN.match(values[name]):
+            raise MalformedJob(f"{name.decode()} must be 1-128 of A-Z a-z 0-9 . _ : / + = -, "
+                               f"got {_show(values[name])}")
+    return Job(kind=kind,
+               order_id=_parse_id("order_id", values[b"order_id"]),
+               outbox_id=_parse_id("outbox_id", values[b"outbox_id"]),
+               request_id=values[b"request_id"].decode(),
+               trace=values[b"trace"].decode())
+
+
+def make_job(kind: str, order_id: int, outbox_id: int, request_id: str, trace: str) -> Job:
+    """Build a Job the way a producer should: validated by the same parser workers use."""
+    job = Job(kind, order_id, outbox_id, request_id, trace)
+    try:
+        return parse_job(job.fields(), max_field_bytes=DEFAULT_MAX_FIELD_BYTES)
+    except MalformedJob as e:
+        raise ValueError(f"refusing to enqueue: {e}") from None
