@@ -1,0 +1,1 @@
+"""Subcommands of `stagedoor`: one module each, exposing `register(subparsers)`."""
