@@ -19,7 +19,7 @@ import redis
 from .config import EX_CONFIG, ConfigError
 
 EX_UNAVAILABLE = 69
-COMMANDS = ("enqueue", "work", "demo")
+COMMANDS = ("enqueue", "work")
 
 
 class Parser(argparse.ArgumentParser):

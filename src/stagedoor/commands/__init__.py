@@ -1,1 +1,1 @@
-"""Subcommands of `stagedoor`: one module each, exposing `register(subparsers)`."""
+"""Subcommands of `stagedoor`: one module each, exposing register(subparsers)."""

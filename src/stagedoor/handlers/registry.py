@@ -1,0 +1,108 @@
+"""The handler registry: kind -> async handler, extendable from `module:attr`.
+
+A plugin attr may be a Registry, a mapping of kind -> handler function, or a
+single function registered with `@handler("kind")`.  A bad spec is a ConfigError
+(exit 78), raised when the worker boots, so the supervisor reports a boot failure
+instead of a pool that crashes on the first job.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..config import ConfigError
+
+if TYPE_CHECKING:
+    from ..job import Job
+    from .context import Context
+
+HandlerFn = Callable[["Job", "Context"], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Handler:
+    kind: str
+    fn: HandlerFn
+    timeout: float | None = None  # None: settings.job_timeout
+
+
+class Registry:
+    def __init__(self, handlers: Iterable[Handler] = ()) -> None:
+        self._by_kind: dict[str, Handler] = {}
+        for h in handlers:
+            self.add(h)
+
+    def add(self, handler: Handler) -> None:
+        self._by_kind[handler.kind] = handler
+
+    def register(self, kind: str, *, timeout: float | None = None
+                 ) -> Callable[[HandlerFn], HandlerFn]:
+        def deco(fn: HandlerFn) -> HandlerFn:
+            self.add(Handler(kind, fn, timeout))
+            return fn
+        return deco
+
+    def get(self, kind: str) -> Handler:
+        return self._by_kind[kind]
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        return frozenset(self._by_kind)
+
+    def merged(self, other: Registry) -> Registry:
+        return Registry([*self, *other])
+
+    def __iter__(self) -> Iterator[Handler]:
+        return iter(self._by_kind.values())
+
+    def __len__(self) -> int:
+        return len(self._by_kind)
+
+
+def handler(kind: str, *, timeout: float | None = None) -> Callable[[HandlerFn], HandlerFn]:
+    """Mark a plain function as the handler of `kind`, for `module:function` specs."""
+    def deco(fn: HandlerFn) -> HandlerFn:
+        fn.__stagedoor_handler__ = Handler(kind, fn, timeout)  # type: ignore[attr-defined]
+        return fn
+    return deco
+
+
+def _as_registry(spec: str, obj: Any) -> Registry:
+    if isinstance(obj, Registry):
+        return obj
+    marked = getattr(obj, "__stagedoor_handler__", None)
+    if isinstance(marked, Handler):
+        return Registry([marked])
+    if isinstance(obj, Mapping) and all(callable(v) for v in obj.values()):
+        return Registry(Handler(str(k), v) for k, v in obj.items())
+    raise ConfigError(f"handlers: {spec!r} is not a Registry, a kind->handler mapping or a "
+                      f"function marked with @handler")
+
+
+def load_spec(spec: str) -> Registry:
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:
+        raise ConfigError(f"handlers: cannot import {module_name!r}: "
+                          f"{type(e).__name__}: {e}") from None
+    try:
+        obj = getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(f"handlers: module {module_name!r} has no {attr!r}") from None
+    return _as_registry(spec, obj)
+
+
+def load_registry(specs: Iterable[str] = (), *, builtin: bool = True) -> Registry:
+    """The built-in handlers, then each spec in order (a later kind replaces an earlier)."""
+    registry = Registry()
+    if builtin:
+        from .tickets import registry as tickets
+
+        registry = registry.merged(tickets)
+    for spec in specs:
+        registry = registry.merged(load_spec(spec))
+    return registry

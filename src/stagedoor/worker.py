@@ -1,0 +1,503 @@
+"""The worker: read, handle, ack, with every failure path of the seed.
+
+    recover   XREADGROUP ... STREAMS jobs <cursor>    own pending first, paged
+    consume   XREADGROUP COUNT n BLOCK 5000 ... >      n = min(COUNT, free slots)
+    handle    parse_job -> run_with_policy -> ack      at most `concurrency` in flight
+    reclaim   XAUTOCLAIM ... 60000 <cursor> COUNT n    every 30 s, cursor followed
+    ack       XACK with every id finished this tick    never before the handler returned
+
+Why it is shaped this way:
+- Slots are reserved *before* a read, so the consume and reclaim loops together
+  never hold more entries than there are free slots; an entry that is read sits on
+  this consumer's pending list, and one we cannot start would age there for nothing.
+- The blocking read has its own client (socket timeout > BLOCK); everything else
+  uses the 100 ms client.  After any timeout or connection error on the read the
+  reply may have been lost with entries in it, so the next read is of our own
+  pending list again, not '>'.
+- A cancelled or crashed handler acks nothing: the entry stays pending and comes
+  back by `recover` (same consumer name after a restart) or by another worker's
+  reclaim.  Only DONE is acked; DEAD is acked inside the dead-letter script.
+- Ids that are running here or finished and waiting for their ack are skipped when
+  our own pending list or XAUTOCLAIM hands them back, or they would run twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import redis
+import redis.asyncio as aioredis
+
+from . import connection
+from .config import Settings
+from .handlers import Context, Registry, load_registry
+from .job import MalformedJob, parse_job
+from .metrics import WorkerStats
+from .policy import Verdict, run_with_policy
+from .queue import DeadLetter, ensure_group, is_nogroup
+
+log = logging.getLogger("stagedoor.worker")
+
+Entry = tuple[bytes, list[bytes] | None]
+
+
+class BootError(RuntimeError):
+    """The worker could not reach a usable Redis within boot_timeout."""
+
+
+def stream_entries(reply: Any) -> list[Entry]:
+    """RESP2 XREADGROUP reply -> [(id, fields or None)]; nil (BLOCK timed out) -> []."""
+    if not reply:
+        return []
+    return [(e[0], e[1]) for e in reply[0][1]]
+
+
+class Backoff:
+    """Exponential backoff with full jitter, reset after a success."""
+
+    def __init__(self, base: float = 0.05, cap: float = 2.0) -> None:
+        self.base, self.cap, self.attempt = base, cap, 0
+
+    def next(self) -> float:
+        delay = random.uniform(self.base / 2, min(self.cap, self.base * 2 ** self.attempt))
+        self.attempt = min(self.attempt + 1, 30)
+        return delay
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+class Slots:
+    """At most `capacity` entries reserved or running; reservation happens before a read."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.reserved = 0
+        self.running: dict[bytes, asyncio.Task[None]] = {}
+        self._freed = asyncio.Event()
+
+    @property
+    def free(self) -> int:
+        return self.capacity - self.reserved - len(self.running)
+
+    async def reserve(self, n: int) -> int:
+        while self.free <= 0:
+            self._freed.clear()
+            await self._freed.wait()
+        k = min(n, self.free)
+        self.reserved += k
+        return k
+
+    def try_reserve(self, n: int) -> int:
+        k = max(0, min(n, self.free))
+        self.reserved += k
+        return k
+
+    def unreserve(self, k: int) -> None:
+        self.reserved -= k
+        if k:
+            self._freed.set()
+
+    def start(self, entry_id: bytes, task: asyncio.Task[None]) -> None:
+        self.reserved -= 1
+        self.running[entry_id] = task
+        task.add_done_callback(lambda _t: self._finish(entry_id))
+
+    def _finish(self, entry_id: bytes) -> None:
+        self.running.pop(entry_id, None)
+        self._freed.set()
+
+    async def wait_idle(self) -> None:
+        while self.running:
+            self._freed.clear()
+            await self._freed.wait()
+
+
+class Acker:
+    """Coalesces acks: every id finished since the last XACK goes in the next one."""
+
+    def __init__(self, client: aioredis.Redis, settings: Settings) -> None:
+        self._client = client
+        self._settings = settings
+        self.queued: list[bytes] = []
+        self.flushing: set[bytes] = set()
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.acked = 0
+
+    def add(self, entry_id: bytes) -> None:
+        self.queued.append(entry_id)
+        self._idle.clear()
+        self._wake.set()
+
+    def __contains__(self, entry_id: bytes) -> bool:
+        return entry_id in self.flushing or entry_id in self.queued
+
+    def __len__(self) -> int:
+        return len(self.queued) + len(self.flushing)
+
+    async def run(self) -> None:
+        s = self._settings
+        backoff = Backoff()
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if s.ack_flush_ms:
+                await asyncio.sleep(s.ack_flush_ms / 1000)
+            batch, self.queued = self.queued, []
+            self.flushing.update(batch)
+            while batch:
+                try:
+                    await self._client.execute_command("XACK", s.stream, s.group, *batch)
+                except connection.TRANSIENT_ERRORS as e:
+                    delay = backoff.next()
+                    log.warning("XACK of %d ids failed (%s); retrying in %.2fs",
+                                len(batch), e, delay)
+                    await asyncio.sleep(delay)
+                    continue
+                backoff.reset()
+                self.acked += len(batch)
+                break
+            self.flushing.clear()
+            if not self.queued:
+                self._idle.set()
+
+    async def drain(self) -> None:
+        await self._idle.wait()
+
+
+class Worker:
+    """One consumer of the group. `await run()` until `request_stop()` (or burst drained)."""
+
+    def __init__(self, settings: Settings, registry: Registry | None = None, *,
+                 slot: int = 0, consumer: str | None = None, burst: bool = False,
+                 on_ready: Callable[[], None] | None = None) -> None:
+        self.settings = settings
+        self.registry = registry if registry is not None else load_registry(settings.handlers)
+        self.consumer = consumer or settings.consumer_name(slot)
+        self.slot = slot
+        self.burst = burst
+        self.stats = WorkerStats()
+        self.ready = asyncio.Event()
+        self._on_ready = on_ready
+        self._stopping = asyncio.Event()
+        self._recover = True
+        self._recover_cursor = b"0"
+        self._claim_cursor = b"0-0"
+        self._kinds = self.registry.kinds
+
+    # -- lifecycle -----------------------------------------------------------------
+    def request_stop(self) -> None:
+        """Graceful: stop reading, let in-flight jobs finish within graceful_timeout."""
+        self._stopping.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    async def run(self) -> None:
+        s = self.settings
+        self.cmd = connection.async_client(s, name=self.consumer)
+        self.reader = connection.async_client(s, blocking=True, name=self.consumer + ":read")
+        self.executor = ThreadPoolExecutor(s.render_threads,
+                                           thread_name_prefix=f"render-{self.slot}")
+        self.slots = Slots(s.concurrency)
+        self.acker = Acker(self.cmd, s)
+        self.dead_letter = DeadLetter(self.cmd, s)
+        self.ctx = Context(settings=s, redis=self.cmd, consumer=self.consumer,
+                           executor=self.executor, stats=self.stats)
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            await self._boot()
+            self.ready.set()
+            if self._on_ready:
+                self._on_ready()
+            log.info("worker %s ready (concurrency %d, count %d, block %d ms)", self.consumer,
+                     s.concurrency, s.count, s.block_ms, extra={"consumer": self.consumer})
+            tasks = [asyncio.create_task(self.acker.run(), name="ack")]
+            consume = asyncio.create_task(self._consume(), name="consume")
+            reclaim = asyncio.create_task(self._reclaim_loop(), name="reclaim")
+            stop = asyncio.create_task(self._stopping.wait(), name="stop")
+            tasks += [consume, reclaim, stop]
+            done, _ = await asyncio.wait([consume, reclaim, stop],
+                                         return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                if t is not stop and not t.cancelled() and t.exception():
+                    raise t.exception()  # type: ignore[misc]
+            await self._drain(consume, reclaim)
+        finally:
+            for t in tasks:
+                t.cancel()
+            for t in self.slots.running.values():
+                t.cancel()
+            await asyncio.gather(*tasks, *self.slots.running.values(), return_exceptions=True)
+            self.executor.shutdown(wait=False, cancel_futures=True)
+            await self.reader.aclose()
+            await self.cmd.aclose()
+
+    async def _boot(self) -> None:
+        s = self.settings
+        deadline = time.monotonic() + s.boot_timeout
+        backoff = Backoff(0.05, 1.0)
+        while True:
+            try:
+                info = await self.cmd.info("server")
+                connection.check_version(info)
+                await ensure_group(self.cmd, s)
+                return
+            except connection.TRANSIENT_ERRORS as e:
+                if time.monotonic() > deadline:
+                    raise BootError(f"Redis unreachable for {s.boot_timeout:g}s: {e}") from e
+                delay = backoff.next()
+                log.warning("Redis not reachable (%s); retrying in %.2fs", e, delay)
+                await asyncio.sleep(delay)
+
+    async def _drain(self, consume: asyncio.Task[None], reclaim: asyncio.Task[None]) -> None:
+        """Stop reading, finish in-flight jobs within graceful_timeout, flush acks."""
+        consume.cancel()
+        reclaim.cancel()
+        await asyncio.gather(consume, reclaim, return_exceptions=True)
+        timeout = self.settings.graceful_timeout
+        try:
+            async with asyncio.timeout(timeout):
+                await self.slots.wait_idle()
+        except TimeoutError:
+            log.warning("%d jobs still running after %gs; leaving them pending",
+                        len(self.slots.running), timeout)
+            for t in self.slots.running.values():
+                t.cancel()
+            await asyncio.gather(*self.slots.running.values(), return_exceptions=True)
+        try:
+            async with asyncio.timeout(max(1.0, timeout)):
+                await self.acker.drain()
+        except TimeoutError:
+            log.error("%d acks could not be sent; those jobs stay pending and will run "
+                      "again", len(self.acker))
+
+    # -- reading -------------------------------------------------------------------
+    def _busy(self, entry_id: bytes) -> bool:
+        return entry_id in self.slots.running or entry_id in self.acker
+
+    async def _consume(self) -> None:
+        s = self.settings
+        backoff = Backoff()
+        group, stream, me = s.group, s.stream, self.consumer
+        while True:
+            n = await self.slots.reserve(s.count)
+            try:
+                if self._recover:
+                    entries = stream_entries(await self.cmd.execute_command(
+                        "XREADGROUP", "GROUP", group, me, "COUNT", n,
+                        "STREAMS", stream, self._recover_cursor))
+                    if not entries:
+                        self._recover, self._recover_cursor = False, b"0"
+                        self.slots.unreserve(n)
+                        n = 0
+                        continue
+                    self._recover_cursor = entries[-1][0]
+                    fresh = [e for e in entries if not self._busy(e[0])]
+                    self.stats.inc("recovered", n=len(fresh))
+                    counts = await self._delivery_counts([e[0] for e in fresh])
+                    self._dispatch(fresh, n, counts)
+                    n = 0
+                else:
+                    args: tuple[Any, ...] = ("XREADGROUP", "GROUP", group, me, "COUNT", n)
+                    if not self.burst:
+                        args += ("BLOCK", s.block_ms)
+                    entries = stream_entries(await self.reader.execute_command(
+                        *args, "STREAMS", stream, ">"))
+                    self._dispatch(entries, n, None)
+                    n = 0
+                    if not entries and self.burst:
+                        await self._burst_check()
+                backoff.reset()
+            except asyncio.CancelledError:
+                self.slots.unreserve(n)
+                raise
+            except redis.ResponseError as e:
+                self.slots.unreserve(n)
+                if not is_nogroup(e):
+                    raise
+                log.warning("group %s is gone (Redis restarted empty?); recreating", group)
+                await self._ensure_group_quietly()
+                self._recover, self._recover_cursor = True, b"0"
+            except connection.TRANSIENT_ERRORS as e:
+                self.slots.unreserve(n)
+                # The reply may have been lost with entries in it: read our own PEL next.
+                self._recover, self._recover_cursor = True, b"0"
+                delay = backoff.next()
+                log.warning("read failed (%s: %s); re-reading own pending in %.2fs",
+                            type(e).__name__, e, delay)
+                await asyncio.sleep(delay)
+
+    async def _burst_check(self) -> None:
+        await self.slots.wait_idle()
+        await self.acker.drain()
+        if self._recover:
+            return
+        self._stopping.set()
+        await asyncio.Event().wait()  # the run() loop cancels us
+
+    async def _ensure_group_quietly(self) -> None:
+        with contextlib.suppress(*connection.TRANSIENT_ERRORS):
+            await ensure_group(self.cmd, self.settings)
+
+    async def _delivery_counts(self, ids: Sequence[bytes]) -> dict[bytes, int]:
+        if not ids:
+            return {}
+        s = self.settings
+        reply = await self.cmd.execute_command(
+            "XPENDING", s.stream, s.group, ids[0], ids[-1],
+            len(ids) + len(self.slots.running) + len(self.acker) + 1, self.consumer)
+        return {row[0]: int(row[3]) for row in reply}
+
+    def _dispatch(self, entries: Sequence[Entry], reserved: int,
+                  counts: dict[bytes, int] | None) -> None:
+        for entry_id, fields in entries:
+            deliveries = 1 if counts is None else counts.get(entry_id, 1)
+            task = asyncio.create_task(self._handle(entry_id, fields, deliveries))
+            self.slots.start(entry_id, task)
+        self.slots.unreserve(reserved - len(entries))
+        self.stats.gauges["in_flight"] = len(self.slots.running)
+
+    # -- reclaiming ------------------------------------------------------------------
+    async def _reclaim_loop(self) -> None:
+        s = self.settings
+        while True:
+            await asyncio.sleep(s.reclaim_interval)
+            try:
+                await self.reclaim_once()
+            except connection.TRANSIENT_ERRORS as e:
+                log.warning("reclaim pass failed (%s); next in %gs", e, s.reclaim_interval)
+            except redis.ResponseError as e:
+                if not is_nogroup(e):
+                    raise
+                await self._ensure_group_quietly()
+
+    async def reclaim_once(self) -> int:
+        """One pass of XAUTOCLAIM following the cursor; returns how many entries it took."""
+        s = self.settings
+        taken = 0
+        while True:
+            n = self.slots.try_reserve(s.reclaim_count)
+            if n == 0:
+                return taken
+            try:
+                cursor, entries, deleted = await self.cmd.execute_command(
+                    "XAUTOCLAIM", s.stream, s.group, self.consumer, s.claim_idle_ms,
+                    self._claim_cursor, "COUNT", n)
+            except BaseException:
+                self.slots.unreserve(n)
+                raise
+            self._claim_cursor = cursor
+            if deleted:
+                self.stats.inc("deleted", n=len(deleted))
+                log.warning("%d pending entries were trimmed before they were handled: %s",
+                            len(deleted), b", ".join(deleted[:10]).decode())
+            mine = [(e[0], e[1]) for e in entries if not self._busy(e[0])]
+            try:
+                counts = await self._delivery_counts([e[0] for e in mine])
+            except BaseException:
+                self.slots.unreserve(n)
+                raise
+            self.stats.inc("reclaimed", n=len(mine))
+            self._dispatch(mine, n, counts)
+            taken += len(mine)
+            if cursor == b"0-0":
+                return taken
+
+    # -- handling --------------------------------------------------------------------
+    async def _handle(self, entry_id: bytes, fields: list[bytes] | None,
+                      deliveries: int) -> None:
+        s = self.settings
+        try:
+            if fields is None:
+                # Trimmed while pending: nothing to run; ack so the PEL stops returning it.
+                self.stats.inc("deleted")
+                log.warning("entry %s was trimmed before it was handled",
+                            entry_id.decode(), extra={"entry_id": entry_id.decode()})
+                self.acker.add(entry_id)
+                return
+            if deliveries > s.max_deliveries:
+                await self._dead(entry_id, fields, deliveries,
+                                 f"poison: delivered {deliveries} times "
+                                 f"(max_deliveries={s.max_deliveries})", _kind(fields, self._kinds))
+                return
+            try:
+                job = parse_job(fields, self._kinds, max_field_bytes=s.max_field_bytes)
+            except MalformedJob as e:
+                await self._dead(entry_id, fields, deliveries, f"malformed: {e}",
+                                 _kind(fields, self._kinds))
+                return
+            handler = self.registry.get(job.kind)
+            extra = {"request_id": job.request_id, "trace": job.trace, "kind": job.kind,
+                     "order_id": job.order_id, "outbox_id": job.outbox_id,
+                     "entry_id": entry_id.decode(), "deliveries": deliveries,
+                     "consumer": self.consumer}
+            outcome = await run_with_policy(
+                lambda: handler.fn(job, self.ctx), kind=job.kind,
+                time_limit=handler.timeout or s.job_timeout, settings=s, stats=self.stats,
+                extra=extra)
+            if outcome.verdict is Verdict.DONE:
+                self.stats.inc("handled", job.kind)
+                self.acker.add(entry_id)
+            elif outcome.verdict is Verdict.DEAD:
+                await self._dead(entry_id, fields, deliveries, outcome.reason, job.kind)
+            else:
+                self.stats.inc("failed", job.kind)
+                log.error("job failed after %d attempts, left pending for redelivery: %s",
+                          outcome.attempts, outcome.reason, extra=extra)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # Nothing may crash the loop; the entry stays pending and comes back.
+            log.exception("unexpected error handling %s; left pending", entry_id.decode())
+        finally:
+            self.stats.gauges["in_flight"] = len(self.slots.running) - 1
+
+    async def _dead(self, entry_id: bytes, fields: list[bytes], deliveries: int,
+                    reason: str, kind: str) -> None:
+        backoff = Backoff()
+        for _attempt in range(max(3, self.settings.retries + 1)):
+            try:
+                dead_id = await self.dead_letter(entry_id, fields, error=reason,
+                                                 deliveries=deliveries,
+                                                 consumer=self.consumer)
+            except connection.TRANSIENT_ERRORS as e:
+                await asyncio.sleep(backoff.next())
+                last: Exception = e
+                continue
+            if dead_id is not None:
+                self.stats.inc("dead_lettered", kind)
+                log.error("dead-lettered %s as %s: %s", entry_id.decode(), dead_id.decode(),
+                          reason, extra={"entry_id": entry_id.decode(), "kind": kind,
+                                         "error": reason, "deliveries": deliveries})
+            return
+        log.error("could not dead-letter %s (%s); left pending", entry_id.decode(), last)
+
+
+def _kind(fields: Sequence[bytes], kinds: frozenset[str]) -> str:
+    """The metrics label of an entry that may not parse: a known kind or 'invalid'.
+
+    Never the raw value: a label per garbage payload would blow up the metrics."""
+    for i in range(0, len(fields) - 1, 2):
+        if fields[i] == b"kind":
+            value = fields[i + 1].decode("utf-8", "replace")
+            return value if value in kinds else "invalid"
+    return "invalid"
+
+
+async def run_worker(settings: Settings, *, slot: int = 0, burst: bool = False,
+                     registry: Registry | None = None) -> WorkerStats:
+    """Run one worker in the current loop until stopped (or drained, in burst mode)."""
+    worker = Worker(settings, registry, slot=slot, burst=burst)
+    await worker.run()
+    return worker.stats
