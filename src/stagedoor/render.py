@@ -1,0 +1,290 @@
+"""Ticket PDFs: the pure-Python reference renderer, and the choice of renderer.
+
+`render_order(order)` returns a PDF with one page per ticket.  The native extension
+`stagedoor._render.render_order` produces the same bytes (the tests check it on random
+tickets) at a fraction of the cost and with the GIL released; this module is its test
+oracle and the fallback when the extension is not built.  `renderer()` picks the native
+one when it imports; the caller logs `NATIVE_IMPORT_ERROR` loudly when it does not.
+
+The file is deterministic: no dates, no /ID, fixed object numbers, so the same order
+always gives the same bytes (both renderers compress with the same zlib, level 6).
+
+Layout of the file: 1 catalog, 2 pages, 3 shared resources, 4 Helvetica, 5
+Helvetica-Bold (standard Type1 fonts, /WinAnsiEncoding, not embedded), 6 the static
+part of every page (border, header bar, labels), compressed once; then per ticket k
+object 7+2k, the page, and 8+2k, its own content stream (the fields and the QR code as
+filled rectangles, one per horizontal run of dark modules).
+
+Text and characters outside WinAnsi
+-----------------------------------
+Text is encoded in cp1252 (= WinAnsiEncoding), so "Zoë Ødegaard-Šimić" keeps its ë,
+Ø and Š, and €, Œ, ž print as they are.  C0 controls and DEL print as a space.  A field
+with any character outside cp1252 (Ł, ż, ć, Cyrillic, CJK, emoji ...) is never dropped:
+
+* the page shows a WinAnsi fallback, character by character: the character itself when
+  cp1252 has it, else its NFKD decomposition without combining marks if that is in
+  cp1252 (ć -> c, ż -> z), else a small table for letters without a decomposition
+  (Ł -> L, ł -> l, Đ -> D, ı -> i, ...), else '?';
+* the exact text goes into the page as a marked-content span with /ActualText (a
+  UTF-16BE text string) around the field, so text extraction that honours ActualText
+  (poppler's pdftotext, Acrobat, screen readers) returns the original.  pypdf ignores
+  ActualText and extracts the fallback ("Łukasz Żółć" -> "Lukasz Zółc").
+
+The QR code carries the admission code exactly, as UTF-8 (with an ECI header when it
+is not ASCII).
+
+Small print is wrapped greedily at spaces to lines of at most 110 bytes (longer words
+are cut), leading spaces of a wrapped line are dropped.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+import zlib
+from collections.abc import Callable
+
+from . import qr
+from .orders import Order, Ticket
+
+RenderFn = Callable[[Order], bytes]
+
+PAGE_W, PAGE_H = 420, 298
+ZLIB_LEVEL = 6
+WRAP = 110
+
+# Static content: drawn once, shared by every page (object 6).
+STATIC_CONTENT = (
+    b"q\n0.8 w 0 0 0 RG\n12 12 396 274 re S\n0.11 0.16 0.29 rg\n12 250 396 36 re f\nQ\n"
+    b"BT\n/F2 8 Tf 1 1 1 rg\n1 0 0 1 340 264 Tm (STAGEDOOR) Tj\n"
+    b"/F1 6.5 Tf 0.4 0.4 0.4 rg\n"
+    b"1 0 0 1 24 238 Tm (VENUE) Tj\n"
+    b"1 0 0 1 24 212 Tm (DATE / TIME) Tj\n"
+    b"1 0 0 1 24 186 Tm (SECTION) Tj\n"
+    b"1 0 0 1 130 186 Tm (ROW) Tj\n"
+    b"1 0 0 1 180 186 Tm (SEAT) Tj\n"
+    b"1 0 0 1 24 160 Tm (BUYER) Tj\n"
+    b"1 0 0 1 24 134 Tm (PRICE) Tj\n"
+    b"1 0 0 1 130 134 Tm (ORDER) Tj\n"
+    b"1 0 0 1 24 108 Tm (ADMISSION CODE) Tj\n"
+    b"ET\n"
+)
+
+# (font, size, colour, x, y) of each field, in Ticket order as drawn.
+FIELDS: tuple[tuple[str, bytes], ...] = (
+    ("event", b"/F2 14 Tf 1 1 1 rg 24 262 Td"),
+    ("venue", b"/F2 11 Tf 0 0 0 rg 24 227 Td"),
+    ("starts_at", b"/F1 11 Tf 0 0 0 rg 24 201 Td"),
+    ("section", b"/F2 11 Tf 0 0 0 rg 24 175 Td"),
+    ("row", b"/F2 11 Tf 0 0 0 rg 130 175 Td"),
+    ("seat", b"/F2 11 Tf 0 0 0 rg 180 175 Td"),
+    ("buyer", b"/F2 11 Tf 0 0 0 rg 24 149 Td"),
+    ("price", b"/F1 11 Tf 0 0 0 rg 24 123 Td"),
+    ("order_id", b"/F1 11 Tf 0 0 0 rg 130 123 Td"),
+    ("admission_code", b"/F2 10 Tf 0 0 0 rg 24 97 Td"),
+)
+SMALL_PRINT_OPS = b"/F1 5 Tf 0.3 0.3 0.3 rg 6 TL 24 80 Td"
+
+# The QR box: left edge, top edge and side in points; quiet zone of 4 modules inside.
+QR_X, QR_TOP, QR_SIDE = 288, 246, 116
+
+HEADER = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n"
+STATIC_OBJECTS = (
+    b"1 0 obj\n<< /Type /Catalog /Pages 2 0 R >>\nendobj\n",
+    b"3 0 obj\n<< /Font << /F1 4 0 R /F2 5 0 R >> >>\nendobj\n",
+    b"4 0 obj\n<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica "
+    b"/Encoding /WinAnsiEncoding >>\nendobj\n",
+    b"5 0 obj\n<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold "
+    b"/Encoding /WinAnsiEncoding >>\nendobj\n",
+)
+FIRST_PAGE_OBJ = 7
+
+# Letters with no NFKD decomposition, and what the page shows for them.
+_NO_DECOMPOSITION = {
+    "Ł": "L", "ł": "l", "Đ": "D", "đ": "d", "Ħ": "H", "ħ": "h", "ı": "i", "ĸ": "k",
+    "Ŋ": "N", "ŋ": "n", "Ŧ": "T", "ŧ": "t", "Ɓ": "B", "ƀ": "b", "Ə": "E", "ə": "e",
+    "ʻ": "'", "ʼ": "'", "‐": "-", "‒": "-", "−": "-",
+}
+
+
+def winansi_fallback(text: str) -> tuple[bytes, bytes]:
+    """(what the page shows, in cp1252; ActualText as hex of FEFF + UTF-16BE).
+
+    Only for text that `str.encode("cp1252")` refuses; see the module docstring.
+    """
+    out = bytearray()
+    for ch in text:
+        try:
+            out += ch.encode("cp1252")
+            continue
+        except UnicodeEncodeError:
+            pass
+        base = "".join(c for c in unicodedata.normalize("NFKD", ch)
+                       if not unicodedata.combining(c))
+        for candidate in (base, _NO_DECOMPOSITION.get(ch, "")):
+            if candidate:
+                try:
+                    out += candidate.encode("cp1252")
+                    break
+                except UnicodeEncodeError:
+                    pass
+        else:
+            out += b"?"
+    actual = ("\ufeff" + text).encode("utf-16-be", "surrogatepass").hex().upper()
+    return bytes(out), actual.encode("ascii")
+
+
+def encode_text(text: str) -> tuple[bytes, bytes]:
+    """cp1252 bytes for the page, and the ActualText hex (empty when not needed)."""
+    try:
+        return text.encode("cp1252"), b""
+    except UnicodeEncodeError:
+        return winansi_fallback(text)
+
+
+def _printable(raw: bytes) -> bytes:
+    """C0 controls and DEL print as a space."""
+    return bytes(32 if b < 32 or b == 127 else b for b in raw)
+
+
+def escape(raw: bytes) -> bytes:
+    out = bytearray()
+    for b in raw:
+        if b in b"()\\":
+            out.append(0x5C)
+        out.append(b)
+    return bytes(out)
+
+
+def wrap(raw: bytes, width: int = WRAP) -> list[bytes]:
+    lines: list[bytes] = []
+    pos, n = 0, len(raw)
+    while pos < n:
+        while pos < n and raw[pos] == 32:
+            pos += 1
+        if pos >= n:
+            break
+        if n - pos <= width:
+            lines.append(raw[pos:])
+            break
+        cut = raw.rfind(b" ", pos, pos + width + 1)
+        if cut <= pos:
+            lines.append(raw[pos:pos + width])
+            pos += width
+        else:
+            lines.append(raw[pos:cut])
+            pos = cut
+    return lines
+
+
+def _milli(v: int) -> bytes:
+    sign = "-" if v < 0 else ""
+    v = abs(v)
+    return f"{sign}{v // 1000}.{v % 1000:03d}".encode()
+
+
+def _span(actual: bytes, body: bytes) -> bytes:
+    if not actual:
+        return body
+    return b"/Span << /ActualText <" + actual + b"> >> BDC\n" + body + b"EMC\n"
+
+
+def qr_ops(data: bytes) -> bytes:
+    matrix = qr.encode(data)
+    size = len(matrix)
+    scale = QR_SIDE * 1000 // (size + 8)
+    x0 = QR_X * 1000 + 4 * scale
+    y0 = QR_TOP * 1000 - 4 * scale
+    out = [b"q 0 0 0 rg " + _milli(scale) + b" 0 0 " + _milli(-scale) + b" "
+           + _milli(x0) + b" " + _milli(y0) + b" cm\n"]
+    for y, row in enumerate(matrix):
+        x = 0
+        while x < size:
+            if not row[x]:
+                x += 1
+                continue
+            start = x
+            while x < size and row[x]:
+                x += 1
+            out.append(b"%d %d %d 1 re\n" % (start, y, x - start))
+    out.append(b"f Q\n")
+    return b"".join(out)
+
+
+def page_content(ticket: Ticket) -> bytes:
+    out = []
+    for name, ops in FIELDS:
+        shown, actual = encode_text(str(getattr(ticket, name)))
+        body = b"BT " + ops + b" (" + escape(_printable(shown)) + b") Tj ET\n"
+        out.append(_span(actual, body))
+    shown, actual = encode_text(ticket.small_print)
+    lines = wrap(_printable(shown))
+    if lines:
+        body = [b"BT " + SMALL_PRINT_OPS + b" (" + escape(lines[0]) + b") Tj"]
+        body += [b" T* (" + escape(line) + b") Tj" for line in lines[1:]]
+        body.append(b" ET\n")
+        out.append(_span(actual, b"".join(body)))
+    out.append(qr_ops(ticket.admission_code.encode("utf-8", "surrogatepass")))
+    return b"".join(out)
+
+
+def _stream(num: int, content: bytes) -> bytes:
+    data = zlib.compress(content, ZLIB_LEVEL)
+    return (b"%d 0 obj\n<< /Length %d /Filter /FlateDecode >>\nstream\n" % (num, len(data))
+            + data + b"\nendstream\nendobj\n")
+
+
+def render_order(order: Order) -> bytes:
+    """One page per ticket; see the module docstring for the layout and text rules."""
+    n = len(order.tickets)
+    if n == 0:
+        raise ValueError("order has no tickets")
+    parts: list[bytes] = [HEADER]
+    offsets: list[int] = []
+    pos = len(HEADER)
+
+    def add(obj: bytes) -> None:
+        nonlocal pos
+        offsets.append(pos)
+        parts.append(obj)
+        pos += len(obj)
+
+    add(STATIC_OBJECTS[0])
+    kids = b" ".join(b"%d 0 R" % (FIRST_PAGE_OBJ + 2 * k) for k in range(n))
+    add(b"2 0 obj\n<< /Type /Pages /Kids [" + kids + b"] /Count %d >>\nendobj\n" % n)
+    for obj in STATIC_OBJECTS[1:]:
+        add(obj)
+    add(_stream(6, STATIC_CONTENT))
+    for k, ticket in enumerate(order.tickets):
+        page = FIRST_PAGE_OBJ + 2 * k
+        add(b"%d 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] /Resources 3 0 R "
+            b"/Contents [6 0 R %d 0 R] >>\nendobj\n" % (page, PAGE_W, PAGE_H, page + 1))
+        add(_stream(page + 1, page_content(ticket)))
+    size = len(offsets) + 1
+    xref = [b"xref\n0 %d\n0000000000 65535 f \n" % size]
+    xref += [b"%010d 00000 n \n" % off for off in offsets]
+    xref.append(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (size, pos))
+    return b"".join(parts) + b"".join(xref)
+
+
+# -- choosing the renderer ----------------------------------------------------------
+
+NATIVE_IMPORT_ERROR: str | None
+try:
+    from ._render import render_order as _native_render_order
+except ImportError as e:  # not built: say why, the caller logs it loudly
+    _native: RenderFn | None = None
+    NATIVE_IMPORT_ERROR = (f"native renderer stagedoor._render not importable ({e}); "
+                           "using the pure-Python reference renderer, about 100x slower. "
+                           "Build it with: pip install . (needs a C compiler and zlib1g-dev)")
+else:
+    _native = _native_render_order
+    NATIVE_IMPORT_ERROR = None
+
+
+def native_available() -> bool:
+    return _native is not None
+
+
+def renderer() -> RenderFn:
+    """The native render_order when it imports, else the reference in this module."""
+    return _native if _native is not None else render_order
