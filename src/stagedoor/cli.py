@@ -19,7 +19,7 @@ import redis
 from .config import EX_CONFIG, ConfigError
 
 EX_UNAVAILABLE = 69
-COMMANDS = ("enqueue", "work")
+COMMANDS = ("enqueue", "work", "status", "dead")
 
 
 class Parser(argparse.ArgumentParser):
