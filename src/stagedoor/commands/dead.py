@@ -72,7 +72,7 @@ def _text(value: Any) -> str:
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "dead", help="list, show, replay or purge dead-letter entries",
+        "dead", help="List, show, replay or purge dead-letter entries.",
         description="Work with the dead-letter stream: jobs that failed for good or were "
                     "poison. Replay puts a job back on the job stream; purge deletes them.")
     sub = p.add_subparsers(dest="dead_command", metavar="ACTION", parser_class=type(p))

@@ -29,7 +29,7 @@ MIN_CLI_TIMEOUT = 2.0
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "status", help="show the queue: length, lag, pending, queue age, dead letters",
+        "status", help="Show the queue: length, lag, pending, queue age, dead letters.",
         description="Show the job stream, its consumer group, pending entries, the age of "
                     "the oldest undelivered job, per-consumer pending/idle, the dead-letter "
                     "stream and the trimmed-backlog alarm. Read-only.")
