@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def supervise_main(argv: Sequence[str] | None = None) -> int:
     from .supervisor import main as supervisor_main
 
-    return supervisor_main(argv)
+    return int(supervisor_main(argv))
 
 
 if __name__ == "__main__":  # pragma: no cover

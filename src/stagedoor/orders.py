@@ -126,6 +126,10 @@ class StoredOrder:
     rendered: str | None
 
 
+def _text(value: bytes | str | None) -> str:
+    return value.decode() if isinstance(value, bytes) else (value or "")
+
+
 class OrderStore:
     def __init__(self, client: aioredis.Redis, settings: Settings) -> None:
         self._client = client
@@ -145,8 +149,8 @@ class OrderStore:
             self.key(order_id), ["data", "status", "rendered"])
         if data is None:
             return None
-        return StoredOrder(Order.from_json(data), (status or b"placed").decode(),
-                           rendered.decode() if rendered else None)
+        return StoredOrder(Order.from_json(data), _text(status) or "placed",
+                           _text(rendered) or None)
 
     async def mark_rendered(self, order_id: int, path: str) -> bool:
         return bool(await self._mark(keys=[self.key(order_id)], args=[path]))

@@ -192,6 +192,7 @@ class Worker:
         self._recover = True
         self._recover_cursor = b"0"
         self._claim_cursor = b"0-0"
+        self._reclaim_due = False
         self._kinds = self.registry.kinds
 
     # -- lifecycle -----------------------------------------------------------------
@@ -214,7 +215,7 @@ class Worker:
         self.dead_letter = DeadLetter(self.cmd, s)
         self.ctx = Context(settings=s, redis=self.cmd, consumer=self.consumer,
                            executor=self.executor, stats=self.stats)
-        tasks: list[asyncio.Task[None]] = []
+        tasks: list[asyncio.Task[Any]] = []
         try:
             await self._boot()
             self.ready.set()
@@ -224,7 +225,7 @@ class Worker:
                      s.concurrency, s.count, s.block_ms, extra={"consumer": self.consumer})
             tasks = [asyncio.create_task(self.acker.run(), name="ack")]
             consume = asyncio.create_task(self._consume(), name="consume")
-            reclaim = asyncio.create_task(self._reclaim_loop(), name="reclaim")
+            reclaim = asyncio.create_task(self._reclaim_timer(), name="reclaim")
             stop = asyncio.create_task(self._stopping.wait(), name="stop")
             tasks += [consume, reclaim, stop]
             done, _ = await asyncio.wait([consume, reclaim, stop],
@@ -293,7 +294,12 @@ class Worker:
         while True:
             n = await self.slots.reserve(s.count)
             try:
-                if self._recover:
+                if self._reclaim_due:
+                    self._reclaim_due = False
+                    self.slots.unreserve(n)
+                    n = 0
+                    await self.reclaim_once()
+                elif self._recover:
                     entries = stream_entries(await self.cmd.execute_command(
                         "XREADGROUP", "GROUP", group, me, "COUNT", n,
                         "STREAMS", stream, self._recover_cursor))
@@ -369,18 +375,14 @@ class Worker:
         self.stats.gauges["in_flight"] = len(self.slots.running)
 
     # -- reclaiming ------------------------------------------------------------------
-    async def _reclaim_loop(self) -> None:
-        s = self.settings
+    async def _reclaim_timer(self) -> None:
+        """Mark a reclaim pass due every reclaim_interval; the consume loop runs it.
+
+        The pass runs between reads, not beside them, because the blocking read holds
+        every free slot while it waits; so a pass is late by at most one BLOCK."""
         while True:
-            await asyncio.sleep(s.reclaim_interval)
-            try:
-                await self.reclaim_once()
-            except connection.TRANSIENT_ERRORS as e:
-                log.warning("reclaim pass failed (%s); next in %gs", e, s.reclaim_interval)
-            except redis.ResponseError as e:
-                if not is_nogroup(e):
-                    raise
-                await self._ensure_group_quietly()
+            await asyncio.sleep(self.settings.reclaim_interval)
+            self._reclaim_due = True
 
     async def reclaim_once(self) -> int:
         """One pass of XAUTOCLAIM following the cursor; returns how many entries it took."""
@@ -473,7 +475,7 @@ class Worker:
                                                  consumer=self.consumer)
             except connection.TRANSIENT_ERRORS as e:
                 await asyncio.sleep(backoff.next())
-                last: Exception = e
+                last: BaseException = e
                 continue
             if dead_id is not None:
                 self.stats.inc("dead_lettered", kind)

@@ -15,7 +15,6 @@ from typing import Any
 
 from .. import config
 from ..handlers import load_registry
-from ..logs import setup_logging
 from ..worker import BootError, Worker
 
 EX_UNAVAILABLE = 69
@@ -34,6 +33,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..logs import setup_logging
+
     settings = config.from_args(args)
     setup_logging(settings.log_format, settings.log_level)
     registry = load_registry(settings.handlers)

@@ -1,0 +1,289 @@
+"""The read/handle/ack loop against a real redis-server, one test per seed failure mode."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+
+import redis
+from tests.workerkit import add_jobs, dead_entries, eventually, pending_summary, raw, running
+
+from stagedoor.config import Settings
+from stagedoor.handlers import Registry
+from stagedoor.handlers.registry import Handler
+from stagedoor.job import Job
+from stagedoor.policy import PermanentError, TransientError
+from stagedoor.queue import ensure_group_sync
+
+FAST = {"block_ms": 100, "reclaim_interval": 0.05, "retry_backoff": 0.001}
+
+
+def recorder() -> tuple[Registry, list[tuple[str, int]]]:
+    seen: list[tuple[str, int]] = []
+    reg = Registry()
+
+    @reg.register("noop")
+    async def noop(job: Job, ctx: object) -> None:
+        seen.append((getattr(ctx, "consumer", "?"), job.outbox_id))
+
+    return reg, seen
+
+
+async def test_drains_and_acks(settings: Settings, sync_redis: redis.Redis) -> None:
+    reg, seen = recorder()
+    add_jobs(settings, "noop", range(1, 51))
+    async with running(settings.replace(**FAST), reg) as w:
+        await eventually(lambda: len(seen) == 50, what="50 jobs handled")
+        await eventually(lambda: pending_summary(sync_redis, settings)[0] == 0, what="acks")
+    assert sorted(o for _c, o in seen) == list(range(1, 51))
+    assert w.stats.total("handled") == 50
+    assert sync_redis.xlen(settings.dead_stream) == 0
+
+
+async def test_malformed_payload_is_dead_lettered_with_fields_and_acked(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    reg, seen = recorder()
+    ensure_group_sync(sync_redis, settings)
+    bad_id = sync_redis.execute_command(
+        "XADD", "jobs", "*", "kind", "noop", "order_id", "44x71", "outbox_id", "1",
+        "request_id", "r", "trace", "t").decode()
+    dup_id = sync_redis.execute_command(
+        "XADD", "jobs", "*", "kind", "noop", "order_id", "1", "order_id", "2", "outbox_id",
+        "1", "request_id", "r", "trace", "t").decode()
+    async with running(settings.replace(**FAST), reg):
+        await eventually(lambda: sync_redis.xlen("jobs:dead") == 2, what="two dead letters")
+        await eventually(lambda: pending_summary(sync_redis, settings)[0] == 0, what="acks")
+    assert seen == []
+    raw_entries = raw(sync_redis).execute_command("XRANGE", "jobs:dead", "-", "+")
+    first, second = raw_entries[0][1], raw_entries[1][1]
+    assert first[:10] == [b"kind", b"noop", b"order_id", b"44x71", b"outbox_id", b"1",
+                          b"request_id", b"r", b"trace", b"t"]
+    meta = dict(zip(first[10::2], first[11::2], strict=True))
+    assert b"order_id must be a positive decimal integer" in meta[b"dead:error"]
+    assert meta[b"dead:source_id"] == bad_id.encode()
+    assert meta[b"dead:deliveries"] == b"1"
+    assert meta[b"dead:consumer"] == b"test-00"
+    assert float(meta[b"dead:time"]) > 1.7e9
+    # The duplicated field is kept as it came, twice, so a human sees the real payload.
+    assert second.count(b"order_id") == 2
+    assert dict(zip(second[12::2], second[13::2], strict=True))[b"dead:source_id"] == \
+        dup_id.encode()
+
+
+async def test_poison_job_is_dead_lettered_once_without_running(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    reg, seen = recorder()
+    [entry] = add_jobs(settings, "noop", [7])
+    # A consumer that keeps dying with it: delivered 5 times, idle past the threshold.
+    sync_redis.execute_command("XREADGROUP", "GROUP", "workers", "ghost", "COUNT", 1,
+                               "STREAMS", "jobs", ">")
+    sync_redis.execute_command("XCLAIM", "jobs", "workers", "ghost", 0, entry,
+                               "RETRYCOUNT", 5, "IDLE", 10_000)
+    s = settings.replace(claim_idle_ms=200, job_timeout=0.1, **FAST)
+    async with running(s, reg) as w:
+        await eventually(lambda: sync_redis.xlen("jobs:dead") == 1, what="dead letter")
+        await eventually(lambda: pending_summary(sync_redis, s)[0] == 0, what="acked")
+        await asyncio.sleep(0.3)  # several more reclaim passes: still exactly one
+    assert seen == []
+    [dead] = dead_entries(sync_redis, s)
+    assert dead[b"dead:deliveries"] == b"6"
+    assert dead[b"dead:error"].startswith(b"poison: delivered 6 times")
+    assert dead[b"order_id"] == b"7"
+    assert w.stats.total("dead_lettered") == 1
+    assert sync_redis.xlen("jobs:dead") == 1
+
+
+async def test_trimmed_pending_entries_are_reported_as_deleted(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    reg, seen = recorder()
+    add_jobs(settings, "noop", range(1, 4))     # go to a ghost that dies
+    sync_redis.execute_command("XREADGROUP", "GROUP", "workers", "ghost", "COUNT", 3,
+                               "STREAMS", "jobs", ">")
+    add_jobs(settings, "noop", range(4, 6))     # go to us (test-00), then die with us
+    sync_redis.execute_command("XREADGROUP", "GROUP", "workers", "test-00", "COUNT", 2,
+                               "STREAMS", "jobs", ">")
+    sync_redis.execute_command("XTRIM", "jobs", "MAXLEN", 0)
+    s = settings.replace(claim_idle_ms=50, job_timeout=0.04, **FAST)
+    await asyncio.sleep(0.06)
+    async with running(s, reg) as w:
+        await eventually(lambda: pending_summary(sync_redis, s)[0] == 0, what="PEL drained")
+        await eventually(lambda: w.stats.total("deleted") == 5, what="5 deleted")
+    assert seen == []
+    assert sync_redis.xlen("jobs:dead") == 0
+
+
+async def test_two_workers_never_receive_the_same_entry(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    reg, seen = recorder()
+    add_jobs(settings, "noop", range(1, 1001))
+    s = settings.replace(**FAST)
+    async with running(s, reg, slot=1), running(s, reg, slot=2):
+        await eventually(lambda: len(seen) >= 1000, what="1000 handled")
+        await eventually(lambda: pending_summary(sync_redis, s)[0] == 0, what="acks")
+    ids = [o for _c, o in seen]
+    assert len(ids) == len(set(ids)) == 1000
+    by_consumer = collections.Counter(c for c, _o in seen)
+    assert set(by_consumer) == {"test-01", "test-02"}
+
+
+async def test_restart_reads_own_pending_first(settings: Settings,
+                                               sync_redis: redis.Redis) -> None:
+    reg, seen = recorder()
+    add_jobs(settings, "noop", range(1, 6))
+    # The worker's previous life read these and died before acking.
+    sync_redis.execute_command("XREADGROUP", "GROUP", "workers", "test-00", "COUNT", 5,
+                               "STREAMS", "jobs", ">")
+    add_jobs(settings, "noop", range(6, 11))
+    async with running(settings.replace(concurrency=1, count=1, **FAST), reg) as w:
+        await eventually(lambda: len(seen) == 10, what="10 handled")
+    assert [o for _c, o in seen] == list(range(1, 11))
+    assert w.stats.total("recovered") == 5
+
+
+async def test_never_reads_more_entries_than_free_slots(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    gate = asyncio.Event()
+    started: list[int] = []
+    reg = Registry()
+
+    @reg.register("noop")
+    async def blocked(job: Job, ctx: object) -> None:
+        started.append(job.outbox_id)
+        await gate.wait()
+
+    add_jobs(settings, "noop", range(1, 51))
+    s = settings.replace(concurrency=3, **FAST)
+    async with running(s, reg):
+        await eventually(lambda: len(started) == 3, what="3 running")
+        await asyncio.sleep(0.3)   # several BLOCK periods: the loop must not read more
+        assert pending_summary(sync_redis, s) == (3, {"test-00": 3})
+        gate.set()
+        await eventually(lambda: len(started) == 50, what="all started")
+        await eventually(lambda: pending_summary(sync_redis, s)[0] == 0, what="acks")
+
+
+async def test_transient_failure_retries_then_leaves_pending(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    attempts: list[int] = []
+    reg = Registry()
+
+    @reg.register("noop")
+    async def flaky(job: Job, ctx: object) -> None:
+        attempts.append(job.outbox_id)
+        raise TransientError("payment api away")
+
+    add_jobs(settings, "noop", [1])
+    async with running(settings.replace(retries=2, **FAST), reg) as w:
+        await eventually(lambda: w.stats.total("failed") == 1, what="failure recorded")
+    assert attempts == [1, 1, 1]
+    assert pending_summary(sync_redis, settings)[0] == 1
+    assert sync_redis.xlen("jobs:dead") == 0
+
+
+async def test_permanent_error_is_dead_lettered_at_once(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    attempts: list[int] = []
+    reg = Registry()
+
+    @reg.register("noop")
+    async def broken(job: Job, ctx: object) -> None:
+        attempts.append(job.outbox_id)
+        raise PermanentError("order 1 not found")
+
+    add_jobs(settings, "noop", [1])
+    async with running(settings.replace(**FAST), reg):
+        await eventually(lambda: sync_redis.xlen("jobs:dead") == 1, what="dead letter")
+        await eventually(lambda: pending_summary(sync_redis, settings)[0] == 0, what="ack")
+    assert attempts == [1]
+    [dead] = dead_entries(sync_redis, settings)
+    assert dead[b"dead:error"] == b"permanent error: PermanentError: order 1 not found"
+
+
+async def test_handler_cancelled_at_shutdown_leaves_entry_pending(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    started = asyncio.Event()
+    reg = Registry()
+
+    @reg.register("noop")
+    async def forever(job: Job, ctx: object) -> None:
+        started.set()
+        await asyncio.sleep(3600)
+
+    add_jobs(settings, "noop", [1])
+    async with running(settings.replace(graceful_timeout=0.2, **FAST), reg):
+        await asyncio.wait_for(started.wait(), 10)
+    assert pending_summary(sync_redis, settings) == (1, {"test-00": 1})
+    assert sync_redis.xlen("jobs:dead") == 0
+
+
+async def test_graceful_stop_finishes_in_flight_jobs_and_acks(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    done: list[int] = []
+    started = asyncio.Event()
+    reg = Registry()
+
+    @reg.register("noop")
+    async def slowish(job: Job, ctx: object) -> None:
+        started.set()
+        await asyncio.sleep(0.3)
+        done.append(job.outbox_id)
+
+    add_jobs(settings, "noop", [1, 2])
+    async with running(settings.replace(graceful_timeout=5, **FAST), reg):
+        await asyncio.wait_for(started.wait(), 10)
+    assert sorted(done) == [1, 2]
+    assert pending_summary(sync_redis, settings)[0] == 0
+
+
+async def test_reclaim_takes_over_a_dead_consumers_jobs_following_the_cursor(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    reg, seen = recorder()
+    add_jobs(settings, "noop", range(1, 46))
+    sync_redis.execute_command("XREADGROUP", "GROUP", "workers", "ghost", "COUNT", 45,
+                               "STREAMS", "jobs", ">")
+    s = settings.replace(claim_idle_ms=100, job_timeout=0.05, reclaim_count=4, **FAST)
+    async with running(s, reg) as w:
+        await eventually(lambda: len(seen) == 45, what="all 45 reclaimed and handled")
+        await eventually(lambda: pending_summary(sync_redis, s)[0] == 0, what="acks")
+    assert w.stats.total("reclaimed") == 45
+    assert sorted(o for _c, o in seen) == list(range(1, 46))
+
+
+async def test_reclaim_skips_jobs_still_running_here(settings: Settings,
+                                                     sync_redis: redis.Redis) -> None:
+    runs: list[int] = []
+    reg = Registry()
+
+    async def slow(job: Job, ctx: object) -> None:
+        runs.append(job.outbox_id)
+        await asyncio.sleep(0.6)
+
+    reg.add(Handler("noop", slow, timeout=5))  # a per-kind limit longer than the threshold
+    add_jobs(settings, "noop", [1])
+    s = settings.replace(claim_idle_ms=100, job_timeout=0.05, **FAST)
+    async with running(s, reg) as w:
+        await eventually(lambda: w.stats.total("handled") == 1, what="handled")
+    assert runs == [1]
+    assert pending_summary(sync_redis, s)[0] == 0
+
+
+async def test_worker_survives_redis_restart_and_recreates_group(
+        own_redis: object, tmp_path: object, sync_redis: redis.Redis) -> None:
+    from stagedoor.embedded import EmbeddedRedis
+
+    assert isinstance(own_redis, EmbeddedRedis)
+    reg, seen = recorder()
+    s = Settings(redis_url=own_redis.url, consumer="test", **FAST)  # type: ignore[arg-type]
+    client = redis.Redis.from_url(own_redis.url, protocol=2)
+    try:
+        async with running(s, reg):
+            add_jobs(s, "noop", range(1, 11))
+            await eventually(lambda: len(seen) == 10, what="first 10")
+            own_redis.restart(wipe=True)           # comes back empty: no stream, no group
+            await asyncio.sleep(0.3)               # the worker hits NOGROUP / reconnects
+            add_jobs(s, "noop", range(11, 21))     # the producer recreates the group
+            await eventually(lambda: len(seen) == 20, limit=15, what="10 after restart")
+            await eventually(lambda: pending_summary(client, s)[0] == 0, what="acks")
+    finally:
+        client.close()
+    assert sorted(o for _c, o in seen) == list(range(1, 21))

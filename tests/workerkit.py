@@ -1,0 +1,89 @@
+"""Helpers for the worker tests: a worker running in the test's loop, polling waits."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import redis
+
+from stagedoor import connection
+from stagedoor.config import Settings
+from stagedoor.handlers import Registry
+from stagedoor.job import make_job
+from stagedoor.queue import enqueue_sync
+from stagedoor.worker import Worker
+
+
+@contextlib.asynccontextmanager
+async def running(settings: Settings, registry: Registry, *, slot: int = 0,
+                  consumer: str | None = None) -> AsyncIterator[Worker]:
+    worker = Worker(settings, registry, slot=slot, consumer=consumer)
+    task = asyncio.create_task(worker.run())
+    ready = asyncio.create_task(worker.ready.wait())
+    await asyncio.wait([task, ready], return_when=asyncio.FIRST_COMPLETED, timeout=10)
+    if task.done():
+        ready.cancel()
+        task.result()
+    try:
+        yield worker
+    finally:
+        worker.request_stop()
+        await asyncio.wait_for(task, 30)
+
+
+async def eventually(predicate: Callable[[], Any | Awaitable[Any]], limit: float = 10,
+                     what: str = "condition") -> Any:
+    deadline = time.monotonic() + limit
+    while True:
+        value = predicate()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {limit}s waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+def wait_sync(predicate: Callable[[], Any], timeout: float = 10, what: str = "condition"
+              ) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.01)
+
+
+def add_jobs(settings: Settings, kind: str, ids: range | list[int]) -> list[str]:
+    client = connection.sync_client(settings, timeout=5)
+    try:
+        return enqueue_sync(client, settings,
+                            [make_job(kind, i, i, f"req{i}", f"tr{i}") for i in ids])
+    finally:
+        client.close()
+
+
+def raw(client: redis.Redis) -> redis.Redis:
+    """The same connections, without redis-py's reply parsing (a dict hides duplicates)."""
+    out = redis.Redis(connection_pool=client.connection_pool)
+    for name in connection.RAW_COMMANDS:
+        out.response_callbacks.pop(name, None)
+    return out
+
+
+def pending_summary(client: redis.Redis, settings: Settings) -> tuple[int, dict[str, int]]:
+    count, _lo, _hi, consumers = raw(client).execute_command("XPENDING", settings.stream,
+                                                        settings.group)
+    return int(count), {c.decode(): int(n) for c, n in (consumers or [])}
+
+
+def dead_entries(client: redis.Redis, settings: Settings) -> list[dict[bytes, bytes]]:
+    return [dict(zip(f[::2], f[1::2], strict=True))
+            for _id, f in raw(client).execute_command("XRANGE", settings.dead_stream, "-", "+")]
