@@ -260,9 +260,9 @@ def build_status(settings: Settings, first: Sequence[Any], second: Sequence[Any]
 def _run_sync(client: redis.Redis, commands: Sequence[Command]) -> list[Any]:
     if not commands:
         return []
-    pipe = client.pipeline(transaction=False)
+    pipe: Any = client.pipeline(transaction=False)  # its execute_command may be untyped
     for cmd in commands:
-        pipe.execute_command(*cmd)  # type: ignore[no-untyped-call]
+        pipe.execute_command(*cmd)
     return list(pipe.execute(raise_on_error=False))
 
 
