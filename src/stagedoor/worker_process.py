@@ -1,0 +1,221 @@
+"""What runs in a worker process after the supervisor forked it.
+
+    reset signals      the supervisor's handlers and wakeup fd are not ours
+    environment        no NOTIFY_SOCKET / WATCHDOG_*: only the supervisor talks to systemd
+    logging            our own handler on the inherited stderr (the journal under systemd)
+    faulthandler       SIGABRT dumps every thread's stack to stderr, then the process dies
+    import + registry  here, not in the supervisor, so a SIGHUP picks up new handler code
+                       and a bad handler module is this child's ConfigError (exit 78)
+    uvloop.run         the Worker, a heartbeat task and the lifeline reader
+
+Exit codes (the supervisor tells boot failures apart by them):
+    0   stopped on request (SIGTERM, or the supervisor vanished)
+    69  BootError: Redis unreachable for boot_timeout (EX_UNAVAILABLE)
+    78  ConfigError or a Redis server that is too old (EX_CONFIG)
+    70  anything else (EX_SOFTWARE), with the traceback on stderr
+
+Why faulthandler.enable and not register(SIGABRT): CPython refuses to register()
+the fatal signals (SIGABRT included: "use enable() instead").  enable() installs
+the fatal-signal handler, which dumps all threads and then re-raises SIGABRT with
+the default action, so a hung worker leaves its stacks in the log and dies.  The
+core dump that would follow is switched off (RLIMIT_CORE soft limit 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import faulthandler
+import logging
+import os
+import resource
+import signal
+import sys
+import time
+from typing import Any
+
+import orjson
+import psutil
+
+from .config import ConfigError, Settings
+
+log = logging.getLogger("stagedoor.worker_process")
+
+EX_OK = 0
+EX_UNAVAILABLE = 69
+EX_SOFTWARE = 70
+EX_CONFIG = 78
+QUEUE_STATUS_EVERY = 5.0  # seconds between queue status reports from slot 0
+_RESET_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGTTIN", "SIGTTOU", "SIGCHLD", "SIGUSR1",
+                  "SIGUSR2", "SIGQUIT", "SIGPIPE")
+
+
+def reset_signals() -> None:
+    """Default dispositions, no wakeup fd; SIGINT ignored (a terminal's ^C goes to the
+    whole process group, and shutting the workers down is the supervisor's job)."""
+    with contextlib.suppress(ValueError):
+        signal.set_wakeup_fd(-1)
+    for name in _RESET_SIGNALS:
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+
+
+def setup_logging(settings: Settings) -> None:
+    try:
+        from .logs import setup_logging as setup
+    except ImportError:  # logs.py not there yet: plain stderr lines
+        logging.basicConfig(level=settings.log_level.upper(), stream=sys.stderr, force=True,
+                            format="%(asctime)s %(levelname)s %(name)s[%(process)d] "
+                                   "%(message)s")
+        return
+    setup(settings.log_format, settings.log_level, stream=sys.stderr)
+
+
+def child_main(settings: Settings, slot: int, heartbeat_fd: int, lifeline_fd: int) -> int:
+    """The whole life of a worker process; returns its exit code."""
+    reset_signals()
+    for name in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
+        os.environ.pop(name, None)
+    setup_logging(settings)
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+    with contextlib.suppress(ValueError, OSError):
+        _soft, hard = resource.getrlimit(resource.RLIMIT_CORE)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, hard))
+    try:
+        import uvloop
+
+        from .connection import ServerTooOld
+        from .handlers import load_registry
+        from .worker import BootError
+        registry = load_registry(settings.handlers)
+    except ConfigError as e:
+        log.error("worker slot %d: config error: %s", slot, e)
+        return EX_CONFIG
+    try:
+        uvloop.run(_amain(settings, registry, slot, heartbeat_fd, lifeline_fd))
+    except ConfigError as e:
+        log.error("worker slot %d: config error: %s", slot, e)
+        return EX_CONFIG
+    except ServerTooOld as e:
+        log.error("worker slot %d: %s", slot, e)
+        return EX_CONFIG
+    except BootError as e:
+        log.error("worker slot %d: %s", slot, e)
+        return EX_UNAVAILABLE
+    except Exception:
+        log.exception("worker slot %d crashed", slot)
+        return EX_SOFTWARE
+    return EX_OK
+
+
+class Heartbeat:
+    """Writes one JSON line per message to the heartbeat pipe, never blocking the loop."""
+
+    MAX_BUFFER = 1 << 20  # a supervisor that stopped reading gets no more than this
+
+    def __init__(self, transport: asyncio.WriteTransport, slot: int) -> None:
+        self.transport = transport
+        self.slot = slot
+        self.pid = os.getpid()
+        self.queue: dict[str, Any] | None = None
+        self._proc = psutil.Process(self.pid)
+
+    def send(self, message: dict[str, Any]) -> None:
+        if self.transport.is_closing():
+            return
+        if self.transport.get_write_buffer_size() > self.MAX_BUFFER:
+            return
+        self.transport.write(orjson.dumps(message) + b"\n")
+
+    def ready(self) -> None:
+        self.send({"t": "ready", "pid": self.pid, "slot": self.slot})
+
+    def beat(self, worker: Any) -> None:
+        message: dict[str, Any] = {
+            "t": "hb", "pid": self.pid, "slot": self.slot, "ready": worker.ready.is_set(),
+            "stats": worker.stats.snapshot(), "rss": self._proc.memory_info().rss,
+        }
+        if self.queue is not None:
+            message["queue"], self.queue = self.queue, None
+        self.send(message)
+
+    async def run(self, worker: Any, interval: float) -> None:
+        while True:
+            self.beat(worker)
+            await asyncio.sleep(interval)
+
+    async def queue_status(self, worker: Any, settings: Settings) -> None:
+        """Slot 0 only: the queue's numbers for the exporter, every few seconds."""
+        from .inspect import aqueue_status
+
+        await worker.ready.wait()
+        every = max(QUEUE_STATUS_EVERY, settings.heartbeat_interval)
+        while True:
+            started = time.monotonic()
+            try:
+                self.queue = await aqueue_status(worker.cmd, settings)
+            except Exception as e:  # Redis away for a moment, or an odd key: not fatal
+                log.debug("queue status failed: %s", e)
+            await asyncio.sleep(max(0.0, every - (time.monotonic() - started)))
+
+
+class _PipeProtocol(asyncio.BaseProtocol):
+    def connection_lost(self, exc: Exception | None) -> None:
+        pass
+
+
+async def _amain(settings: Settings, registry: Any, slot: int, heartbeat_fd: int,
+                 lifeline_fd: int) -> None:
+    from .worker import Worker
+
+    loop = asyncio.get_running_loop()
+    pipe = os.fdopen(heartbeat_fd, "wb", buffering=0)
+    transport, _ = await loop.connect_write_pipe(_PipeProtocol, pipe)
+    heartbeat = Heartbeat(transport, slot)
+    worker = Worker(settings, registry, slot=slot, on_ready=heartbeat.ready)
+    main = asyncio.current_task()
+    assert main is not None
+    cancelled_by_us = False
+
+    def stop() -> None:
+        nonlocal cancelled_by_us
+        if worker.ready.is_set():
+            worker.request_stop()
+        elif not cancelled_by_us:  # still booting: nothing in flight, just leave
+            cancelled_by_us = True
+            main.cancel()
+
+    def on_lifeline() -> None:
+        try:
+            data = os.read(lifeline_fd, 64)
+        except BlockingIOError:
+            return
+        if not data:
+            loop.remove_reader(lifeline_fd)
+            log.warning("worker slot %d: supervisor is gone; finishing in-flight jobs and "
+                        "exiting", slot)
+            stop()
+
+    os.set_blocking(lifeline_fd, False)
+    loop.add_signal_handler(signal.SIGTERM, stop)
+    loop.add_reader(lifeline_fd, on_lifeline)
+    tasks = [asyncio.create_task(heartbeat.run(worker, settings.heartbeat_interval))]
+    if slot == 0:
+        tasks.append(asyncio.create_task(heartbeat.queue_status(worker, settings)))
+    try:
+        await worker.run()
+    except asyncio.CancelledError:
+        if not cancelled_by_us:
+            raise
+    finally:
+        loop.remove_reader(lifeline_fd)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            heartbeat.beat(worker)  # the final counters, so the supervisor's totals are exact
+        transport.close()
+        os.close(lifeline_fd)
