@@ -1,0 +1,342 @@
+"""stagedoor.inspect and `stagedoor status` against the suite's real Redis."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import redis
+import redis.asyncio as aioredis
+
+from stagedoor.config import Settings
+from stagedoor.connection import async_client, sync_client
+from stagedoor.embedded import free_port
+from stagedoor.inspect import InspectError, aqueue_status, build_status, id_ms, queue_status
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str, stdin: int | None = subprocess.DEVNULL, timeout: float = 30
+        ) -> subprocess.CompletedProcess[str]:
+    """Run `python -m stagedoor.cli ...` with a clean STAGEDOOR_* environment."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
+    env["PYTHONPATH"] = str(ROOT / "src")
+    return subprocess.run([sys.executable, "-m", "stagedoor.cli", *args], cwd=ROOT, env=env,
+                          stdin=stdin, capture_output=True, text=True, timeout=timeout)
+
+
+def one_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    assert len(lines) == 1, text
+    return lines[0]
+
+
+def now_ms(client: redis.Redis) -> int:
+    sec, usec = client.time()
+    return int(sec) * 1000 + int(usec) // 1000
+
+
+def ensure_group(client: redis.Redis, s: Settings) -> None:
+    client.execute_command("XGROUP", "CREATE", s.stream, s.group, "$", "MKSTREAM")
+
+
+def read(client: redis.Redis, s: Settings, consumer: str, count: int) -> list[Any]:
+    reply = client.execute_command("XREADGROUP", "GROUP", s.group, consumer, "COUNT", count,
+                                   "STREAMS", s.stream, ">")
+    return list(reply[0][1]) if reply else []
+
+
+def job(n: int) -> list[str]:
+    return ["kind", "render_tickets", "order_id", str(n), "outbox_id", str(n),
+            "request_id", f"r{n}", "trace", f"t{n}"]
+
+
+@pytest.fixture
+def client(settings: Settings) -> Any:
+    c = sync_client(settings)
+    yield c
+    c.close()
+
+
+# -- the numbers ------------------------------------------------------------------------------
+
+
+def test_missing_stream_and_group_are_reported(client: redis.Redis, settings: Settings) -> None:
+    st = queue_status(client, settings)
+    assert st["stream"] == {"name": "jobs", "exists": False, "length": 0, "first_id": None,
+                            "last_id": None, "last_generated_id": None, "entries_added": None}
+    assert st["group"]["exists"] is False
+    assert st["pending"] == {"count": 0, "oldest": None, "by_consumer": {}}
+    assert st["consumers"] == []
+    assert st["queue_age_ms"] is None
+    assert st["trimmed_backlog"]["alarm"] is False
+    assert st["dead"] == {"name": "jobs:dead", "length": 0}
+    assert abs(st["time_ms"] - now_ms(client)) < 1000
+
+
+def test_stream_without_group(client: redis.Redis, settings: Settings) -> None:
+    client.execute_command("XADD", "jobs", "*", *job(1))
+    st = queue_status(client, settings)
+    assert st["stream"]["exists"] is True
+    assert st["stream"]["length"] == 1
+    assert st["group"]["exists"] is False
+    assert st["pending"]["count"] == 0
+    assert st["queue_age_ms"] is None
+
+
+def test_every_number(client: redis.Redis, settings: Settings) -> None:
+    ensure_group(client, settings)
+    t0 = now_ms(client)
+    a = f"{t0 - 10_000}-0"
+    b = f"{t0 - 5_000}-0"
+    client.execute_command("XADD", "jobs", a, *job(1))
+    client.execute_command("XADD", "jobs", b, *job(2))
+    c = client.execute_command("XADD", "jobs", "*", *job(3)).decode()
+    d = client.execute_command("XADD", "jobs", "*", *job(4)).decode()
+    client.execute_command("XADD", "jobs:dead", "*", "kind", "x", "dead:error", "e")
+    client.execute_command("XADD", "jobs:dead", "*", "kind", "y", "dead:error", "e")
+    assert [e[0].decode() for e in read(client, settings, "test-00", 1)] == [a]
+
+    st = queue_status(client, settings)
+    now = st["time_ms"]
+    assert st["stream"] == {"name": "jobs", "exists": True, "length": 4, "first_id": a,
+                            "last_id": d, "last_generated_id": d, "entries_added": 4}
+    assert st["group"] == {"name": "workers", "exists": True, "last_delivered_id": a,
+                           "entries_read": 1, "lag": 3, "consumers": 1}
+    assert st["pending"]["count"] == 1
+    assert st["pending"]["by_consumer"] == {"test-00": 1}
+    oldest = st["pending"]["oldest"]
+    assert oldest["id"] == a and oldest["consumer"] == "test-00"
+    assert oldest["deliveries"] == 1
+    assert oldest["age_ms"] == now - (t0 - 10_000)
+    assert 10_000 <= oldest["age_ms"] < 12_000
+    assert 0 <= oldest["idle_ms"] < 2_000
+    # The queue age is that of the oldest UNDELIVERED entry, b, read from its id.
+    assert st["oldest_undelivered_id"] == b
+    assert st["queue_age_ms"] == now - (t0 - 5_000)
+    assert 5_000 <= st["queue_age_ms"] < 7_000
+    assert st["consumers"] == [{"name": "test-00", "pending": 1,
+                                "idle_ms": st["consumers"][0]["idle_ms"]}]
+    assert st["trimmed_backlog"] == {"alarm": False, "undelivered_trimmed": 0, "method": "lag"}
+    assert st["dead"]["length"] == 2
+
+    # A second consumer takes b and c; the first acks a.
+    assert len(read(client, settings, "test-01", 2)) == 2
+    client.execute_command("XACK", "jobs", "workers", a)
+    time.sleep(0.05)
+    st = queue_status(client, settings)
+    assert st["group"]["last_delivered_id"] == c
+    assert st["group"]["entries_read"] == 3 and st["group"]["lag"] == 1
+    assert st["pending"]["count"] == 2
+    assert st["pending"]["by_consumer"] == {"test-01": 2}
+    assert st["pending"]["oldest"]["id"] == b
+    assert st["pending"]["oldest"]["consumer"] == "test-01"
+    assert st["oldest_undelivered_id"] == d
+    assert 0 <= st["queue_age_ms"] < 2_000
+    by_name = {row["name"]: row for row in st["consumers"]}
+    assert by_name["test-00"]["pending"] == 0 and by_name["test-01"]["pending"] == 2
+    assert by_name["test-00"]["idle_ms"] >= by_name["test-01"]["idle_ms"] >= 50
+
+    # Everything delivered: nothing is waiting, the queue age is 0.
+    read(client, settings, "test-01", 10)
+    st = queue_status(client, settings)
+    assert st["oldest_undelivered_id"] is None and st["queue_age_ms"] == 0
+    assert st["group"]["lag"] == 0
+
+
+def test_trimmed_backlog_alarm(client: redis.Redis, settings: Settings) -> None:
+    ensure_group(client, settings)
+    for n in range(5):
+        client.execute_command("XADD", "jobs", "*", *job(n))
+    read(client, settings, "test-00", 2)
+    st = queue_status(client, settings)
+    assert st["trimmed_backlog"]["alarm"] is False
+
+    # Three never-delivered entries trimmed away.
+    client.execute_command("XTRIM", "jobs", "MAXLEN", 0)
+    st = queue_status(client, settings)
+    assert st["stream"]["length"] == 0
+    assert st["group"]["lag"] == 3
+    assert st["trimmed_backlog"] == {"alarm": True, "undelivered_trimmed": 3, "method": "lag"}
+    assert st["pending"]["count"] == 2  # the PEL still names the trimmed delivered ones
+
+    # New work arrives: still behind the gap, still alarming, 3 lost.
+    for n in range(2):
+        client.execute_command("XADD", "jobs", "*", *job(10 + n))
+    st = queue_status(client, settings)
+    assert st["trimmed_backlog"] == {"alarm": True, "undelivered_trimmed": 3, "method": "lag"}
+
+    # Once the group reads past the gap the alarm clears, although Redis' lag keeps
+    # counting the lost entries (it never re-syncs entries-read after a trim).
+    read(client, settings, "test-00", 10)
+    st = queue_status(client, settings)
+    assert st["group"]["lag"] == 3
+    assert st["trimmed_backlog"]["alarm"] is False
+
+
+def test_trimming_only_delivered_entries_is_no_alarm(client: redis.Redis,
+                                                      settings: Settings) -> None:
+    # Ids far apart, so the first entry left is newer than "the id after the cursor".
+    ensure_group(client, settings)
+    for ms in (1000, 2000, 3000, 4000):
+        client.execute_command("XADD", "jobs", f"{ms}-0", *job(ms))
+    read(client, settings, "test-00", 2)
+    client.execute_command("XTRIM", "jobs", "MINID", "3000-0")  # drops the 2 delivered
+    st = queue_status(client, settings)
+    assert st["stream"]["first_id"] == "3000-0" and st["group"]["last_delivered_id"] == "2000-0"
+    assert st["trimmed_backlog"] == {"alarm": False, "undelivered_trimmed": 0, "method": "lag"}
+    # ... but one more, undelivered, is a loss.
+    client.execute_command("XTRIM", "jobs", "MINID", "4000-0")
+    st = queue_status(client, settings)
+    assert st["trimmed_backlog"] == {"alarm": True, "undelivered_trimmed": 1, "method": "lag"}
+
+
+def test_ids_fallback_when_redis_has_no_counters(settings: Settings) -> None:
+    # Pure logic on replies as Redis gives them when lag and entries-read are null.
+    stream_info = [b"length", 1, b"last-generated-id", b"5000-0", b"entries-added", 9,
+                   b"first-entry", [b"5000-0", [b"kind", b"x"]],
+                   b"last-entry", [b"5000-0", [b"kind", b"x"]]]
+    group = [[b"name", b"workers", b"consumers", 0, b"pending", 0,
+              b"last-delivered-id", b"1000-0", b"entries-read", None, b"lag", None]]
+    first = [(100, 0), stream_info, group, [], [0, None, None, None], [], 0]
+    st = build_status(settings, first, [[[b"5000-0", [b"kind", b"x"]]]])
+    assert st["trimmed_backlog"] == {"alarm": True, "undelivered_trimmed": None,
+                                     "method": "ids"}
+    assert st["queue_age_ms"] == 100_000 - 5000
+    group[0][7] = b"5000-0"  # caught up with the newest entry: nothing is missing
+    st = build_status(settings, first, [[]])
+    assert st["trimmed_backlog"]["alarm"] is False
+    # The first entry is the id right after the cursor: nothing can be missing between.
+    group[0][7] = b"4999-0"
+    stream_info[7] = [b"4999-1", [b"kind", b"x"]]
+    stream_info[3] = b"5000-0"
+    st = build_status(settings, first, [[[b"4999-1", [b"kind", b"x"]]]])
+    assert st["trimmed_backlog"]["alarm"] is False
+    stream_info[7] = [b"4999-2", [b"kind", b"x"]]  # 4999-1 existed and is gone (maybe)
+    st = build_status(settings, first, [[[b"4999-2", [b"kind", b"x"]]]])
+    assert st["trimmed_backlog"]["alarm"] is True
+
+
+def test_wrong_type_is_one_line_error(client: redis.Redis, settings: Settings) -> None:
+    client.set("jobs", "not a stream")
+    with pytest.raises(InspectError, match="WRONGTYPE") as info:
+        queue_status(client, settings)
+    assert "\n" not in str(info.value)
+
+
+async def test_async_twin_matches(aredis: aioredis.Redis, settings: Settings) -> None:
+    sync = sync_client(settings)
+    try:
+        ensure_group(sync, settings)
+        t0 = now_ms(sync)
+        sync.execute_command("XADD", "jobs", f"{t0 - 5000}-0", *job(1))
+        sync.execute_command("XADD", "jobs", "*", *job(2))
+        read(sync, settings, "test-00", 1)
+        expected = queue_status(sync, settings)
+    finally:
+        sync.close()
+    client = async_client(settings)
+    try:
+        got = await aqueue_status(client, settings)
+    finally:
+        await client.aclose()
+
+    def stable(st: dict[str, Any]) -> dict[str, Any]:
+        st = orjson.loads(orjson.dumps(st))
+        st.pop("time_ms")
+        st.pop("queue_age_ms")
+        st["pending"]["oldest"].pop("age_ms")
+        st["pending"]["oldest"].pop("idle_ms")
+        for row in st["consumers"]:
+            row.pop("idle_ms")
+        return st
+
+    assert stable(got) == stable(expected)
+    assert got["pending"]["oldest"]["age_ms"] >= 5000
+    assert got["oldest_undelivered_id"] is not None
+    assert id_ms(got["pending"]["oldest"]["id"]) == t0 - 5000
+
+
+# -- the command ------------------------------------------------------------------------------
+
+
+def test_status_json(client: redis.Redis, settings: Settings, redis_url: str) -> None:
+    ensure_group(client, settings)
+    t0 = now_ms(client)
+    client.execute_command("XADD", "jobs", f"{t0 - 5000}-0", *job(1))
+    client.execute_command("XADD", "jobs", "*", *job(2))
+    read(client, settings, "test-00", 1)
+    proc = cli("status", "--json", "--redis-url", redis_url)
+    assert proc.returncode == 0, proc.stderr
+    st = orjson.loads(proc.stdout)
+    assert st["stream"]["length"] == 2
+    assert st["group"]["lag"] == 1
+    assert st["pending"]["count"] == 1
+    assert st["pending"]["oldest"]["consumer"] == "test-00"
+    assert st["pending"]["oldest"]["age_ms"] >= 5000
+    assert st["consumers"][0]["name"] == "test-00"
+    assert st["trimmed_backlog"]["alarm"] is False
+
+
+def test_status_table(client: redis.Redis, settings: Settings, redis_url: str) -> None:
+    ensure_group(client, settings)
+    for n in range(3):
+        client.execute_command("XADD", "jobs", "*", *job(n))
+    read(client, settings, "host-07", 1)
+    client.execute_command("XTRIM", "jobs", "MAXLEN", 0)
+    client.execute_command("XADD", "jobs:dead", "*", "kind", "x", "dead:error", "e")
+    proc = cli("status", "--redis-url", redis_url)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "stream    jobs: length 0" in out
+    assert "lag 2" in out
+    assert "pending   1: oldest" in out and "on host-07" in out
+    assert "TRIMMED   ALARM: 2 entries were trimmed" in out
+    assert "dead      jobs:dead: 1 entries" in out
+    assert "host-07" in out.split("consumer", 1)[1]
+
+
+def test_status_env_and_missing_stream(redis_url: str) -> None:
+    env_url = redis_url
+    proc = subprocess.run(
+        [sys.executable, "-m", "stagedoor.cli", "status", "--stream", "other"],
+        cwd=ROOT, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")},
+             "PYTHONPATH": str(ROOT / "src"), "STAGEDOOR_REDIS_URL": env_url})
+    assert proc.returncode == 0, proc.stderr
+    assert "stream    other: MISSING" in proc.stdout
+    assert "group     workers: MISSING" in proc.stdout
+
+
+def test_status_unreachable_is_69_with_one_line() -> None:
+    url = f"redis://ops:s3cret@127.0.0.1:{free_port()}/0"
+    proc = cli("status", "--redis-url", url)
+    assert proc.returncode == 69
+    line = one_line(proc.stderr)
+    assert line.startswith("stagedoor status: cannot reach Redis at redis://ops:***@127.0.0.1:")
+    assert "s3cret" not in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_status_help_and_bad_arguments() -> None:
+    proc = cli("status", "--help")
+    assert proc.returncode == 0
+    assert "--json" in proc.stdout and "--redis-url" in proc.stdout
+    proc = cli("status", "--bogus")
+    assert proc.returncode == 2
+    assert "unrecognized arguments: --bogus" in one_line(proc.stderr)
+    proc = cli("status", "--redis-url")
+    assert proc.returncode == 2
+    one_line(proc.stderr)
+
+
+def test_status_bad_setting_is_78() -> None:
+    proc = cli("status", "--redis-url", "http://127.0.0.1:1/")
+    assert proc.returncode == 78
+    assert "redis_url" in one_line(proc.stderr)
