@@ -16,6 +16,7 @@ is decided in one place: whichever lands second sees the other and cleans up.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -162,6 +163,16 @@ class OrderStore:
 
     async def add_cancelled(self, order_id: int, tickets: int) -> None:
         await self._client.hincrby(self.key(order_id), "cancelled", tickets)
+
+
+def put_orders_sync(client: Any, settings: Settings, orders: Iterable[Order],
+                    status: str = "placed") -> None:
+    """OrderStore.put for many orders from a blocking client (the api side, the demo)."""
+    pipe = client.pipeline(transaction=False)
+    for order in orders:
+        pipe.hset(settings.key("order", order.order_id),
+                  mapping={"data": order.to_json(), "status": status})
+    pipe.execute()
 
 
 # -- demo data ------------------------------------------------------------------------

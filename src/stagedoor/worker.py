@@ -221,6 +221,7 @@ class Worker:
             self.ready.set()
             if self._on_ready:
                 self._on_ready()
+            self._warn_if_render_is_slow()
             log.info("worker %s ready (concurrency %d, count %d, block %d ms)", self.consumer,
                      s.concurrency, s.count, s.block_ms, extra={"consumer": self.consumer})
             tasks = [asyncio.create_task(self.acker.run(), name="ack")]
@@ -243,6 +244,16 @@ class Worker:
             self.executor.shutdown(wait=False, cancel_futures=True)
             await self.reader.aclose()
             await self.cmd.aclose()
+
+    def _warn_if_render_is_slow(self) -> None:
+        if "render_tickets" not in self._kinds:
+            return
+        from .render import NATIVE_IMPORT_ERROR
+
+        if NATIVE_IMPORT_ERROR:
+            log.error("NATIVE RENDERER MISSING (%s): render_tickets falls back to the "
+                      "pure-Python reference, ~30x slower; rebuild with `pip install -e .`",
+                      NATIVE_IMPORT_ERROR, extra={"consumer": self.consumer})
 
     async def _boot(self) -> None:
         s = self.settings

@@ -60,4 +60,5 @@ async def _main(settings: config.Settings, registry: Any, slot: int, burst: bool
     await worker.run()
     s = worker.stats
     print(f"handled {s.total('handled')}, dead-lettered {s.total('dead_lettered')}, "
-          f"failed {s.total('failed')}, reclaimed {s.total('reclaimed')}", file=sys.stderr)
+          f"failed {s.total('failed')}, reclaimed {s.total('reclaimed')}, "
+          f"recovered {s.total('recovered')}", file=sys.stderr)

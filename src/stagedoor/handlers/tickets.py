@@ -10,6 +10,7 @@ other (see orders.py), and the PDF of a refunded order does not survive.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 from ..job import Job
@@ -28,7 +29,8 @@ def pdf_path(ctx: Context, order_id: int) -> Path:
 def write_atomic(path: Path, data: bytes) -> None:
     """tmp + fsync + rename + fsync(dir): a reader sees the old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # Unique per call: two deliveries of one job may render at once in one process.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)

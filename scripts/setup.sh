@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Idempotent set-up on Debian/Ubuntu with Python >= 3.11: system packages the product
+# and its tests need (redis-server, qpdf, poppler-utils, a C compiler, zlib headers),
+# then .venv with stagedoor installed in editable mode (this builds the Cython
+# renderer).  Fast when everything is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+need_apt=()
+command -v redis-server >/dev/null || need_apt+=(redis-server)
+command -v qpdf >/dev/null || need_apt+=(qpdf)
+command -v pdftoppm >/dev/null || need_apt+=(poppler-utils)
+command -v cc >/dev/null || need_apt+=(build-essential)
+[ -e /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
+if ! "$PYTHON" -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null; then
+    echo "setup: $PYTHON is missing or older than 3.11; set PYTHON=/path/to/python3.11+" >&2
+    exit 1
+fi
+"$PYTHON" -c 'import ensurepip, venv' 2>/dev/null || need_apt+=(python3-venv)
+"$PYTHON" -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+    || need_apt+=(python3-dev)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    echo "setup: installing ${need_apt[*]} with apt-get" >&2
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.stagedoor-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
+   || [ src/stagedoor/_render.pyx -nt "$stamp" ] || [ src/stagedoor/_render.pxd -nt "$stamp" ]; then
+    .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+    .venv/bin/python -m pip install -q -e '.[test,bench,dev]'
+    touch "$stamp"
+fi
+.venv/bin/python -c 'import stagedoor._render' 2>/dev/null || {
+    echo "setup: the native renderer did not build; see the pip output above" >&2; exit 1; }

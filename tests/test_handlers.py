@@ -1,0 +1,113 @@
+"""The built-in handlers over the order store, and plugging in handlers by module:attr."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pypdf
+import pytest
+import redis
+from tests.workerkit import add_jobs, dead_entries, eventually, pending_summary, running
+
+from stagedoor.config import ConfigError, Settings
+from stagedoor.handlers import load_registry
+from stagedoor.orders import demo_order, put_orders_sync
+from stagedoor.queue import ensure_group_sync
+
+FAST = {"block_ms": 100, "reclaim_interval": 0.05, "retry_backoff": 0.001}
+
+
+def qpdf_check(path: Path) -> None:
+    check = subprocess.run(["qpdf", "--check", str(path)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "No syntax or stream encoding errors" in check.stdout
+
+
+def pdf_text(path: Path) -> str:
+    return "\n".join(page.extract_text() for page in pypdf.PdfReader(path).pages)
+
+
+async def test_render_tickets_writes_a_valid_pdf_atomically(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    order = demo_order(4471)
+    put_orders_sync(sync_redis, settings, [order])
+    add_jobs(settings, "render_tickets", [4471])
+    async with running(settings.replace(**FAST), load_registry()) as w:
+        await eventually(lambda: w.stats.total("handled") == 1, what="rendered")
+    pdf = Path(settings.tickets_dir) / "order-4471.pdf"
+    qpdf_check(pdf)
+    text = pdf_text(pdf)
+    for ticket in order.tickets:
+        assert ticket.admission_code in text
+    assert len(pypdf.PdfReader(pdf).pages) == len(order.tickets)
+    assert not list(pdf.parent.glob(".*.tmp"))   # no temporary file left behind
+    assert sync_redis.hget(settings.key("order", 4471), "rendered") == str(pdf).encode()
+
+
+async def test_refund_cancels_rendered_tickets(settings: Settings,
+                                               sync_redis: redis.Redis) -> None:
+    put_orders_sync(sync_redis, settings, [demo_order(5)])
+    add_jobs(settings, "render_tickets", [5])
+    pdf = Path(settings.tickets_dir) / "order-5.pdf"
+    async with running(settings.replace(**FAST), load_registry()) as w:
+        await eventually(pdf.exists, what="PDF rendered")
+        # The refund job for the same order, with its own outbox id.
+        from stagedoor.job import make_job
+        from stagedoor.queue import enqueue_sync
+
+        enqueue_sync(sync_redis, settings, [make_job("refund", 5, 1005, "r", "t")])
+        await eventually(lambda: w.stats.total("handled") == 2, what="refund handled")
+    assert not pdf.exists()
+    stored = sync_redis.hgetall(settings.key("order", 5))
+    assert stored[b"status"] == b"refunded"
+    assert int(stored[b"cancelled"]) == len(demo_order(5).tickets)
+
+
+async def test_placement_that_finds_the_order_refunded_renders_nothing(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    put_orders_sync(sync_redis, settings, [demo_order(6)], status="refunded")
+    add_jobs(settings, "render_tickets", [6])
+    async with running(settings.replace(**FAST), load_registry()) as w:
+        await eventually(lambda: w.stats.total("handled") == 1, what="handled")
+    assert not (Path(settings.tickets_dir) / "order-6.pdf").exists()
+
+
+async def test_handlers_are_idempotent_by_outbox_id(settings: Settings,
+                                                    sync_redis: redis.Redis) -> None:
+    put_orders_sync(sync_redis, settings, [demo_order(7)])
+    add_jobs(settings, "render_tickets", [7])
+    add_jobs(settings, "render_tickets", [7])   # the relay's retry duplicated the XADD
+    # One at a time: the second delivery must find the first one's mark.  (Two at once
+    # both render; the atomic write makes that harmless, the same file twice.)
+    async with running(settings.replace(concurrency=1, **FAST), load_registry()) as w:
+        await eventually(lambda: w.stats.total("handled") == 2, what="both handled")
+        await eventually(lambda: pending_summary(sync_redis, settings)[0] == 0, what="acks")
+    assert w.stats.total("duplicates") == 1
+
+
+async def test_missing_order_is_a_permanent_error(settings: Settings,
+                                                  sync_redis: redis.Redis) -> None:
+    ensure_group_sync(sync_redis, settings)
+    add_jobs(settings, "render_tickets", [999])
+    async with running(settings.replace(**FAST), load_registry()):
+        await eventually(lambda: sync_redis.xlen("jobs:dead") == 1, what="dead letter")
+    [dead] = dead_entries(sync_redis, settings)
+    assert dead[b"dead:error"] == b"permanent error: PermanentError: order 999 not found"
+
+
+def test_registry_from_module_attr() -> None:
+    reg = load_registry(["tests.plugin_handlers:registry", "tests.plugin_handlers:pong",
+                         "tests.plugin_handlers:mapping"])
+    assert {"render_tickets", "refund", "ping", "pong", "echo"} <= reg.kinds
+    assert reg.get("ping").timeout == 2.0
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("tests.no_such_module:registry", "cannot import 'tests.no_such_module'"),
+    ("tests.plugin_handlers:missing", "has no 'missing'"),
+    ("tests.plugin_handlers:not_a_registry", "is not a Registry"),
+])
+def test_bad_handler_spec_is_a_config_error(spec: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_registry([spec])

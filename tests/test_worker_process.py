@@ -1,0 +1,53 @@
+"""A real worker process (`stagedoor work`) killed with SIGKILL mid-handler."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import redis
+from tests.workerkit import add_jobs, pending_summary, wait_sync
+
+from stagedoor.config import Settings
+
+ROOT = Path(__file__).parents[1]
+
+
+def start_worker(settings: Settings, tmp: Path, *extra: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}", "CRASH_TEST_DIR": str(tmp),
+           "STAGEDOOR_REDIS_URL": settings.redis_url, "STAGEDOOR_CONSUMER": "crash",
+           "STAGEDOOR_LOG_FORMAT": "json"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "stagedoor.cli", "work", "--handlers",
+         "tests.crash_handlers:registry", "--block-ms", "200", "--job-timeout", "20",
+         *extra], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_kill_9_mid_handler_leaves_the_entry_pending_and_it_is_handled_again(
+        settings: Settings, sync_redis: redis.Redis, tmp_path: Path) -> None:
+    [entry] = add_jobs(settings, "slow", [41])
+    first = start_worker(settings, tmp_path)
+    try:
+        wait_sync(lambda: list(tmp_path.glob("start-41-*")), 20, "first run started")
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(10)
+    finally:
+        if first.poll() is None:
+            first.kill()
+        first.communicate()
+    assert not list(tmp_path.glob("done-*"))
+    # Still delivered to the dead worker's name, never acknowledged: not lost.
+    assert pending_summary(sync_redis, settings) == (1, {"crash-00": 1})
+    (tmp_path / "release").touch()
+    second = start_worker(settings, tmp_path, "--burst")   # same slot, same name
+    _out, err = second.communicate(timeout=60)
+    assert second.returncode == 0, err.decode()
+    assert len(list(tmp_path.glob("start-41-*"))) == 2
+    assert len(list(tmp_path.glob(f"done-41-{second.pid}"))) == 1
+    assert pending_summary(sync_redis, settings)[0] == 0
+    # The restart found it on its own pending list (id 0), not by a reclaim.
+    assert "handled 1," in err.decode() and "recovered 1" in err.decode()
+    assert entry
