@@ -1,0 +1,224 @@
+"""The supervisor, run for real: a subprocess, real signals, the test's own Redis.
+
+Every test starts `stagedoor-supervise` through its entry point with short intervals
+(tests/helpers_supervisor.py) and the handlers of tests/handlers_for_tests.py, which
+leave a line per delivery and per completion in a marks file.  Nothing sleeps to
+synchronise: each step polls for the condition it needs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import redis
+from tests.helpers_supervisor import (
+    ENTRY,
+    REPO,
+    NotifySocket,
+    enqueue,
+    mark_text,
+    marks,
+    supervisor,
+    tcp_peers,
+    thread_count,
+    wait_for,
+)
+
+from stagedoor.embedded import EmbeddedRedis
+
+RESULTS = REPO / "var" / "supervisor-timings.json"
+
+
+def record(name: str, value: float) -> None:
+    """Timings go to stdout (-s) and to var/supervisor-timings.json; never asserted tight."""
+    print(f"\n[timing] {name}: {value * 1000:.0f} ms")
+    RESULTS.parent.mkdir(exist_ok=True)
+    data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    data[name] = round(value, 4)
+    RESULTS.write_text(json.dumps(data, indent=1, sort_keys=True))
+
+
+def gone(pids: list[int]) -> bool:
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                return False
+        except psutil.NoSuchProcess:
+            pass
+    return True
+
+
+def pending(client: redis.Redis) -> list[tuple[str, str, int]]:
+    """(id, consumer, deliveries) of every pending entry."""
+    rows = client.xpending_range("jobs", "workers", "-", "+", 100)
+    return [(r["message_id"].decode(), r["consumer"].decode(), int(r["times_delivered"]))
+            for r in rows]
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
+    full["PYTHONPATH"] = f"{REPO / 'src'}{os.pathsep}{REPO}"
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-c", ENTRY, *args], capture_output=True,
+                          text=True, env=full, cwd=REPO, timeout=30)
+
+
+# -- the command line ------------------------------------------------------------------------
+
+def test_help_bad_flag_bad_config() -> None:
+    r = run_cli("--help")
+    assert r.returncode == 0
+    for words in ("supervise N stagedoor worker processes", "SIGHUP", "SIGTTIN", "exit codes",
+                  "69", "70", "78", "--workers", "--flap-max"):
+        assert words in r.stdout, words
+    r = run_cli("--no-such-flag")
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    r = run_cli("--workers", "0", "--redis-url", "redis://127.0.0.1:1/0")
+    assert r.returncode == 78
+    assert r.stderr.strip().splitlines() == [
+        "stagedoor-supervise: config error: flag: workers=0: must be at least 1"] or (
+        len(r.stderr.strip().splitlines()) == 1 and "workers" in r.stderr), r.stderr
+    r = run_cli("--redis-url", "redis://127.0.0.1:1/0", env={"STAGEDOOR_HEARTBEAT_TIMEOUT": "x"})
+    assert r.returncode == 78 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    r = run_cli()  # no Redis URL at all
+    assert r.returncode == 78 and "redis_url is empty" in r.stderr, r.stderr
+
+
+# -- boot, systemd, fork hygiene, graceful stop ---------------------------------------------
+
+def test_boot_notify_fork_hygiene_and_graceful_stop(tmp_path: Path, redis_url: str,
+                                                     redis_server: EmbeddedRedis,
+                                                     sync_redis: redis.Redis) -> None:
+    notify = NotifySocket(tmp_path / "notify.sock")
+    env = {"NOTIFY_SOCKET": str(notify.path), "WATCHDOG_USEC": "400000"}
+    with supervisor(tmp_path, redis_url, ["--workers", "2"], env=env) as sup:
+        pids = sup.wait_ready(2)
+        assert sorted(pids) == [0, 1]
+        ready = wait_for(lambda: notify.find("READY", "1"), what="READY=1")
+        assert len(ready) == 1 and "workers 2/2 ready" in ready[0]["STATUS"], ready
+        # WATCHDOG=1 at half of WATCHDOG_USEC: several within a second.
+        wait_for(lambda: len(notify.find("WATCHDOG", "1")) >= 3, 3, what="watchdog pings")
+        wait_for(lambda: any("rss" in m.get("STATUS", "") for m in notify.drain()),
+                 what="STATUS with RSS")
+
+        # The supervisor: one thread, no TCP connection to Redis.  The same check on a
+        # worker finds its connections, so it can fail.
+        assert thread_count(sup.pid) == 1
+        assert all(remote != redis_server.port for _, remote in tcp_peers(sup.pid))
+        assert any(remote == redis_server.port for _, remote in tcp_peers(pids[0]))
+        assert thread_count(pids[0]) >= 1
+
+        # Children get no NOTIFY_SOCKET / WATCHDOG_USEC.
+        enqueue(redis_url, "envdump", [1])
+        wait_for(lambda: "done" in mark_text(sup, 1), what="envdump job")
+        assert "NOTIFY_SOCKET= WATCHDOG_USEC=\n" in mark_text(sup, 1), mark_text(sup, 1)
+
+        # Each slot's consumer name is stable: sup-00, sup-01 in the group.
+        names = {bytes(c.get("name") or c.get(b"name")).decode()
+                 for c in sync_redis.xinfo_consumers("jobs", "workers")}
+        assert names == {"sup-00", "sup-01"}, names
+
+        # SIGTERM with a job in flight: it finishes and is acked, then everything exits 0.
+        enqueue(redis_url, "slow", [2])
+        wait_for(lambda: "start" in mark_text(sup, 2), what="slow job start")
+        children = sup.children()
+        assert len(children) == 2
+        sup.signal(signal.SIGTERM)
+        assert sup.wait() == 0, sup.stderr()[-3000:]
+        assert [e for e, _, _ in marks(sup, 2)] == ["start", "done"]
+        assert pending(sync_redis) == []
+        assert gone(children)
+        stopping = notify.find("STOPPING", "1")
+        assert len(stopping) == 1
+        # STOPPING came after READY and after the last watchdog before it
+        assert notify.messages.index(stopping[0]) > notify.messages.index(ready[0])
+    notify.close()
+
+
+# -- crashes ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "waitpid"])
+def test_kill9_mid_job_is_respawned_and_job_handled_again(
+        tmp_path: Path, redis_url: str, sync_redis: redis.Redis, pidfd: bool) -> None:
+    env = {"SUP_TEST_SLOW": "0.5"}
+    if not pidfd:
+        env["_STAGEDOOR_NO_PIDFD"] = "1"
+    with supervisor(tmp_path, redis_url, ["--workers", "1"], env=env) as sup:
+        old = sup.wait_ready(1)[0]
+        enqueue(redis_url, "slow", [7])
+        wait_for(lambda: marks(sup, 7), what="slow job start")
+        assert pending(sync_redis)[0][1:] == ("sup-00", 1)
+        killed_at = time.time()
+        t0 = time.monotonic()
+        os.kill(old, signal.SIGKILL)
+        new = wait_for(lambda: (p := sup.ready_pids().get(0)) not in (None, old) and p,
+                       10, 0.005, "respawned worker")
+        respawn = time.monotonic() - t0
+        # The second delivery, to the same consumer name, from its own pending list.
+        wait_for(lambda: len(marks(sup, 7)) >= 2, what="second delivery")
+        assert pending(sync_redis)[0][1:] == ("sup-00", 2)
+        wait_for(lambda: marks(sup, 7)[-1][0] == "done", what="job done")
+        events = marks(sup, 7)
+        assert [(e, p) for e, p, _ in events] == [("start", old), ("start", new),
+                                                  ("done", new)]
+        done = events[-1][2] - killed_at
+        record(f"kill9_respawn_ready_{'pidfd' if pidfd else 'waitpid'}", respawn)
+        record(f"kill9_to_job_done_{'pidfd' if pidfd else 'waitpid'}", done)
+        record(f"kill9_to_redelivery_{'pidfd' if pidfd else 'waitpid'}",
+               events[1][2] - killed_at)
+        assert respawn < 5.0  # generous bound; the measured value is printed
+        wait_for(lambda: pending(sync_redis) == [], what="ack")
+        assert sup.status()["restarts"] == 1
+        sup.signal(signal.SIGTERM)
+        assert sup.wait() == 0
+
+
+def test_hung_worker_gets_sigabrt_thread_dump_then_respawn(tmp_path: Path,
+                                                           redis_url: str) -> None:
+    args = ["--workers", "2", "--heartbeat-timeout", "1"]
+    with supervisor(tmp_path, redis_url, args) as sup:
+        pids = sup.wait_ready(2)
+        t0 = time.monotonic()
+        os.kill(pids[1], signal.SIGSTOP)
+        new = wait_for(lambda: (p := sup.ready_pids().get(1)) not in (None, pids[1]) and p,
+                       10, what="replacement of the stopped worker")
+        record("sigstop_to_replacement_ready", time.monotonic() - t0)
+        assert gone([pids[1]])
+        assert sup.ready_pids()[0] == pids[0]  # the healthy one was left alone
+        err = sup.stderr()
+        assert "is hung" in err
+        # faulthandler's dump of the stopped worker (SIGCONT lets it run the handler)
+        assert "Fatal Python error: Aborted" in err, err[-3000:]
+        assert "Current thread" in err or "Thread 0x" in err
+        assert new != pids[1]
+        sup.signal(signal.SIGTERM)
+        assert sup.wait() == 0
+
+
+def test_worker_blocking_its_loop_is_aborted_with_its_stack(tmp_path: Path, redis_url: str,
+                                                             sync_redis: redis.Redis) -> None:
+    with supervisor(tmp_path, redis_url, ["--workers", "1", "--heartbeat-timeout", "1"],
+                    env={"SUP_TEST_BLOCK": "30"}) as sup:
+        old = sup.wait_ready(1)[0]
+        enqueue(redis_url, "block", [3])
+        wait_for(lambda: marks(sup, 3), what="blocking job start")
+        wait_for(lambda: (p := sup.ready_pids().get(0)) not in (None, old) and p, 10,
+                 what="respawn after the hang")
+        err = sup.stderr()
+        # the dump names the handler that blocked the loop
+        assert "handlers_for_tests.py" in err and "in block" in err, err[-3000:]
+        # the job comes back (second delivery) to the new worker, which hangs again:
+        wait_for(lambda: len(marks(sup, 3)) == 2, what="redelivery of the blocking job")
+        sup.signal(signal.SIGTERM)
+        sup.signal(signal.SIGTERM)  # quick stop: the blocked worker is SIGKILLed
+        assert sup.wait(10) == 0
+        assert pending(sync_redis)[0][2] == 2  # never lost: pending, delivered twice
