@@ -95,3 +95,8 @@ def test_every_setting_has_a_flag_in_help() -> None:
     assert r.returncode == 0
     for name in ("--block-ms", "--claim-idle-ms", "--max-deliveries", "--dead-maxlen"):
         assert name in r.stdout
+
+
+def test_settings_doc_is_current() -> None:
+    doc = (Path(__file__).parents[1] / "docs" / "settings.md").read_text()
+    assert config.markdown_table() in doc, "regenerate: python -m stagedoor.config"

@@ -288,3 +288,20 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None
     names = {f.name for f in fields(Settings)}
     overrides = {k: v for k, v in vars(args).items() if k in names and v is not None}
     return load(overrides, config_file=getattr(args, "config", None), environ=environ)
+
+
+def markdown_table() -> str:
+    """docs/settings.md's table, generated so the docs cannot drift from the code."""
+    rows = ["| setting | flag | environment | default | meaning |", "|---|---|---|---|---|"]
+    defaults = Settings()
+    for f in fields(Settings):
+        flag = "--" + f.name.replace("_", "-")
+        default = getattr(defaults, f.name)
+        shown = "(host name)" if f.name == "consumer" else repr(default)
+        rows.append(f"| {f.name} | `{flag}` | `{ENV_PREFIX}{f.name.upper()}` | `{shown}` | "
+                    f"{f.metadata['help']} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(markdown_table(), end="")

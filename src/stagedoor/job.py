@@ -41,12 +41,12 @@ class Job:
                 b"request_id", self.request_id.encode(), b"trace", self.trace.encode()]
 
 
-def _parse_id(name: str, raw: bytes) -> int:
+def _parse_id(name: bytes, raw: bytes) -> int:
     if not _DIGITS.match(raw):
-        raise MalformedJob(f"{name} must be a positive decimal integer, got {_show(raw)}")
+        raise _refused(name, raw, "must be a positive decimal integer")
     value = int(raw)
     if not 1 <= value <= MAX_ID:
-        raise MalformedJob(f"{name} out of range 1..2^63-1: {_show(raw)}")
+        raise MalformedJob(f"{name.decode()} out of range 1..2^63-1: {_show(raw)}")
     return value
 
 
@@ -75,30 +75,33 @@ def parse_job(raw: Sequence[bytes] | None, kinds: Collection[str] | None = None,
             raise MalformedJob(f"field {name.decode()} is {len(value)} bytes, "
                                f"limit {max_field_bytes}")
         values[name] = value
-    missing = [f for f in FIELDS if f.encode() not in values]
-    if missing:
+    if len(values) != len(FIELDS):
+        missing = [f for f in FIELDS if f.encode() not in values]
         raise MalformedJob("missing field" + ("s " if len(missing) > 1 else " ")
                            + ", ".join(missing))
-    for name, value in values.items():
-        try:
-            value.decode("utf-8")
-        except UnicodeDecodeError:
-            raise MalformedJob(f"field {name.decode()} is not UTF-8") from None
+    # Every accepted value is ASCII (digits, a kind, tokens), so the patterns are the
+    # whole check; UTF-8 is only looked at to say why a value was refused.
     kind_raw = values[b"kind"]
     if not _KIND.match(kind_raw):
-        raise MalformedJob(f"kind must match [a-z][a-z0-9_]*, got {_show(kind_raw)}")
+        raise _refused(b"kind", kind_raw, "must match [a-z][a-z0-9_]*")
     kind = kind_raw.decode()
     if kinds is not None and kind not in kinds:
         raise MalformedJob(f"unknown kind {kind!r}")
-    for name in (b"request_id", b"trace"):
-        if not _TOKEN.match(values[name]):
-            raise MalformedJob(f"{name.decode()} must be 1-128 of A-Z a-z 0-9 . _ : / + = -, "
-                               f"got {_show(values[name])}")
-    return Job(kind=kind,
-               order_id=_parse_id("order_id", values[b"order_id"]),
-               outbox_id=_parse_id("outbox_id", values[b"outbox_id"]),
-               request_id=values[b"request_id"].decode(),
-               trace=values[b"trace"].decode())
+    request_id, trace = values[b"request_id"], values[b"trace"]
+    for name, value in ((b"request_id", request_id), (b"trace", trace)):
+        if not _TOKEN.match(value):
+            raise _refused(name, value, "must be 1-128 of A-Z a-z 0-9 . _ : / + = -")
+    return Job(kind, _parse_id(b"order_id", values[b"order_id"]),
+               _parse_id(b"outbox_id", values[b"outbox_id"]),
+               request_id.decode(), trace.decode())
+
+
+def _refused(name: bytes, value: bytes, rule: str) -> MalformedJob:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return MalformedJob(f"field {name.decode()} is not UTF-8")
+    return MalformedJob(f"{name.decode()} {rule}, got {_show(value)}")
 
 
 def make_job(kind: str, order_id: int, outbox_id: int, request_id: str, trace: str) -> Job:
