@@ -1,0 +1,295 @@
+"""render_metrics and MetricsEndpoint: text exposition, sums, and a real HTTP scrape."""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from stagedoor.config import Settings
+from stagedoor.connection import async_client, sync_client
+from stagedoor.exporter import (
+    CONTENT_TYPE,
+    MetricsBindError,
+    MetricsEndpoint,
+    empty_totals,
+    render_metrics,
+    retire,
+)
+from stagedoor.inspect import aqueue_status
+from stagedoor.metrics import DURATION_BUCKETS, WorkerStats
+
+
+def samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    for family in text_string_to_metric_families(text.decode()):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(text: bytes, name: str, **labels: str) -> float:
+    return samples(text)[(name, tuple(sorted(labels.items())))]
+
+
+def stats(handled: int, kind: str = "render_tickets", durations: tuple[float, ...] = (),
+          in_flight: int = 0) -> WorkerStats:
+    s = WorkerStats()
+    s.inc("handled", kind, handled)
+    for d in durations:
+        s.observe(kind, d)
+    s.gauges["in_flight"] = in_flight
+    return s
+
+
+# -- render_metrics ---------------------------------------------------------------------------
+
+
+def test_sums_live_workers_and_retired_totals() -> None:
+    a = stats(3, durations=(0.0004, 0.003), in_flight=2)
+    a.inc("failed", "render_tickets")
+    a.inc("deleted", "")
+    b = stats(5, durations=(0.2, 99.0), in_flight=1)
+    b.inc("handled", "send_email", 7)
+    gone = stats(11, durations=(0.003,))
+    gone.gauges["in_flight"] = 8  # a dead worker's gauges must not count
+    retired = retire(empty_totals(), gone.snapshot())
+    text = render_metrics({0: a.snapshot(), 1: b.snapshot()}, retired, None, restarts=4)
+
+    assert value(text, "stagedoor_jobs_handled_total", kind="render_tickets") == 3 + 5 + 11
+    assert value(text, "stagedoor_jobs_handled_total", kind="send_email") == 7
+    assert value(text, "stagedoor_jobs_failed_total", kind="render_tickets") == 1
+    assert value(text, "stagedoor_jobs_deleted_total", kind="") == 1
+    assert value(text, "stagedoor_in_flight") == 3
+    assert value(text, "stagedoor_worker_restarts_total") == 4
+    assert value(text, "stagedoor_workers_alive") == 2
+    assert value(text, "stagedoor_queue_status_available") == 0
+    names = {name for name, _ in samples(text)}
+    for counter in ("handled", "failed", "retried", "dead_lettered", "reclaimed", "deleted",
+                    "duplicates"):
+        assert f"# TYPE stagedoor_jobs_{counter}_total counter" in text.decode()
+    assert "stagedoor_queue_age_seconds" not in names  # unknown, so not a fake 0
+
+    # Histogram: cumulative buckets, +Inf, count and sum over all three workers.
+    h = "stagedoor_handler_duration_seconds"
+    kind = "render_tickets"
+    assert value(text, h + "_bucket", kind=kind, le="0.0005") == 1
+    assert value(text, h + "_bucket", kind=kind, le="0.005") == 3  # 0.0004, 0.003, 0.003
+    assert value(text, h + "_bucket", kind=kind, le="0.25") == 4
+    assert value(text, h + "_bucket", kind=kind, le="30.0") == 4
+    assert value(text, h + "_bucket", kind=kind, le="+Inf") == 5
+    assert value(text, h + "_count", kind=kind) == 5
+    assert value(text, h + "_sum", kind=kind) == pytest.approx(0.0004 + 0.003 + 0.2 + 99 + 0.003)
+    les = [k[1] for k in samples(text) if k[0] == h + "_bucket" and ("kind", kind) in k[1]]
+    assert len(les) == len(DURATION_BUCKETS) + 1
+
+
+def test_counters_never_go_backwards_when_a_worker_is_replaced() -> None:
+    retired = empty_totals()
+    old = stats(10)
+    workers: dict[int, dict[str, Any]] = {0: old.snapshot(), 1: stats(1).snapshot()}
+    before = value(render_metrics(workers, retired, None, 0), "stagedoor_jobs_handled_total",
+                   kind="render_tickets")
+    retire(retired, workers.pop(0))          # slot 0 died; its last snapshot is kept
+    workers[0] = WorkerStats().snapshot()    # the respawned worker starts at zero
+    after = value(render_metrics(workers, retired, None, 1), "stagedoor_jobs_handled_total",
+                  kind="render_tickets")
+    assert before == after == 11
+    workers[0] = stats(2).snapshot()
+    later = value(render_metrics(workers, retired, None, 1), "stagedoor_jobs_handled_total",
+                  kind="render_tickets")
+    assert later == 13
+
+
+def test_malformed_snapshots_are_ignored() -> None:
+    bad: dict[str, Any] = {"counters": {"handled": {"x": "many"}, "weird": 3},
+                           "durations": {"x": [1, 2]}, "gauges": {"in_flight": float("nan")}}
+    text = render_metrics({0: bad, 1: stats(1).snapshot()}, {}, None, 0,
+                          extra_gauges={"uptime_seconds": 5, "workers_alive": 99})
+    assert value(text, "stagedoor_jobs_handled_total", kind="render_tickets") == 1
+    assert ("stagedoor_jobs_handled_total", (("kind", "x"),)) not in samples(text)
+    assert value(text, "stagedoor_in_flight") == 0
+    assert value(text, "stagedoor_uptime_seconds") == 5
+    assert value(text, "stagedoor_workers_alive") == 2  # an extra may not shadow ours
+
+
+async def test_queue_gauges_from_a_real_status(settings: Settings) -> None:
+    sync = sync_client(settings)
+    try:
+        sync.execute_command("XGROUP", "CREATE", "jobs", "workers", "$", "MKSTREAM")
+        sec, usec = sync.time()
+        now = int(sec) * 1000 + int(usec) // 1000
+        sync.execute_command("XADD", "jobs", f"{now - 5000}-0", "kind", "a")
+        for _ in range(4):
+            sync.execute_command("XADD", "jobs", "*", "kind", "a")
+        sync.execute_command("XREADGROUP", "GROUP", "workers", "w", "COUNT", 2, "STREAMS",
+                             "jobs", ">")
+        sync.execute_command("XADD", "jobs:dead", "*", "kind", "a", "dead:error", "e")
+    finally:
+        sync.close()
+    client = async_client(settings)
+    try:
+        status = await aqueue_status(client, settings)
+        text = render_metrics({}, None, status, 0)
+        assert value(text, "stagedoor_stream_length") == 5
+        assert value(text, "stagedoor_pending") == 2
+        assert value(text, "stagedoor_lag") == 3
+        assert value(text, "stagedoor_dead_letter_length") == 1
+        assert value(text, "stagedoor_trimmed_backlog") == 0
+        assert 0 <= value(text, "stagedoor_queue_age_seconds") < 2
+        assert 5 <= value(text, "stagedoor_oldest_pending_age_seconds") < 7
+        assert value(text, "stagedoor_queue_status_available") == 1
+        assert value(text, "stagedoor_queue_status_timestamp_seconds") == status["time_ms"] / 1000
+
+        await client.execute_command("XTRIM", "jobs", "MAXLEN", 0)
+        text = render_metrics({}, None, await aqueue_status(client, settings), 0)
+        assert value(text, "stagedoor_trimmed_backlog") == 1
+        assert value(text, "stagedoor_trimmed_undelivered_entries") == 3
+        assert value(text, "stagedoor_stream_length") == 0
+    finally:
+        await client.aclose()
+
+
+def test_render_and_endpoint_start_no_thread() -> None:
+    before = threading.active_count()
+    with MetricsEndpoint("127.0.0.1", 0):
+        render_metrics({0: stats(1).snapshot()}, None, None, 0)
+        assert threading.active_count() == before
+
+
+# -- the endpoint --------------------------------------------------------------------------------
+
+
+class Loop:
+    """The supervisor's part: a selectors loop calling handle_readable (in a test thread)."""
+
+    def __init__(self, endpoint: MetricsEndpoint, render: Callable[[], bytes]) -> None:
+        self.endpoint = endpoint
+        self.render = render
+        self.stop = threading.Event()
+        self.served = 0
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.endpoint, selectors.EVENT_READ, "metrics")
+            while not self.stop.is_set():
+                for key, _ in sel.select(0.05):
+                    assert key.data == "metrics"
+                    self.served += self.endpoint.handle_readable(self.render)
+            sel.unregister(self.endpoint)
+
+
+@pytest.fixture
+def served() -> Iterator[Callable[[Callable[[], bytes]], MetricsEndpoint]]:
+    loops: list[Loop] = []
+
+    def start(render: Callable[[], bytes]) -> MetricsEndpoint:
+        endpoint = MetricsEndpoint("127.0.0.1", 0, timeout=0.3)
+        loop = Loop(endpoint, render)
+        loops.append(loop)
+        loop.thread.start()
+        return endpoint
+
+    yield start
+    for loop in loops:
+        loop.stop.set()
+        loop.thread.join(5)
+        assert not loop.thread.is_alive()
+        loop.endpoint.close()
+
+
+def test_scrape_with_urllib(served: Callable[[Callable[[], bytes]], MetricsEndpoint]) -> None:
+    workers = {0: stats(3, in_flight=1).snapshot()}
+    endpoint = served(lambda: render_metrics(workers, None, None, 2))
+    assert endpoint.url == f"http://127.0.0.1:{endpoint.port}/metrics"
+    with urllib.request.urlopen(endpoint.url, timeout=5) as resp:
+        assert resp.status == 200
+        assert resp.headers["Content-Type"] == CONTENT_TYPE
+        body = resp.read()
+        assert int(resp.headers["Content-Length"]) == len(body)
+    assert value(body, "stagedoor_jobs_handled_total", kind="render_tickets") == 3
+    assert value(body, "stagedoor_worker_restarts_total") == 2
+    # A new snapshot shows on the next scrape.
+    workers[0] = stats(4).snapshot()
+    with urllib.request.urlopen(endpoint.url + "?x=1", timeout=5) as resp:
+        body = resp.read()
+    assert value(body, "stagedoor_jobs_handled_total", kind="render_tickets") == 4
+
+
+def test_other_paths_and_methods(served: Callable[[Callable[[], bytes]], MetricsEndpoint]
+                                 ) -> None:
+    endpoint = served(lambda: b"x 1\n")
+    base = f"http://127.0.0.1:{endpoint.port}"
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(base + "/", timeout=5)
+    assert info.value.code == 404
+    info.value.close()
+    request = urllib.request.Request(base + "/metrics", data=b"a=1", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(request, timeout=5)
+    assert info.value.code == 405
+    info.value.close()
+
+
+def test_render_failure_is_500_and_the_loop_survives(
+        served: Callable[[Callable[[], bytes]], MetricsEndpoint],
+        caplog: pytest.LogCaptureFixture) -> None:
+    calls = {"n": 0}
+
+    def render() -> bytes:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("snapshot broken")
+        return b"ok 1\n"
+
+    endpoint = served(render)
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(endpoint.url, timeout=5)
+    assert info.value.code == 500
+    info.value.close()
+    with urllib.request.urlopen(endpoint.url, timeout=5) as resp:
+        assert resp.read() == b"ok 1\n"
+
+
+def test_a_silent_client_does_not_hold_the_loop(
+        served: Callable[[Callable[[], bytes]], MetricsEndpoint]) -> None:
+    endpoint = served(lambda: b"ok 1\n")
+    with socket.create_connection(("127.0.0.1", endpoint.port)) as silent:
+        start = time.monotonic()
+        with urllib.request.urlopen(endpoint.url, timeout=5) as resp:
+            assert resp.read() == b"ok 1\n"
+        assert time.monotonic() - start < 2  # about one endpoint timeout (0.3 s)
+        silent.settimeout(5)
+        assert silent.recv(100) == b""  # given up on and closed
+
+
+def test_bind_errors_are_one_line() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        with pytest.raises(MetricsBindError) as info:
+            MetricsEndpoint("127.0.0.1", port)
+    message = str(info.value)
+    assert message.startswith(f"cannot listen for metrics on 127.0.0.1:{port}: ")
+    assert "\n" not in message
+    with pytest.raises(MetricsBindError, match="expected an IP address"):
+        MetricsEndpoint("metrics.example.com", 0)
+
+
+def test_closed_endpoint() -> None:
+    endpoint = MetricsEndpoint("localhost", 0)
+    assert endpoint.host == "127.0.0.1"
+    endpoint.close()
+    assert endpoint.handle_readable(lambda: b"") == 0
+    with pytest.raises(ValueError):
+        endpoint.fileno()
