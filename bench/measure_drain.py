@@ -1,0 +1,178 @@
+"""No-op drain throughput: a backlog of n jobs, drained by real worker processes.
+
+Three contenders, each a process of its own on the same fresh backlog, timed the
+same way (the bench process polls XINFO GROUPS every few ms):
+
+  stagedoor   `stagedoor work --burst` (1 or 2 processes), seed defaults
+              (COUNT 10, 8 in flight, coalesced XACK), handler `noop`
+  tuned raw   asyncio + uvloop + hiredis, XREADGROUP COUNT 100, handle each entry
+              (await a no-op), one XACK per batch
+  seed naive  the seed's loop: COUNT 10, Semaphore(8), a task per entry, one XACK
+              per entry in the task's finally
+
+`rate` is n / (PEL empty and all read  -  first entry read): the loop's throughput.
+`rate_wall` also counts the process start (spawn -> PEL empty).  `python -m
+bench.measure_drain raw|naive URL` is the raw loops' own entry point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import psutil
+
+from . import measure_common as mc
+
+RAW_LOOPS = ("raw", "naive")
+
+
+def _handled(stderr: str) -> int:
+    m = re.findall(r"handled (\d+)", stderr)
+    return int(m[-1]) if m else -1
+
+
+def drain(url: str, n: int, *, kind: str = "stagedoor", workers: int = 1,
+          inject: Sequence[str] = (), timeout: float = 120.0) -> dict[str, Any]:
+    """Fill a backlog of n no-op jobs and drain it; returns rates and checks."""
+    mc.fill(url, n)
+    c = mc.client(url)
+    try:
+        if kind == "stagedoor":
+            cmds = [mc.worker_cmd(url, slot=k, inject=inject) for k in range(workers)]
+        elif kind in RAW_LOOPS:
+            cmds = [[mc.PY, "-m", "bench.measure_drain", kind, url, f"raw-{k}"]
+                    for k in range(workers)]
+        else:
+            raise ValueError(kind)
+        t_spawn = time.perf_counter()
+        procs = [mc.spawn(cmd) for cmd in cmds]
+        ps = [psutil.Process(p.pid) for p in procs]
+        t_first = t_done = 0.0
+        peak_rss = [0] * len(procs)
+        last_rss = time.perf_counter() - 1
+        last_progress = t_spawn
+        while True:
+            now = time.perf_counter()
+            info = mc.group_info(c)
+            if not t_first and info["entries_read"] > 0:
+                t_first = now
+            if info["entries_read"] >= n and info["pending"] == 0:
+                t_done = now
+                break
+            if now - last_rss > 0.1:
+                last_rss = now
+                for i, p in enumerate(ps):
+                    try:
+                        peak_rss[i] = max(peak_rss[i], p.memory_info().rss)
+                    except psutil.Error:
+                        pass
+            if now - last_progress > 3:
+                last_progress = now
+                mc.progress(f"drain {kind} x{workers}: read {info['entries_read']}/{n}, "
+                            f"pending {info['pending']}")
+            if now - t_spawn > timeout:
+                raise RuntimeError(f"drain {kind} x{workers} not done after {timeout:g}s: "
+                                   f"{info}")
+            if all(p.poll() is not None for p in procs) and info["pending"] == 0 \
+                    and info["entries_read"] < n:
+                raise RuntimeError(f"drain {kind} workers exited early: {info}")
+            time.sleep(0.003)
+        errs = [mc.stop(p, timeout=30) for p in procs]
+    finally:
+        c.close()
+    handled = sum(max(0, _handled(e)) for e in errs)
+    if handled != n:
+        raise RuntimeError(f"drain {kind} x{workers}: handled {handled} of {n}; stderr: "
+                           + " | ".join(e[-500:] for e in errs))
+    return {"kind": kind, "workers": workers, "n": n, "seconds": t_done - t_first,
+            "rate": n / (t_done - t_first), "rate_wall": n / (t_done - t_spawn),
+            "startup_s": t_first - t_spawn, "handled": handled,
+            "peak_rss_mb": max(peak_rss) / 2**20}
+
+
+# -- the raw loops, run as `python -m bench.measure_drain raw|naive URL NAME` ----------
+
+async def _noop(fields: Any) -> None:
+    pass
+
+
+async def tuned_loop(url: str, name: str) -> int:
+    """asyncio + hiredis, COUNT 100, one XACK per batch; exits when nothing is left."""
+    import redis.asyncio as aioredis
+
+    r = aioredis.Redis.from_url(url, protocol=2)
+    r.response_callbacks.pop("XREADGROUP", None)
+    handled = 0
+    try:
+        while True:
+            reply = await r.execute_command("XREADGROUP", "GROUP", "workers", name,
+                                            "COUNT", 100, "STREAMS", "jobs", ">")
+            entries = reply[0][1] if reply else []
+            if not entries:
+                return handled
+            for _eid, fields in entries:
+                await _noop(fields)
+            await r.execute_command("XACK", "jobs", "workers", *[e[0] for e in entries])
+            handled += len(entries)
+    finally:
+        await r.aclose()
+
+
+async def naive_loop(url: str, name: str) -> int:
+    """The seed's loop: COUNT 10, 8 in flight, a task per entry, XACK per entry."""
+    import redis.asyncio as aioredis
+
+    r = aioredis.Redis.from_url(url, protocol=2)
+    slots = asyncio.Semaphore(8)
+    tasks: set[asyncio.Task[None]] = set()
+    handled = 0
+
+    async def handle(entry_id: bytes, fields: Any) -> None:
+        nonlocal handled
+        try:
+            await _noop(fields)
+            handled += 1
+        finally:
+            await r.xack("jobs", "workers", entry_id)
+            slots.release()
+
+    try:
+        while True:
+            batches = await r.xreadgroup("workers", name, {"jobs": ">"}, count=10)
+            got = 0
+            for _, entries in batches:
+                for entry_id, fields in entries:
+                    got += 1
+                    await slots.acquire()
+                    t = asyncio.create_task(handle(entry_id, fields))
+                    tasks.add(t)
+                    t.add_done_callback(tasks.discard)
+            if not got:
+                await asyncio.gather(*tasks)
+                return handled
+    finally:
+        await r.aclose()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.measure_drain")
+    p.add_argument("loop", choices=RAW_LOOPS)
+    p.add_argument("url")
+    p.add_argument("name", nargs="?", default="raw")
+    a = p.parse_args(argv)
+    import uvloop
+
+    fn = tuned_loop if a.loop == "raw" else naive_loop
+    handled = uvloop.run(fn(a.url, a.name))
+    print(f"handled {handled}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""Handlers for the benchmarks: `--handlers bench.noop_handlers:registry`.
+
+noop      does nothing (the drain benchmarks: the loop's own cost per job)
+latency   records (trace = producer's time.time_ns() at send, time.time_ns() at start)
+          to $STAGEDOOR_BENCH_LATENCY_FILE, one "send start" line per job
+hold      while $STAGEDOOR_BENCH_HOLD names an existing file, sleeps (a job in flight
+          when the worker is killed); otherwise appends "outbox_id time_ns" to
+          $STAGEDOOR_BENCH_HANDLED_FILE (the kill -9 recovery benchmark)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import os
+import time
+from typing import IO, Any
+
+from stagedoor.handlers import Registry
+
+registry = Registry()
+_latency_out: IO[str] | None = None
+_latency_rows: list[str] = []
+
+
+@registry.register("noop")
+async def noop(job: Any, ctx: Any) -> None:
+    pass
+
+
+def _flush_latency() -> None:
+    path = os.environ.get("STAGEDOOR_BENCH_LATENCY_FILE")
+    if path and _latency_rows:
+        with open(path, "a") as f:
+            f.write("".join(_latency_rows))
+        _latency_rows.clear()
+
+
+atexit.register(_flush_latency)
+
+
+@registry.register("latency")
+async def latency(job: Any, ctx: Any) -> None:
+    start = time.time_ns()
+    _latency_rows.append(f"{job.trace} {start}\n")
+    if len(_latency_rows) >= 4096:
+        _flush_latency()
+
+
+@registry.register("hold", timeout=50.0)
+async def hold(job: Any, ctx: Any) -> None:
+    start = time.time_ns()
+    marker = os.environ.get("STAGEDOOR_BENCH_HOLD", "")
+    while marker and os.path.exists(marker):
+        await asyncio.sleep(0.05)
+    path = os.environ.get("STAGEDOOR_BENCH_HANDLED_FILE")
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{job.outbox_id} {start} {time.time_ns()}\n")
