@@ -7,7 +7,7 @@ oracle and the fallback when the extension is not built.  `renderer()` picks the
 one when it imports; the caller logs `NATIVE_IMPORT_ERROR` loudly when it does not.
 
 The file is deterministic: no dates, no /ID, fixed object numbers, so the same order
-always gives the same bytes (both renderers compress with the same zlib, level 6).
+always gives the same bytes (both renderers compress with the same zlib, level 1, window 15, memLevel 8).
 
 Layout of the file: 1 catalog, 2 pages, 3 shared resources, 4 Helvetica, 5
 Helvetica-Bold (standard Type1 fonts, /WinAnsiEncoding, not embedded), 6 the static
@@ -49,7 +49,7 @@ from .orders import Order, Ticket
 RenderFn = Callable[[Order], bytes]
 
 PAGE_W, PAGE_H = 420, 298
-ZLIB_LEVEL = 6
+ZLIB_LEVEL = 1  # Z_BEST_SPEED, as _render.pyx: 2.5x faster than 6, ~16% larger
 WRAP = 110
 
 # Static content: drawn once, shared by every page (object 6).

@@ -1,0 +1,60 @@
+"""Build of the native renderer stagedoor._render (Cython, linked against zlib).
+
+`pip install .` builds it in an isolated environment (Cython pinned in pyproject.toml);
+`python setup.py build_ext --inplace` builds it next to the sources for development.
+Without a C compiler or the zlib headers the build stops with a message saying what to
+install, instead of a compiler traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+
+from setuptools import Extension, setup
+
+NEEDS = ("stagedoor needs a C compiler (apt-get install build-essential) "
+         "and zlib headers (zlib1g-dev)")
+
+
+def _check_toolchain() -> None:
+    """Compile and link a tiny program that includes zlib.h; exit with NEEDS if it fails."""
+    cc = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()
+    if not cc or shutil.which(cc[0]) is None:
+        sys.exit(f"error: no C compiler found ({cc[0] if cc else 'CC unset'}): {NEEDS}")
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "probe.c")
+        with open(src, "w") as f:
+            f.write("#include <zlib.h>\nint main(void){return zlibVersion()[0]=='\\0';}\n")
+        try:
+            proc = subprocess.run([*cc, src, "-o", os.path.join(tmp, "probe"), "-lz"],
+                                  capture_output=True, text=True, timeout=60)
+        except OSError as e:
+            sys.exit(f"error: cannot run the C compiler {cc[0]} ({e}): {NEEDS}")
+        if proc.returncode != 0:
+            sys.exit(f"error: compiling against zlib failed:\n{proc.stderr.strip()}\n{NEEDS}")
+
+
+def _extensions() -> list[Extension]:
+    from Cython.Build import cythonize
+
+    ext = Extension(
+        "stagedoor._render",
+        sources=["src/stagedoor/_render.pyx"],
+        libraries=["z"],
+        extra_compile_args=["-O2"],
+    )
+    return cythonize([ext], language_level=3,  # type: ignore[no-any-return]
+                     compiler_directives={"embedsignature": True})
+
+
+_BUILD_COMMANDS = {"build_ext", "build", "bdist_wheel", "install", "develop",
+                   "editable_wheel", "bdist"}
+if _BUILD_COMMANDS & set(sys.argv[1:]):
+    _check_toolchain()
+
+setup(ext_modules=_extensions())

@@ -1,0 +1,90 @@
+# C declarations for _render.pyx: the zlib API (released GIL), and the structs the
+# renderer passes around inside `with nogil:`.
+
+cdef extern from "zlib.h" nogil:
+    ctypedef unsigned long uLong
+    ctypedef uLong uLongf
+    ctypedef unsigned char Bytef
+    ctypedef unsigned int uInt
+    ctypedef struct z_stream:
+        Bytef* next_in
+        uInt avail_in
+        Bytef* next_out
+        uInt avail_out
+        uLong total_out
+        void* zalloc
+        void* zfree
+        void* opaque
+    int Z_OK
+    int Z_STREAM_END
+    int Z_FINISH
+    int Z_DEFLATED
+    int Z_DEFAULT_STRATEGY
+    int compress2(Bytef* dest, uLongf* destLen, const Bytef* source, uLong sourceLen,
+                  int level)
+    uLong compressBound(uLong sourceLen)
+    int deflateInit2(z_stream* strm, int level, int method, int windowBits, int memLevel,
+                     int strategy)
+    int deflate(z_stream* strm, int flush)
+    int deflateReset(z_stream* strm)
+    int deflateEnd(z_stream* strm)
+    uLong deflateBound(z_stream* strm, uLong sourceLen)
+
+
+cdef extern from *:
+    int popcount64 "__builtin_popcountll"(unsigned long long x) nogil
+
+
+# A growable byte buffer; `failed` is set once an allocation fails (then nothing more is
+# written and the caller raises MemoryError).
+cdef struct Buf:
+    char* data
+    Py_ssize_t len
+    Py_ssize_t cap
+    int failed
+
+
+# One text field, already encoded (cp1252 bytes), and the ActualText hex ("" if none).
+cdef struct Text:
+    const char* s
+    Py_ssize_t n
+    const char* act
+    Py_ssize_t an
+
+
+cdef enum:
+    NFIELDS = 10        # drawn fields, in render.FIELDS order
+    SMALL_PRINT = 10    # index of the small print in TicketC.text
+    QR_MAX_VERSION = 40
+    QR_MAX_SIZE = 177   # 4 * 40 + 17
+    QR_MAX_CODEWORDS = 3706
+
+
+cdef struct TicketC:
+    Text text[NFIELDS + 1]
+    const unsigned char* qr
+    Py_ssize_t nqr
+
+
+# QR working state: modules (1 = dark) and function-pattern flags, row major.
+cdef struct QR:
+    int ver
+    int size
+    unsigned char dark[QR_MAX_SIZE * QR_MAX_SIZE]
+    unsigned char func[QR_MAX_SIZE * QR_MAX_SIZE]
+
+
+# Per-call working memory, pooled: a render takes one, returns it when done, so the
+# deflate state (and its pages) is reused instead of set up for every stream.
+cdef struct Scratch:
+    z_stream zs
+    int zinit
+    Buf content
+    Buf tmp
+    Buf z
+    Buf out
+    QR q
+    Scratch* next
+
+
+cdef int qr_encode(QR* q, const unsigned char* data, Py_ssize_t n) noexcept nogil
