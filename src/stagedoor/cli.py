@@ -19,7 +19,7 @@ import redis
 from .config import EX_CONFIG, ConfigError
 
 EX_UNAVAILABLE = 69
-COMMANDS = ("enqueue", "work", "demo", "status", "dead")
+COMMANDS = ("enqueue", "work", "demo", "status", "dead", "render")
 
 
 class Parser(argparse.ArgumentParser):
