@@ -1,0 +1,142 @@
+"""Test handlers that keep a ledger outside Redis, for the fault-injection suite.
+
+The ledger is a directory named by the environment variable FAULTS_LEDGER_DIR (not
+STAGEDOOR_*: the settings loader refuses unknown STAGEDOOR_ variables):
+
+    ledger.jsonl    one JSON line per event, appended with O_APPEND and a single
+                    os.write per line, so lines of concurrent processes never interleave:
+                    {"event": "start"|"done"|"effect_exists", "outbox_id", "pid", "kind", "t"}
+                    a done line of a redelivery that found the job already done carries
+                    "skipped": true
+    effects/<id>    the side effect: one file per outbox_id, created with O_EXCL
+    gates/<id>      created by the test to release a held handler
+
+Kinds (all registered in `registry`, loaded with --handlers tests.faults.ledger_handlers:registry):
+
+    ledger     start, optional sleep (FAULTS_SLEEP_MS, a max: uniform 0..max), then the
+               idempotent side effect, mark_done, done
+    hold_pre   start, wait for gates/<id> (a kill or SIGSTOP lands here), then as ledger
+    hold_post  as ledger up to the done line, then wait for gates/<id> before returning:
+               the side effect is applied and recorded, the ack has not been sent
+    slow       start, sleep FAULTS_SLOW_S (default 2) under a 30 s per-handler time limit,
+               then as ledger: a job slower than the claim threshold
+    boom       start, then raise: a poison job that fails every time
+    crash      start, then SIGKILL its own process: a poison job that kills workers
+
+The side effect is guarded by ctx.already_done / ctx.mark_done, as production handlers
+are.  If the effect file already exists when a delivery tries to create it (a delivery
+died between creating it and mark_done, or two deliveries raced past already_done),
+the handler writes an "effect_exists" line: the invariants count those.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from stagedoor.handlers import Context, Registry
+from stagedoor.job import Job
+
+ENV_DIR = "FAULTS_LEDGER_DIR"
+registry = Registry()
+_fds: dict[tuple[int, str], int] = {}
+
+
+def ledger_dir() -> Path:
+    return Path(os.environ[ENV_DIR])
+
+
+def append_line(path: Path, record: dict[str, Any]) -> None:
+    """One os.write of one line on an O_APPEND descriptor: atomic against other writers."""
+    key = (os.getpid(), str(path))
+    fd = _fds.get(key)
+    if fd is None:
+        fd = _fds[key] = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    line = orjson.dumps(record) + b"\n"
+    written = os.write(fd, line)
+    assert written == len(line), "short write to the ledger"
+
+
+def record(event: str, job: Job, **more: Any) -> None:
+    append_line(ledger_dir() / "ledger.jsonl",
+                {"event": event, "outbox_id": job.outbox_id, "pid": os.getpid(),
+                 "kind": job.kind, "t": time.time(), **more})
+
+
+async def wait_gate(job: Job) -> None:
+    gate = ledger_dir() / "gates" / str(job.outbox_id)
+    # The gate is a file another process creates: polling it is the only way to wait.
+    while not gate.exists():  # noqa: ASYNC110
+        await asyncio.sleep(0.005)
+
+
+def _create_effect(job: Job) -> bool:
+    effects = ledger_dir() / "effects"
+    try:
+        fd = os.open(effects / str(job.outbox_id), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    os.write(fd, f"{os.getpid()}\n".encode())
+    os.close(fd)
+    return True
+
+
+async def apply_once(job: Job, ctx: Context) -> None:
+    """The idempotent part every kind ends with: check, effect, mark, done line."""
+    if await ctx.already_done(job):
+        record("done", job, skipped=True)
+        return
+    if not _create_effect(job):
+        record("effect_exists", job)
+    await ctx.mark_done(job)
+    record("done", job)
+
+
+@registry.register("ledger")
+async def ledger(job: Job, ctx: Context) -> None:
+    record("start", job)
+    sleep_ms = float(os.environ.get("FAULTS_SLEEP_MS", "0"))
+    if sleep_ms:
+        await asyncio.sleep(random.uniform(0, sleep_ms) / 1000)
+    await apply_once(job, ctx)
+
+
+@registry.register("hold_pre")
+async def hold_pre(job: Job, ctx: Context) -> None:
+    record("start", job)
+    await wait_gate(job)
+    await apply_once(job, ctx)
+
+
+@registry.register("hold_post")
+async def hold_post(job: Job, ctx: Context) -> None:
+    record("start", job)
+    await apply_once(job, ctx)
+    await wait_gate(job)
+
+
+@registry.register("slow", timeout=30.0)
+async def slow(job: Job, ctx: Context) -> None:
+    record("start", job)
+    await asyncio.sleep(float(os.environ.get("FAULTS_SLOW_S", "2")))
+    await apply_once(job, ctx)
+
+
+@registry.register("boom")
+async def boom(job: Job, ctx: Context) -> None:
+    record("start", job)
+    raise RuntimeError(f"boom {job.outbox_id}")
+
+
+@registry.register("crash")
+async def crash(job: Job, ctx: Context) -> None:
+    record("start", job)
+    os.kill(os.getpid(), signal.SIGKILL)
+    await asyncio.sleep(10)  # not reached
