@@ -2,10 +2,10 @@
 
 noop      does nothing (the drain benchmarks: the loop's own cost per job)
 latency   records (trace = producer's time.time_ns() at send, time.time_ns() at start)
-          to $STAGEDOOR_BENCH_LATENCY_FILE, one "send start" line per job
-hold      while $STAGEDOOR_BENCH_HOLD names an existing file, sleeps (a job in flight
+          to $SD_BENCH_LATENCY_FILE, one "send start" line per job
+hold      while $SD_BENCH_HOLD names an existing file, sleeps (a job in flight
           when the worker is killed); otherwise appends "outbox_id time_ns" to
-          $STAGEDOOR_BENCH_HANDLED_FILE (the kill -9 recovery benchmark)
+          $SD_BENCH_HANDLED_FILE (the kill -9 recovery benchmark)
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ async def noop(job: Any, ctx: Any) -> None:
 
 
 def _flush_latency() -> None:
-    path = os.environ.get("STAGEDOOR_BENCH_LATENCY_FILE")
+    path = os.environ.get("SD_BENCH_LATENCY_FILE")
     if path and _latency_rows:
         with open(path, "a") as f:
             f.write("".join(_latency_rows))
@@ -50,10 +50,10 @@ async def latency(job: Any, ctx: Any) -> None:
 @registry.register("hold", timeout=50.0)
 async def hold(job: Any, ctx: Any) -> None:
     start = time.time_ns()
-    marker = os.environ.get("STAGEDOOR_BENCH_HOLD", "")
+    marker = os.environ.get("SD_BENCH_HOLD", "")
     while marker and os.path.exists(marker):
         await asyncio.sleep(0.05)
-    path = os.environ.get("STAGEDOOR_BENCH_HANDLED_FILE")
+    path = os.environ.get("SD_BENCH_HANDLED_FILE")
     if path:
         with open(path, "a") as f:
             f.write(f"{job.outbox_id} {start} {time.time_ns()}\n")
