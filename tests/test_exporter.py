@@ -293,3 +293,13 @@ def test_closed_endpoint() -> None:
     assert endpoint.handle_readable(lambda: b"") == 0
     with pytest.raises(ValueError):
         endpoint.fileno()
+
+
+def test_retire_into_a_copy_leaves_the_kept_totals_alone() -> None:
+    kept = retire(empty_totals(), stats(5, durations=(0.01,)).snapshot())
+    totals = retire(empty_totals(), kept)
+    retire(totals, stats(2, durations=(0.01,)).snapshot())  # a retiring worker, this scrape
+    assert kept["counters"]["handled"] == {"render_tickets": 5}
+    assert sum(kept["durations"]["render_tickets"][:-1]) == 1
+    assert totals["counters"]["handled"] == {"render_tickets": 7}
+    assert sum(totals["durations"]["render_tickets"][:-1]) == 2

@@ -16,7 +16,15 @@ thread).  Instead:
 Counters never go backwards when a worker is replaced: when a worker exits, fold its
 last snapshot into `retired` with `retire(retired, snapshot)` and drop it from
 `workers`.  Counts made after its last heartbeat (at most one interval) are lost,
-which only makes the counter rise a little less; it never falls.
+which only makes the counter rise a little less; it never falls.  To count workers
+that are still running but no longer in `workers` (retiring during a rolling
+restart), merge into a COPY, never into the kept totals (that would add them again
+on every scrape):
+
+    totals = retire(empty_totals(), retired)        # a deep copy
+    for snap in retiring_snapshots:
+        retire(totals, snap)
+    render_metrics(live, totals, queue, restarts)
 """
 
 from __future__ import annotations
