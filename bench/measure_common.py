@@ -94,12 +94,22 @@ def group_info(c: redis.Redis, group: str = "workers", stream: str = "jobs") -> 
     raise RuntimeError(f"group {group} not found")
 
 
+def common_flags(url: str) -> list[str]:
+    """Settings flags shared by `stagedoor work` and `stagedoor-supervise`."""
+    return ["--redis-url", url, "--consumer", "bench", "--handlers", HANDLERS,
+            "--log-format", "text", "--log-level", "warning"]
+
+
+def supervise_cmd(url: str, workers: int = 1) -> list[str]:
+    return [PY, "-c", "import sys; from stagedoor.cli import supervise_main; "
+            "sys.exit(supervise_main(sys.argv[1:]))", *common_flags(url),
+            "--workers", str(workers)]
+
+
 def worker_cmd(url: str, *, slot: int = 0, burst: bool = True, extra: Sequence[str] = (),
                inject: Sequence[str] = ()) -> list[str]:
     """The `stagedoor work` command line; with `inject`, through bench.slowdown."""
-    args = ["work", "--redis-url", url, "--slot", str(slot), "--consumer", "bench",
-            "--handlers", HANDLERS, "--log-format", "text", "--log-level", "warning",
-            *extra]
+    args = ["work", *common_flags(url), "--slot", str(slot), *extra]
     if burst:
         args.append("--burst")
     if inject:
