@@ -28,7 +28,7 @@ with any character outside cp1252 (Ł, ż, ć, Cyrillic, CJK, emoji ...) is neve
 * the exact text goes into the page as a marked-content span with /ActualText (a
   UTF-16BE text string) around the field, so text extraction that honours ActualText
   (poppler's pdftotext, Acrobat, screen readers) returns the original.  pypdf ignores
-  ActualText and extracts the fallback ("Łukasz Żółć" -> "Lukasz Zółc").
+  ActualText and extracts the fallback ("Łukasz Żółć" -> "Lukasz Zólc").
 
 The QR code carries the admission code exactly, as UTF-8 (with an ECI header when it
 is not ASCII).

@@ -1,0 +1,284 @@
+"""The ticket PDF: valid, readable, decodable, and the same bytes from both renderers.
+
+Checked with real tools: qpdf --check for the structure, pypdf and poppler's pdftotext
+for the text, pdftoppm + zxing-cpp for the QR code as a scanner at the door sees it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import re
+import subprocess
+import threading
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pypdf
+import pytest
+import zxingcpp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from PIL import Image
+
+from stagedoor import _render, render
+from stagedoor.orders import Order, Ticket, demo_order
+
+BASE = Ticket(event="Die Zauberflöte", venue="Staatsoper Unter den Linden",
+              starts_at="2026-12-19 19:30", section="Parkett", row="7", seat="12",
+              buyer="Jürgen Weiß", price="EUR 49.00", order_id=1234,
+              admission_code="SD-00001234-01-3F9A1C",
+              small_print="Valid for one admission. Doors open 45 minutes before the "
+                          "performance. No re-entry. Resale only via stagedoor.")
+
+
+def ticket(**changes: object) -> Ticket:
+    return dataclasses.replace(BASE, **changes)  # type: ignore[arg-type]
+
+
+def order(*tickets: Ticket) -> Order:
+    return Order(order_id=tickets[0].order_id, tickets=tickets)
+
+
+def pdf_of(*tickets: Ticket) -> bytes:
+    data = _render.render_order(order(*tickets))
+    assert data == render.render_order(order(*tickets))
+    return data
+
+
+def qpdf_check(data: bytes, tmp_path: Path) -> None:
+    path = tmp_path / "check.pdf"
+    path.write_bytes(data)
+    proc = subprocess.run(["qpdf", "--check", str(path)], capture_output=True, text=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "No syntax or stream encoding errors found" in out, out
+    assert "WARNING" not in out.upper(), out
+
+
+def page_texts(data: bytes) -> list[str]:
+    return [p.extract_text() for p in pypdf.PdfReader(io.BytesIO(data)).pages]
+
+
+def pdftotext(data: bytes, tmp_path: Path) -> str:
+    path = tmp_path / "text.pdf"
+    path.write_bytes(data)
+    return subprocess.run(["pdftotext", "-enc", "UTF-8", str(path), "-"], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def scan(data: bytes, tmp_path: Path) -> list[list[str]]:
+    """Rasterise at 150 dpi with pdftoppm, decode each page with zxing-cpp."""
+    path = tmp_path / "scan.pdf"
+    path.write_bytes(data)
+    subprocess.run(["pdftoppm", "-r", "150", "-png", str(path), str(tmp_path / "page")],
+                   check=True)
+    pages = sorted(tmp_path.glob("page-*.png"))
+    result = []
+    for p in pages:
+        with Image.open(p) as img:
+            result.append([b.text for b in zxingcpp.read_barcodes(img)])
+    return result
+
+
+def content_streams(data: bytes) -> list[bytes]:
+    """Every stream of the file, inflated."""
+    return [zlib.decompress(m.group(2)) for m in re.finditer(
+        rb"/Length (\d+) /Filter /FlateDecode >>\nstream\n(.*?)\nendstream", data, re.S)]
+
+
+def test_native_is_built_and_chosen() -> None:
+    assert render.native_available(), render.NATIVE_IMPORT_ERROR
+    assert render.NATIVE_IMPORT_ERROR is None
+    assert render.renderer() is _render.render_order
+
+
+def test_valid_pdf(tmp_path: Path) -> None:
+    qpdf_check(pdf_of(BASE), tmp_path)
+    qpdf_check(render.render_order(demo_order(7)), tmp_path)
+
+
+def test_xref_offsets_point_at_objects() -> None:
+    data = pdf_of(BASE, ticket(seat="13"))
+    startxref = int(data.rsplit(b"startxref\n", 1)[1].split(b"\n")[0])
+    assert data[startxref:].startswith(b"xref\n0 11\n")
+    entries = data[startxref:].split(b"\n")[3:13]
+    for num, entry in enumerate(entries, start=1):
+        offset = int(entry[:10])
+        assert data[offset:].startswith(b"%d 0 obj\n" % num)
+
+
+def test_text_extraction_finds_buyer_and_code() -> None:
+    text = page_texts(pdf_of(BASE))[0]
+    for value in (BASE.buyer, BASE.admission_code, BASE.event, BASE.venue, BASE.starts_at,
+                  BASE.price, "1234", BASE.small_print):
+        assert value in text
+
+
+def test_qr_scans_to_the_admission_code(tmp_path: Path) -> None:
+    assert scan(pdf_of(BASE), tmp_path) == [[BASE.admission_code]]
+
+
+@pytest.mark.parametrize("n", [1, 20, 40, 80, 130, 200])
+def test_qr_scans_at_every_size(tmp_path: Path, n: int) -> None:
+    code = ("SD-" + "0123456789ABCDEF" * 13)[:n]
+    assert scan(pdf_of(ticket(admission_code=code)), tmp_path) == [[code]]
+
+
+def test_multi_page_order(tmp_path: Path) -> None:
+    tickets = [ticket(seat=str(10 + i), admission_code=f"SD-00001234-{i:02d}-ABCDEF")
+               for i in range(5)]
+    data = pdf_of(*tickets)
+    texts = page_texts(data)
+    assert len(texts) == 5
+    for t, text in zip(tickets, texts, strict=True):
+        assert t.admission_code in text
+        assert f"{t.seat}\n" in text or text.endswith(t.seat) or f" {t.seat}" in text
+    assert scan(data, tmp_path) == [[t.admission_code] for t in tickets]
+    qpdf_check(data, tmp_path)
+
+
+@pytest.mark.parametrize("buyer", ["Chloé (Cleo) Dubois", "Back\\Slash Smith", "a)b(c\\",
+                                   "Ann O'Neil \"Annie\"", "((()))\\\\)", "\\(x\\)"])
+def test_escaping(tmp_path: Path, buyer: str) -> None:
+    data = pdf_of(ticket(buyer=buyer, small_print=f"Small {buyer} print"))
+    qpdf_check(data, tmp_path)
+    assert buyer in page_texts(data)[0]
+    assert f"Small {buyer} print" in page_texts(data)[0]
+    page = content_streams(data)[1]
+    escaped = buyer.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+    assert b"(" + escaped.encode("cp1252") + b") Tj" in page
+
+
+@pytest.mark.parametrize("name", ["Zoë Ødegaard-Šimon", "José Ángel Núñez", "Jürgen Weiß",
+                                  "François Œuvray", "Žofie Šťovíčková"[:5] + "Ÿves",
+                                  "Æsa Þórsdóttir", "Ann O'Neil"])
+def test_latin_names_round_trip(tmp_path: Path, name: str) -> None:
+    data = pdf_of(ticket(buyer=name, price="€ 49,00"))
+    text = page_texts(data)[0]
+    assert name in text
+    assert "€ 49,00" in text
+    assert name in pdftotext(data, tmp_path)
+    assert b"ActualText" not in content_streams(data)[1]
+
+
+@pytest.mark.parametrize(("name", "shown"), [
+    ("Łukasz Żółć", "Lukasz Zólc"),
+    ("Zoë Ødegaard-Šimić", "Zoë Ødegaard-Šimic"),
+    ("李小龍", "???"),
+    ("Дмитрий 🎫 Ivan", "??????? ? Ivan"),
+])
+def test_outside_winansi_shows_fallback_and_keeps_exact_text(
+        tmp_path: Path, name: str, shown: str) -> None:
+    data = pdf_of(ticket(buyer=name))
+    qpdf_check(data, tmp_path)
+    # what is drawn (and what pypdf extracts): the WinAnsi fallback
+    assert shown in page_texts(data)[0]
+    # the exact text is in the page as ActualText (UTF-16BE), which pdftotext honours
+    actual = ("\ufeff" + name).encode("utf-16-be").hex().upper().encode()
+    assert b"/Span << /ActualText <" + actual + b"> >> BDC\n" in content_streams(data)[1]
+    assert name in pdftotext(data, tmp_path)
+
+
+def test_fallback_rules() -> None:
+    assert render.encode_text("Jürgen") == ("Jürgen".encode("cp1252"), b"")
+    shown, actual = render.encode_text("Łódź ı ŋ ⅓ 李")
+    assert shown == "Lódz i n ? ?".encode("cp1252")  # ⅓ is 1⁄3: no cp1252 ⁄
+    assert bytes.fromhex(actual.decode()).decode("utf-16") == "Łódź ı ŋ ⅓ 李"
+
+
+def test_controls_print_as_spaces() -> None:
+    text = page_texts(pdf_of(ticket(buyer="Ann\tO'Neil\x00", small_print="a\nb")))[0]
+    assert "Ann O'Neil" in text
+    assert "a b" in text
+
+
+def test_small_print_wraps() -> None:
+    words = " ".join(f"word{i}" for i in range(150))
+    data = pdf_of(ticket(small_print=words))
+    lines = render.wrap(words.encode())
+    assert len(lines) > 5
+    assert all(len(line) <= render.WRAP for line in lines)
+    assert b" ".join(lines) == words.encode()
+    text = page_texts(data)[0]
+    assert all(line.decode() in text for line in lines)
+    assert render.wrap(b"x" * 250) == [b"x" * 110, b"x" * 110, b"x" * 30]
+    assert render.wrap(b"   ") == []
+
+
+def test_deterministic() -> None:
+    a = pdf_of(BASE)
+    assert a == _render.render_order(order(BASE))
+    assert b"/ID" not in a
+    assert b"CreationDate" not in a
+    assert b"ModDate" not in a
+
+
+def test_empty_order_is_refused() -> None:
+    for fn in (_render.render_order, render.render_order):
+        with pytest.raises(ValueError, match="no tickets"):
+            fn(Order(order_id=1, tickets=()))
+
+
+def test_too_long_admission_code_is_refused() -> None:
+    t = ticket(admission_code="x" * 2400)
+    for fn in (_render.render_order, render.render_order):
+        with pytest.raises(ValueError, match="QR data too long"):
+            fn(order(t))
+
+
+def test_demo_orders_identical() -> None:
+    for i in range(1, 60):
+        o = demo_order(i)
+        assert _render.render_order(o) == render.render_order(o)
+
+
+# Printable ASCII, the cp1252 extras (0x80-0x9f), Latin-1, characters outside cp1252
+# (Polish, Czech, Turkish, Cyrillic, CJK, an emoji, a combining mark), the characters
+# that need escaping and a few controls.
+ALPHABET = ("".join(chr(c) for c in range(0x20, 0x7F))
+            + "€‚ƒ„…†‡ˆ‰Š‹ŒŽ‘’“”•–—˜™š›œžŸ" + "¡£§©«®°±µ¶·»¿ÀÆÇÉÑÖ×ØÜßàæçéñöøüÿ"
+            + "ŁłŻżćńśźĐđıŞşĞğŠťůőű" + "ЯжЖ" + "李龍" + "🎫" + "\u0301"
+            + "()\\\\\"'" + "\t\n\r\x00\x7f")
+text = st.text(alphabet=ALPHABET, max_size=40)
+
+
+@st.composite
+def tickets(draw: st.DrawFn, order_id: int) -> Ticket:
+    return Ticket(event=draw(text), venue=draw(text), starts_at=draw(text),
+                  section=draw(text), row=draw(text), seat=draw(text), buyer=draw(text),
+                  price=draw(text), order_id=order_id,
+                  admission_code=draw(st.text(alphabet=ALPHABET, min_size=1, max_size=120)),
+                  small_print=draw(st.text(alphabet=ALPHABET, max_size=400)))
+
+
+@st.composite
+def orders(draw: st.DrawFn) -> Order:
+    order_id = draw(st.integers(min_value=1, max_value=10**12))
+    ts = draw(st.lists(tickets(order_id), min_size=1, max_size=3))
+    return Order(order_id=order_id, tickets=tuple(ts))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(orders())
+def test_native_and_reference_are_byte_identical(o: Order) -> None:
+    assert _render.render_order(o) == render.render_order(o)
+
+
+def test_threads_render_the_same_bytes_as_serial() -> None:
+    work = [demo_order(i) for i in range(1, 41)] + [order(ticket(buyer="Łukasz Żółć"))]
+    serial = [_render.render_order(o) for o in work]
+    start = threading.Barrier(8)
+
+    def job(k: int) -> list[bytes]:
+        start.wait()
+        out = []
+        for _ in range(5):
+            out.extend(_render.render_order(o) for o in work[k::8])
+        return out
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(job, range(8)))
+    for k, got in enumerate(results):
+        assert got == serial[k::8] * 5
