@@ -1,0 +1,96 @@
+"""`stagedoor render`: the command line around the renderer."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pypdf
+import pytest
+
+from stagedoor import _render, render
+from stagedoor.cli import main
+from stagedoor.orders import Order
+
+DEMO = Path(__file__).resolve().parent.parent / "src" / "stagedoor" / "demo" / "order.json"
+
+
+def test_renders_the_demo_order(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out.pdf"
+    assert main(["render", str(DEMO), "-o", str(out)]) == 0
+    order = Order.from_json(DEMO.read_bytes())
+    assert out.read_bytes() == _render.render_order(order)
+    pages = pypdf.PdfReader(io.BytesIO(out.read_bytes())).pages
+    assert len(pages) == len(order.tickets) == 3
+    assert "Zoë Ødegaard-Šimic" in pages[0].extract_text()
+    assert "native renderer" in capsys.readouterr().out
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_reference_gives_the_same_bytes(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    native, reference = tmp_path / "n.pdf", tmp_path / "r.pdf"
+    assert main(["render", str(DEMO), "-o", str(native)]) == 0
+    assert main(["render", str(DEMO), "-o", str(reference), "--reference"]) == 0
+    assert native.read_bytes() == reference.read_bytes()
+    assert "reference renderer" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b"{not json", "stagedoor render: order is not JSON: "),
+    (b"[]", "stagedoor render: order must be a JSON object\n"),
+    (b'{"order_id": 1, "tickets": []}', "stagedoor render: tickets must be a non-empty list\n"),
+    (b'{"order_id": 1, "tickets": [{"event": "x"}]}',
+     "stagedoor render: tickets[0].venue must be a string\n"),
+])
+def test_bad_order_data_is_65(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                              content: bytes, message: str) -> None:
+    src = tmp_path / "order.json"
+    src.write_bytes(content)
+    out = tmp_path / "out.pdf"
+    assert main(["render", str(src), "-o", str(out)]) == 65
+    err = capsys.readouterr().err
+    assert err.startswith(message)
+    assert err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_missing_input_is_66(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", str(tmp_path / "nope.json"), "-o", str(tmp_path / "o.pdf")]) == 66
+    err = capsys.readouterr().err
+    assert err.startswith("stagedoor render: cannot read ") and err.count("\n") == 1
+
+
+def test_unwritable_output_is_73(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", str(DEMO), "-o", str(tmp_path / "no" / "dir" / "o.pdf")]) == 73
+    assert capsys.readouterr().err.startswith("stagedoor render: cannot write ")
+
+
+def test_help_explains_itself(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["render", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage: stagedoor render" in out
+    for word in ("ORDER.json", "--output", "--reference", "65", "one page per ticket"):
+        assert word in out
+
+
+def test_output_is_required(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["render", str(DEMO)])
+    assert exit_info.value.code == 2
+    assert "--output" in capsys.readouterr().err
+
+
+def test_stdin_and_the_module_entry_point(tmp_path: Path) -> None:
+    out = tmp_path / "stdin.pdf"
+    env = {**os.environ, "PYTHONPATH": str(Path(render.__file__).parent.parent)}
+    proc = subprocess.run([sys.executable, "-m", "stagedoor.cli", "render", "-", "-o", str(out)],
+                          input=DEMO.read_bytes(), capture_output=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == b""
+    assert out.read_bytes() == render.render_order(Order.from_json(DEMO.read_bytes()))
