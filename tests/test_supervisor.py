@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import psutil
@@ -32,7 +33,7 @@ from tests.helpers_supervisor import (
     wait_for,
 )
 
-from stagedoor.embedded import EmbeddedRedis
+from stagedoor.embedded import EmbeddedRedis, free_port
 
 RESULTS = REPO / "var" / "supervisor-timings.json"
 
@@ -222,3 +223,181 @@ def test_worker_blocking_its_loop_is_aborted_with_its_stack(tmp_path: Path, redi
         sup.signal(signal.SIGTERM)  # quick stop: the blocked worker is SIGKILLed
         assert sup.wait(10) == 0
         assert pending(sync_redis)[0][2] == 2  # never lost: pending, delivered twice
+
+
+# -- deploys and scaling -------------------------------------------------------------------
+
+def test_sighup_rolling_restart_keeps_capacity(tmp_path: Path, redis_url: str,
+                                               sync_redis: redis.Redis) -> None:
+    notify = NotifySocket(tmp_path / "notify.sock")
+    with supervisor(tmp_path, redis_url, ["--workers", "2"],
+                    env={"NOTIFY_SOCKET": str(notify.path)}) as sup:
+        old = sup.wait_ready(2)
+        wait_for(lambda: notify.find("READY", "1"), what="READY=1")
+        enqueue(redis_url, "noop", range(1, 51))
+        sup.signal(signal.SIGHUP)
+        samples: list[int] = []
+        most = 0
+
+        def rolled() -> bool:
+            nonlocal most
+            st = sup.status()
+            samples.append(sum(1 for v in st["slots"].values() if v["ready"]))
+            most = max(most, sum(1 for p in st["processes"] if p["role"] == "replacement"))
+            now = sup.ready_pids()
+            return (not st["reloading"] and len(now) == 2
+                    and not set(now.values()) & set(old.values())
+                    and len(st["processes"]) == 2)
+
+        wait_for(rolled, 20, 0.005, "both slots rolled")
+        assert min(samples) == 2, "a slot had no ready worker during the rolling restart"
+        assert most == 1, "one slot at a time: at most one replacement booting"
+        assert gone(list(old.values()))
+        enqueue(redis_url, "noop", range(51, 101))
+        wait_for(lambda: all("done" in mark_text(sup, i) for i in range(1, 101)),
+                 what="every job of the reload window done")
+        wait_for(lambda: pending(sync_redis) == [], what="acks")
+        # the old worker of a slot was told to stop only after its successor was READY
+        msgs = [line.get("msg", "") for line in sup.log_lines()]
+        for slot in (0, 1):
+            new_pid = sup.ready_pids()[slot]
+            ready_at = next(i for i, m in enumerate(msgs)
+                            if m.startswith(f"worker slot {slot} pid {new_pid} ready"))
+            stop_at = next(i for i, m in enumerate(msgs) if m.startswith(
+                f"stopping worker slot {slot} pid {old[slot]} gracefully"))
+            assert ready_at < stop_at
+        assert notify.find("RELOADING", "1")
+        assert len(notify.find("READY", "1")) == 2  # boot, then the end of the reload
+        assert sup.status()["restarts"] == 0
+        sup.signal(signal.SIGTERM)
+        assert sup.wait() == 0
+    notify.close()
+
+
+def test_sigttin_sigttou_scale_but_never_below_one(tmp_path: Path, redis_url: str) -> None:
+    with supervisor(tmp_path, redis_url, ["--workers", "1"]) as sup:
+        first = sup.wait_ready(1)[0]
+        sup.signal(signal.SIGTTIN)
+        two = sup.wait_ready(2)
+        sup.signal(signal.SIGTTIN)
+        three = sup.wait_ready(3)
+        assert three[0] == two[0] == first and three[1] == two[1]
+        # one at a time: standard signals sent in a burst coalesce into one delivery
+        for n in (2, 1):
+            sup.signal(signal.SIGTTOU)
+            wait_for(lambda n=n: len(sup.status()["slots"]) == n, what=f"{n} slots")
+        sup.signal(signal.SIGTTOU)
+        wait_for(lambda: "SIGTTOU ignored" in sup.stderr(), what="the last SIGTTOU refused")
+        wait_for(lambda: len(sup.status()["processes"]) == 1, what="scaled down to one")
+        assert sup.ready_pids() == {0: first}
+        assert gone([three[1], three[2]])
+        assert "SIGTTOU ignored: 1 worker is the minimum" in sup.stderr()
+        sup.signal(signal.SIGINT)
+        assert sup.wait() == 0
+
+
+def test_workers_exit_when_the_supervisor_is_killed(tmp_path: Path, redis_url: str,
+                                                    sync_redis: redis.Redis) -> None:
+    with supervisor(tmp_path, redis_url, ["--workers", "2"],
+                    env={"SUP_TEST_SLOW": "1.0"}) as sup:
+        pids = list(sup.wait_ready(2).values())
+        enqueue(redis_url, "slow", [5])
+        wait_for(lambda: marks(sup, 5), what="slow job start")
+        t0 = time.monotonic()
+        os.kill(sup.pid, signal.SIGKILL)
+        sup.wait()
+        wait_for(lambda: gone(pids), 8, what="orphaned workers to exit")
+        record("supervisor_kill9_to_workers_gone", time.monotonic() - t0)
+        # they drained: the job they held finished and was acked
+        assert [e for e, _, _ in marks(sup, 5)] == ["start", "done"]
+        assert pending(sync_redis) == []
+
+
+# -- boot failures and flapping ---------------------------------------------------------------
+
+def test_bad_handler_module_exits_78(tmp_path: Path, redis_url: str) -> None:
+    with supervisor(tmp_path, redis_url,
+                    ["--workers", "2", "--handlers", "tests.handlers_for_tests:nope"]) as sup:
+        t0 = time.monotonic()
+        assert sup.wait(20) == 78
+        record("bad_handler_to_exit_78", time.monotonic() - t0)
+        err = sup.stderr()
+        assert "has no 'nope'" in err
+        assert "every slot failed to boot 3 times" in err
+        assert not sup.children()
+
+
+def test_redis_unreachable_at_boot_exits_69(tmp_path: Path) -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    with supervisor(tmp_path, url, ["--workers", "2", "--boot-timeout", "1"]) as sup:
+        assert sup.wait(20) == 69
+        assert "no worker became ready within boot_timeout=1s" in sup.stderr() \
+            or "failed to boot" in sup.stderr()
+        assert not sup.children()
+
+
+def test_flapping_pool_exits_70(tmp_path: Path, redis_url: str,
+                                sync_redis: redis.Redis) -> None:
+    args = ["--workers", "2", "--flap-max", "3", "--flap-window", "30",
+            "--max-deliveries", "100"]
+    with supervisor(tmp_path, redis_url, args) as sup:
+        sup.wait_ready(2)
+        enqueue(redis_url, "crash", [9])  # kills every worker that takes it
+        assert sup.wait(20) == 70
+        err = sup.stderr()
+        assert "flapping: 4 worker restarts in 30s (limit 3)" in err, err[-3000:]
+        assert len(marks(sup, 9)) == 4
+        assert pending(sync_redis)[0][2] == 4  # still pending: never lost
+
+
+# -- memory, metrics ----------------------------------------------------------------------------
+
+def test_max_worker_memory_recycles_gracefully(tmp_path: Path, redis_url: str,
+                                               sync_redis: redis.Redis) -> None:
+    with supervisor(tmp_path, redis_url, ["--workers", "1", "--max-worker-memory", "1"]) as sup:
+        first = sup.wait_ready(1)[0]
+        enqueue(redis_url, "noop", range(1, 41))
+        samples: list[int] = []
+
+        def recycled_twice() -> bool:
+            st = sup.status()
+            samples.append(sum(1 for v in st["slots"].values() if v["ready"]))
+            return bool(st["recycled"] >= 2)
+
+        wait_for(recycled_twice, 20, 0.005, "two recycles")
+        assert min(samples) == 1
+        assert sup.ready_pids()[0] != first
+        assert "over the limit" in sup.stderr() and "recycling" in sup.stderr()
+        assert sup.status()["restarts"] == 0  # a recycle is not a crash
+        wait_for(lambda: all("done" in mark_text(sup, i) for i in range(1, 41)),
+                 what="jobs done across recycles")
+        sup.signal(signal.SIGTERM)
+        assert sup.wait() == 0
+        assert pending(sync_redis) == []
+
+
+def test_metrics_endpoint_serves_handled_counter(tmp_path: Path, redis_url: str) -> None:
+    port = free_port()
+    with supervisor(tmp_path, redis_url, ["--workers", "2", "--metrics-port", str(port)]) as sup:
+        sup.wait_ready(2)
+        enqueue(redis_url, "noop", range(1, 6))
+        wait_for(lambda: all("done" in mark_text(sup, i) for i in range(1, 6)),
+                 what="5 jobs done")
+
+        def scrape() -> str:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                return str(r.read().decode())
+
+        def handled() -> str:
+            text = scrape()
+            return text if 'stagedoor_jobs_handled_total{kind="noop"} 5.0' in text else ""
+
+        text = wait_for(handled, 5, 0.05, "handled counter in the scrape")
+        assert "stagedoor_worker_restarts_total 0.0" in text
+        assert "stagedoor_workers_ready 2.0" in text
+        # the queue status from slot 0 arrives with a heartbeat
+        wait_for(lambda: "stagedoor_queue_status_available 1.0" in scrape(), 10, 0.1,
+                 "queue status")
+        assert thread_count(sup.pid) == 1
+        sup.signal(signal.SIGTERM)
+        assert sup.wait() == 0

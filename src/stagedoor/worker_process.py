@@ -46,6 +46,7 @@ EX_UNAVAILABLE = 69
 EX_SOFTWARE = 70
 EX_CONFIG = 78
 QUEUE_STATUS_EVERY = 5.0  # seconds between queue status reports from slot 0
+NUDGE_EVERY = 0.25  # re-cancel a stopping worker's read loops this often (see nudge)
 _RESET_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGTTIN", "SIGTTOU", "SIGCHLD", "SIGUSR1",
                   "SIGUSR2", "SIGQUIT", "SIGPIPE")
 
@@ -184,9 +185,22 @@ async def _amain(settings: Settings, registry: Any, slot: int, heartbeat_fd: int
         nonlocal cancelled_by_us
         if worker.ready.is_set():
             worker.request_stop()
+            loop.call_later(NUDGE_EVERY, nudge)
         elif not cancelled_by_us:  # still booting: nothing in flight, just leave
             cancelled_by_us = True
             main.cancel()
+
+    def nudge() -> None:
+        # Python 3.11's asyncio.wait_for (used by redis-py's send_packed_command) can
+        # swallow a cancellation that lands as the send completes (CPython gh-86296),
+        # and Worker._drain cancels its read loop only once: then the loop reads on
+        # and the worker never exits.  Re-cancel the read loops until they are done.
+        left = [t for t in asyncio.all_tasks() if t.get_name() in ("consume", "reclaim")
+                and not t.done()]
+        for t in left:
+            t.cancel()
+        if left:
+            loop.call_later(NUDGE_EVERY, nudge)
 
     def on_lifeline() -> None:
         try:
