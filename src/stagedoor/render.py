@@ -7,7 +7,8 @@ oracle and the fallback when the extension is not built.  `renderer()` picks the
 one when it imports; the caller logs `NATIVE_IMPORT_ERROR` loudly when it does not.
 
 The file is deterministic: no dates, no /ID, fixed object numbers, so the same order
-always gives the same bytes (both renderers compress with the same zlib, level 1, window 15, memLevel 8).
+always gives the same bytes (both renderers deflate with the same zlib: level 1, window
+15, memLevel 8).
 
 Layout of the file: 1 catalog, 2 pages, 3 shared resources, 4 Helvetica, 5
 Helvetica-Bold (standard Type1 fonts, /WinAnsiEncoding, not embedded), 6 the static
@@ -24,7 +25,7 @@ with any character outside cp1252 (Ł, ż, ć, Cyrillic, CJK, emoji ...) is neve
 * the page shows a WinAnsi fallback, character by character: the character itself when
   cp1252 has it, else its NFKD decomposition without combining marks if that is in
   cp1252 (ć -> c, ż -> z), else a small table for letters without a decomposition
-  (Ł -> L, ł -> l, Đ -> D, ı -> i, ...), else '?';
+  (Ł -> L, ł -> l, Đ -> D, dotless i -> i, ...), else '?';
 * the exact text goes into the page as a marked-content span with /ActualText (a
   UTF-16BE text string) around the field, so text extraction that honours ActualText
   (poppler's pdftotext, Acrobat, screen readers) returns the original.  pypdf ignores
@@ -100,9 +101,9 @@ FIRST_PAGE_OBJ = 7
 
 # Letters with no NFKD decomposition, and what the page shows for them.
 _NO_DECOMPOSITION = {
-    "Ł": "L", "ł": "l", "Đ": "D", "đ": "d", "Ħ": "H", "ħ": "h", "ı": "i", "ĸ": "k",
+    "Ł": "L", "ł": "l", "Đ": "D", "đ": "d", "Ħ": "H", "ħ": "h", "\u0131": "i", "ĸ": "k",
     "Ŋ": "N", "ŋ": "n", "Ŧ": "T", "ŧ": "t", "Ɓ": "B", "ƀ": "b", "Ə": "E", "ə": "e",
-    "ʻ": "'", "ʼ": "'", "‐": "-", "‒": "-", "−": "-",
+    "\u02bb": "'", "\u02bc": "'", "\u2010": "-", "\u2012": "-", "\u2212": "-",
 }
 
 
@@ -219,10 +220,10 @@ def page_content(ticket: Ticket) -> bytes:
     shown, actual = encode_text(ticket.small_print)
     lines = wrap(_printable(shown))
     if lines:
-        body = [b"BT " + SMALL_PRINT_OPS + b" (" + escape(lines[0]) + b") Tj"]
-        body += [b" T* (" + escape(line) + b") Tj" for line in lines[1:]]
-        body.append(b" ET\n")
-        out.append(_span(actual, b"".join(body)))
+        parts = [b"BT " + SMALL_PRINT_OPS + b" (" + escape(lines[0]) + b") Tj"]
+        parts += [b" T* (" + escape(line) + b") Tj" for line in lines[1:]]
+        parts.append(b" ET\n")
+        out.append(_span(actual, b"".join(parts)))
     out.append(qr_ops(ticket.admission_code.encode("utf-8", "surrogatepass")))
     return b"".join(out)
 

@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
         order = Order.from_json(raw)
     except OrderDataError as e:
         return _fail(str(e), EX_DATAERR)
+    fn: render.RenderFn
     if args.reference:
         fn, which = render.render_order, "reference"
     else:
