@@ -1,0 +1,149 @@
+"""Render measurements, as plain functions returning dicts of numbers (no pytest).
+
+Used by bench/bench_render.py and by any runner that compares ratios across runs:
+
+    PYTHONPATH=src python -m bench.render_measure      # prints JSON, checks the targets
+
+Every figure is from this process, in this run: latency of one single-ticket order on one
+thread, throughput of a fixed number of renders split over N threads (the GIL is
+released for the C part, so threads should scale with cores), and the native renderer
+against the pure-Python reference on the same orders.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from stagedoor import render
+from stagedoor.orders import Order, demo_order
+
+RenderFn = Callable[[Order], bytes]
+
+TARGETS = {"median_ms": 0.1, "p95_ms": 0.2, "scaling_2_threads": 1.8, "native_vs_reference": 30.0}
+
+
+def native() -> RenderFn:
+    from stagedoor import _render  # fails loudly when the extension is not built
+
+    return _render.render_order
+
+
+def sample_orders(n: int = 64) -> list[Order]:
+    """Single-ticket orders with realistic fields (Latin names, small print)."""
+    out = []
+    for i in range(1, n + 1):
+        o = demo_order(i)
+        out.append(Order(order_id=o.order_id, tickets=o.tickets[:1]))
+    return out
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    k = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
+    return sorted_values[k]
+
+
+def latency(n: int = 5000, fn: RenderFn | None = None, warmup: int = 500) -> dict[str, Any]:
+    """Per-render wall time of one-ticket orders on one thread, in milliseconds."""
+    fn = fn or native()
+    orders = sample_orders()
+    for i in range(warmup):
+        fn(orders[i % len(orders)])
+    times = []
+    clock = time.perf_counter_ns
+    for i in range(n):
+        o = orders[i % len(orders)]
+        t0 = clock()
+        fn(o)
+        times.append((clock() - t0) / 1e6)
+    times.sort()
+    return {"n": n, "median_ms": statistics.median(times), "mean_ms": statistics.fmean(times),
+            "p95_ms": _percentile(times, 0.95), "p99_ms": _percentile(times, 0.99),
+            "min_ms": times[0], "max_ms": times[-1]}
+
+
+def throughput(threads: int, total: int = 8000, fn: RenderFn | None = None) -> dict[str, Any]:
+    """`total` renders split evenly over `threads` threads; renders per second of wall time."""
+    fn = fn or native()
+    orders = sample_orders()
+    per_thread = total // threads
+    start = threading.Barrier(threads + 1)
+    done: list[float] = []
+
+    def work(k: int) -> None:
+        start.wait()
+        for i in range(per_thread):
+            fn(orders[(k + i) % len(orders)])
+        done.append(time.perf_counter())
+
+    workers = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+    for w in workers:
+        w.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for w in workers:
+        w.join()
+    elapsed = max(done) - t0
+    renders = per_thread * threads
+    return {"threads": threads, "renders": renders, "seconds": elapsed,
+            "renders_per_s": renders / elapsed}
+
+
+def scaling(total: int = 8000, repeat: int = 3, fn: RenderFn | None = None) -> dict[str, Any]:
+    """Throughput with 1, 2 and 8 threads (best of `repeat`), and the ratios to 1 thread."""
+    fn = fn or native()
+    fn(sample_orders(1)[0])
+    best: dict[int, float] = {}
+    for _ in range(repeat):
+        for n in (1, 2, 8):
+            rate = throughput(n, total, fn)["renders_per_s"]
+            best[n] = max(best.get(n, 0.0), rate)
+    return {"renders_per_s_1": best[1], "renders_per_s_2": best[2], "renders_per_s_8": best[8],
+            "scaling_2_threads": best[2] / best[1], "scaling_8_threads": best[8] / best[1]}
+
+
+def native_vs_reference(n_native: int = 3000, n_reference: int = 60) -> dict[str, Any]:
+    """Median per-render time of both renderers on the same orders, and the ratio."""
+    nat = latency(n_native, native(), warmup=300)
+    ref = latency(n_reference, render.render_order, warmup=5)
+    return {"native_median_ms": nat["median_ms"], "reference_median_ms": ref["median_ms"],
+            "native_vs_reference": ref["median_ms"] / nat["median_ms"]}
+
+
+def measure_all() -> dict[str, Any]:
+    lat = latency()
+    return {"latency": lat, "scaling": scaling(), "versus": native_vs_reference()}
+
+
+def check(results: dict[str, Any]) -> list[str]:
+    """The targets missed, one line each (empty when all are met)."""
+    lat, sc, vs = results["latency"], results["scaling"], results["versus"]
+    misses = []
+    if lat["median_ms"] > TARGETS["median_ms"]:
+        misses.append(f"median {lat['median_ms']:.4f} ms > {TARGETS['median_ms']} ms")
+    if lat["p95_ms"] > TARGETS["p95_ms"]:
+        misses.append(f"P95 {lat['p95_ms']:.4f} ms > {TARGETS['p95_ms']} ms")
+    if sc["scaling_2_threads"] < TARGETS["scaling_2_threads"]:
+        misses.append(f"2 threads {sc['scaling_2_threads']:.2f}x < "
+                      f"{TARGETS['scaling_2_threads']}x one thread")
+    if vs["native_vs_reference"] < TARGETS["native_vs_reference"]:
+        misses.append(f"native {vs['native_vs_reference']:.1f}x < "
+                      f"{TARGETS['native_vs_reference']}x the reference")
+    return misses
+
+
+def main() -> int:
+    results = measure_all()
+    misses = check(results)
+    results["targets_missed"] = misses
+    print(json.dumps(results, indent=2))
+    return 1 if misses else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
