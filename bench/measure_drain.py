@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import re
 import sys
 import time
@@ -68,10 +69,8 @@ def drain(url: str, n: int, *, kind: str = "stagedoor", workers: int = 1,
             if now - last_rss > 0.1:
                 last_rss = now
                 for i, p in enumerate(ps):
-                    try:
+                    with contextlib.suppress(psutil.Error):
                         peak_rss[i] = max(peak_rss[i], p.memory_info().rss)
-                    except psutil.Error:
-                        pass
             if now - last_progress > 3:
                 last_progress = now
                 mc.progress(f"drain {kind} x{workers}: read {info['entries_read']}/{n}, "

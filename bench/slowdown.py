@@ -1,0 +1,104 @@
+"""Run `stagedoor` with a deliberate slowdown patched in, to prove perfcheck catches it.
+
+    python -m bench.slowdown --inject ack-sleep-ms=0.5 -- work --burst --redis-url ...
+
+Nothing in src/ is edited: this module monkeypatches the imported worker in this
+process only, then runs the normal `stagedoor` command line (stagedoor.cli.main).
+
+  ack-sleep-ms=X     await asyncio.sleep(X ms) before every XACK the Acker sends
+  read-sleep-ms=X    await asyncio.sleep(X ms) before every XREADGROUP of the worker
+  handle-cpu-us=X    burn X us of CPU in every parse_job the worker calls (a hot-path
+                     CPU regression, like an accidental O(n) in the handler path)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+KNOWN = ("ack-sleep-ms", "read-sleep-ms", "handle-cpu-us")
+
+
+class _SlowCommands:
+    """A client proxy: sleeps before the named command, everything else passes through."""
+
+    def __init__(self, inner: Any, command: str, delay_s: float) -> None:
+        self._inner, self._command, self._delay = inner, command, delay_s
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        if args and str(args[0]).upper() == self._command:
+            await asyncio.sleep(self._delay)
+        return await self._inner.execute_command(*args, **kwargs)
+
+
+def parse_specs(specs: Sequence[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        if not sep or name not in KNOWN:
+            raise SystemExit(f"bench.slowdown: bad --inject {spec!r}; known: "
+                             + ", ".join(f"{k}=N" for k in KNOWN))
+        out[name] = float(value)
+    return out
+
+
+def install(specs: Sequence[str]) -> dict[str, float]:
+    """Patch stagedoor.worker in this process according to the specs."""
+    from stagedoor import connection, worker
+
+    conf = parse_specs(specs)
+    if "ack-sleep-ms" in conf:
+        delay = conf["ack-sleep-ms"] / 1000
+        orig_init = worker.Acker.__init__
+
+        def acker_init(self: Any, client: Any, settings: Any) -> None:
+            orig_init(self, _SlowCommands(client, "XACK", delay), settings)
+
+        worker.Acker.__init__ = acker_init  # type: ignore[method-assign]
+    if "read-sleep-ms" in conf:
+        delay_r = conf["read-sleep-ms"] / 1000
+        orig_client = connection.async_client
+
+        def async_client(*args: Any, **kwargs: Any) -> Any:
+            return _SlowCommands(orig_client(*args, **kwargs), "XREADGROUP", delay_r)
+
+        connection.async_client = async_client  # type: ignore[assignment]
+    if "handle-cpu-us" in conf:
+        burn = conf["handle-cpu-us"] / 1e6
+        orig_parse = worker.parse_job
+
+        def parse_job(*args: Any, **kwargs: Any) -> Any:
+            end = time.perf_counter() + burn
+            while time.perf_counter() < end:
+                pass
+            return orig_parse(*args, **kwargs)
+
+        worker.parse_job = parse_job  # type: ignore[assignment]
+    return conf
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    rest: list[str] = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, rest = argv[:i], argv[i + 1:]
+    p = argparse.ArgumentParser(prog="python -m bench.slowdown")
+    p.add_argument("--inject", action="append", default=[], metavar="NAME=VALUE")
+    a = p.parse_args(argv)
+    conf = install(a.inject)
+    print(f"bench.slowdown: injected {conf}", file=sys.stderr)
+    from stagedoor.cli import main as stagedoor_main
+
+    return stagedoor_main(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
