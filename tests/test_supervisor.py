@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -401,3 +402,73 @@ def test_metrics_endpoint_serves_handled_counter(tmp_path: Path, redis_url: str)
         assert thread_count(sup.pid) == 1
         sup.signal(signal.SIGTERM)
         assert sup.wait() == 0
+
+
+def test_metrics_port_taken_exits_78(tmp_path: Path, redis_url: str) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with supervisor(tmp_path, redis_url, ["--metrics-port", str(port)]) as sup:
+            assert sup.wait() == 78
+            assert "cannot listen for metrics" in sup.stderr()
+            assert not sup.children()
+
+
+# -- shutdown bounds ----------------------------------------------------------------------------
+
+def test_graceful_timeout_bounds_the_stop_and_leaves_the_job_pending(
+        tmp_path: Path, redis_url: str, sync_redis: redis.Redis) -> None:
+    with supervisor(tmp_path, redis_url, ["--workers", "1", "--graceful-timeout", "0.5"],
+                    env={"SUP_TEST_SLOW": "30"}) as sup:
+        sup.wait_ready(1)
+        enqueue(redis_url, "slow", [4])
+        wait_for(lambda: marks(sup, 4), what="slow job start")
+        t0 = time.monotonic()
+        sup.signal(signal.SIGTERM)
+        assert sup.wait() == 0
+        record("sigterm_with_30s_job_graceful_0.5s_to_exit", time.monotonic() - t0)
+        assert time.monotonic() - t0 < 10
+        assert [e for e, _, _ in marks(sup, 4)] == ["start"]  # cancelled, not acked
+        assert [p[1:] for p in pending(sync_redis)] == [("sup-00", 1)]
+        assert "did not stop within" not in sup.stderr()  # the worker stopped itself
+
+
+def test_straggler_that_ignores_sigterm_is_killed(tmp_path: Path, redis_url: str,
+                                                  sync_redis: redis.Redis) -> None:
+    args = ["--workers", "1", "--graceful-timeout", "0.5", "--heartbeat-timeout", "30"]
+    with supervisor(tmp_path, redis_url, args, env={"SUP_TEST_BLOCK": "30"}) as sup:
+        pid = sup.wait_ready(1)[0]
+        enqueue(redis_url, "block", [6])  # blocks the worker's loop: SIGTERM goes unheard
+        wait_for(lambda: marks(sup, 6), what="blocking job start")
+        sup.signal(signal.SIGTERM)
+        assert sup.wait(15) == 0
+        assert "did not stop within 2.5s: SIGKILL" in sup.stderr()
+        assert gone([pid])
+        assert [p[1:] for p in pending(sync_redis)] == [("sup-00", 1)]
+
+
+# -- fork hygiene, in-process ------------------------------------------------------------------
+
+def test_assert_fork_safe_refuses_threads_and_loops() -> None:
+    import asyncio
+    import threading
+
+    from stagedoor.supervisor import ForkUnsafe, assert_fork_safe
+
+    assert_fork_safe()
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, name="intruder")
+    t.start()
+    try:
+        with pytest.raises(ForkUnsafe, match="intruder"):
+            assert_fork_safe()
+    finally:
+        stop.set()
+        t.join()
+
+    async def inside_loop() -> None:
+        with pytest.raises(ForkUnsafe, match="asyncio loop"):
+            assert_fork_safe()
+
+    asyncio.run(inside_loop())

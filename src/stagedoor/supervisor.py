@@ -239,13 +239,12 @@ class Supervisor:
         s = self.settings
         if s.metrics_port <= 0:
             return
+        from .exporter import MetricsBindError, MetricsEndpoint
+
         try:
-            from .exporter import MetricsEndpoint
-        except ImportError:
-            log.warning("metrics_port=%d but stagedoor.exporter is not installed; "
-                        "no metrics endpoint", s.metrics_port)
-            return
-        self.metrics = MetricsEndpoint(s.metrics_host, s.metrics_port)
+            self.metrics = MetricsEndpoint(s.metrics_host, s.metrics_port)
+        except MetricsBindError as e:
+            raise ConfigError(str(e)) from None
         self.selector.register(self.metrics.fileno(), selectors.EVENT_READ, ("metrics", None))
         log.info("metrics on http://%s:%d/metrics", s.metrics_host, s.metrics_port)
 
@@ -293,6 +292,9 @@ class Supervisor:
                      self.settings.workers, self.settings.consumer_name(0))
             while self.exit_code is None:
                 self._tick()
+        except ConfigError as e:
+            print(f"stagedoor-supervise: config error: {e}", file=sys.stderr, flush=True)
+            self.exit_code = EX_CONFIG
         except ForkUnsafe as e:
             log.error("%s", e)
             self.exit_code = EX_SOFTWARE
@@ -504,6 +506,9 @@ class Supervisor:
     # -- timers ---------------------------------------------------------------------------
     def _check(self, now: float) -> None:
         s = self.settings
+        if self.watchdog is not None and now >= self.next_watchdog:
+            self.notifier.watchdog()  # also while stopping: a long drain is not a hang
+            self.next_watchdog = now + self.watchdog
         for h in list(self.handles.values()):
             if h.abort_deadline is not None:
                 if now >= h.abort_deadline:
@@ -549,9 +554,6 @@ class Supervisor:
                             s.max_worker_memory, extra={"slot": slot.index})
                 slot.replacement = self._spawn(slot.index, "replacement",
                                                f"RSS of pid {cur.pid} over the limit")
-        if self.watchdog is not None and now >= self.next_watchdog:
-            self.notifier.watchdog()
-            self.next_watchdog = now + self.watchdog
 
     def _abort(self, h: Handle, why: str) -> None:
         log.error("worker slot %d pid %d is hung (%s): SIGABRT, thread dump follows on its "
