@@ -20,8 +20,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import re
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -43,6 +46,7 @@ def drain(url: str, n: int, *, kind: str = "stagedoor", workers: int = 1,
     """Fill a backlog of n no-op jobs and drain it; returns rates and checks."""
     mc.fill(url, n)
     c = mc.client(url)
+    stack = contextlib.ExitStack()
     try:
         if kind == "stagedoor":
             cmds = [mc.worker_cmd(url, slot=k, inject=inject) for k in range(workers)]
@@ -51,10 +55,12 @@ def drain(url: str, n: int, *, kind: str = "stagedoor", workers: int = 1,
                     for k in range(workers)]
         else:
             raise ValueError(kind)
+        logs = [stack.enter_context(tempfile.TemporaryFile()) for _ in cmds]  # noqa: SIM115
         t_spawn = time.perf_counter()
-        procs = [mc.spawn(cmd) for cmd in cmds]
+        procs = [mc.spawn(cmd, stderr=log) for cmd, log in zip(cmds, logs, strict=True)]
         ps = [psutil.Process(p.pid) for p in procs]
         t_first = t_done = 0.0
+        cpu_first = 0.0
         peak_rss = [0] * len(procs)
         last_rss = time.perf_counter() - 1
         last_progress = t_spawn
@@ -63,6 +69,7 @@ def drain(url: str, n: int, *, kind: str = "stagedoor", workers: int = 1,
             info = mc.group_info(c)
             if not t_first and info["entries_read"] > 0:
                 t_first = now
+                cpu_first = sum(_cpu(p) for p in ps)
             if info["entries_read"] >= n and info["pending"] == 0:
                 t_done = now
                 break
@@ -82,9 +89,14 @@ def drain(url: str, n: int, *, kind: str = "stagedoor", workers: int = 1,
                     and info["entries_read"] < n:
                 raise RuntimeError(f"drain {kind} workers exited early: {info}")
             time.sleep(0.003)
-        errs = [mc.stop(p, timeout=30) for p in procs]
+        cpu_total = sum(_reap(p) for p in procs)
+        errs = []
+        for log in logs:
+            log.seek(0)
+            errs.append(log.read().decode(errors="replace"))
     finally:
         c.close()
+        stack.close()
     handled = sum(max(0, _handled(e)) for e in errs)
     if handled != n:
         raise RuntimeError(f"drain {kind} x{workers}: handled {handled} of {n}; stderr: "
@@ -92,7 +104,29 @@ def drain(url: str, n: int, *, kind: str = "stagedoor", workers: int = 1,
     return {"kind": kind, "workers": workers, "n": n, "seconds": t_done - t_first,
             "rate": n / (t_done - t_first), "rate_wall": n / (t_done - t_spawn),
             "startup_s": t_first - t_spawn, "handled": handled,
-            "peak_rss_mb": max(peak_rss) / 2**20}
+            "peak_rss_mb": max(peak_rss) / 2**20,
+            "cpu_us_per_job": (cpu_total - cpu_first) / n * 1e6}
+
+
+def _cpu(p: psutil.Process) -> float:
+    try:
+        t = p.cpu_times()
+        return float(t.user + t.system)
+    except psutil.Error:
+        return 0.0
+
+
+def _reap(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> float:
+    """Wait for a worker to exit (burst mode) and return its CPU seconds (wait4 rusage)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return float(ru.ru_utime + ru.ru_stime)
+        if time.monotonic() > deadline:
+            proc.kill()
+        time.sleep(0.005)
 
 
 # -- the raw loops, run as `python -m bench.measure_drain raw|naive URL NAME` ----------

@@ -1,0 +1,130 @@
+"""CI performance regression check: `python -m bench.perfcheck [--rounds N] [--json F]`.
+
+Absolute numbers on a shared 2-core CI box swing by 2-3x from one minute to the next,
+so this compares RATIOS measured side by side in the same run, interleaved
+(A, B, C, D, then D, C, B, A, ...) and reduced to the median over the rounds:
+
+  drain_vs_raw      no-op drain rate: stagedoor 1 worker process (seed defaults) /
+                    tuned raw loop (jobs/s over jobs/s)
+  drain_cpu_vs_raw  CPU per job of the tuned raw loop / CPU per job of the stagedoor
+                    worker (wait4 rusage of each process over the drain): far less
+                    sensitive to other tenants than wall-clock rates
+  drain_vs_naive    no-op drain rate: stagedoor 1 worker / the seed's naive loop
+  render_vs_ref     native ticket render / pure-Python reference render (speed)
+
+Each must stay above its threshold (THRESHOLDS below; how they were chosen, with the
+observed values, is in docs/benchmarks.md).  Exit 0 when all hold, 1 naming every
+ratio that regressed, 2 when a measurement itself failed.
+
+`--inject NAME=VALUE` (repeatable) runs the stagedoor workers through bench.slowdown
+with a deliberate slowdown, to show the check fails: e.g. `--inject handle-cpu-us=50`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from . import measure_common as mc
+
+# Chosen from repeated runs on the 2-core shared box (docs/benchmarks.md, "perfcheck").
+THRESHOLDS = {
+    "drain_vs_raw": 0.06,
+    "drain_cpu_vs_raw": 0.15,
+    "drain_vs_naive": 1.5,
+    "render_vs_ref": 40.0,
+}
+DESCRIPTIONS = {
+    "drain_vs_raw": "stagedoor 1-worker no-op drain / tuned raw redis-py loop",
+    "drain_cpu_vs_raw": "CPU/job tuned raw loop / CPU/job stagedoor worker (no-op drain)",
+    "drain_vs_naive": "stagedoor 1-worker no-op drain / seed's naive loop",
+    "render_vs_ref": "native render / pure-Python reference render",
+}
+
+
+def measure(rounds: int, n: int, inject: Sequence[str], with_render: bool) -> dict[str, Any]:
+    from .measure_drain import drain
+
+    steps = ["stagedoor", "raw", "naive"] + (["render"] if with_render else [])
+    got: dict[str, list[float]] = {s: [] for s in steps}
+    cpu: dict[str, list[float]] = {s: [] for s in steps}
+    with mc.redis_server() as server:
+        for r in range(rounds):
+            for step in (steps if r % 2 == 0 else steps[::-1]):
+                if step == "render":
+                    from .measure_render_adapter import render_ratio
+
+                    got[step].append(render_ratio())
+                else:
+                    # the raw loop is ~10x faster: a bigger backlog keeps its timing sane
+                    res = drain(server.url, 3 * n if step == "raw" else n, kind=step,
+                                inject=inject if step == "stagedoor" else ())
+                    got[step].append(res["rate"])
+                    cpu[step].append(res["cpu_us_per_job"])
+            mc.progress(f"perfcheck round {r + 1}/{rounds}: stagedoor "
+                        f"{got['stagedoor'][-1]:,.0f}/s, raw {got['raw'][-1]:,.0f}/s, "
+                        f"naive {got['naive'][-1]:,.0f}/s"
+                        + (f", render x{got['render'][-1]:.0f}" if with_render else ""))
+    ratios = {
+        "drain_vs_raw": [a / b for a, b in zip(got["stagedoor"], got["raw"], strict=True)],
+        "drain_cpu_vs_raw": [b / a for a, b in zip(cpu["stagedoor"], cpu["raw"],
+                                                   strict=True)],
+        "drain_vs_naive": [a / b for a, b in zip(got["stagedoor"], got["naive"], strict=True)],
+    }
+    if with_render:
+        ratios["render_vs_ref"] = got["render"]
+    return {"rates": got, "cpu_us_per_job": cpu, "ratios": ratios}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.perfcheck", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=9, help="interleaved rounds [9]")
+    p.add_argument("--n", type=int, default=8000, help="backlog per drain [8000]")
+    p.add_argument("--inject", action="append", default=[], metavar="NAME=VALUE",
+                   help="deliberate slowdown in the stagedoor workers (bench.slowdown)")
+    p.add_argument("--no-render", action="store_true", help="skip the render ratio")
+    p.add_argument("--json", metavar="FILE", help="write ratios and rates as JSON")
+    a = p.parse_args(argv)
+    t0 = time.monotonic()
+    try:
+        res = measure(a.rounds, a.n, a.inject, not a.no_render)
+    except Exception as e:
+        print(f"perfcheck: measurement failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    failed = []
+    print(f"perfcheck: {a.rounds} interleaved rounds, {a.n} jobs per drain"
+          + (f", injected {a.inject}" if a.inject else "")
+          + f", {time.monotonic() - t0:.0f} s")
+    print(f"{'ratio':18} {'median':>8} {'min':>8} {'max':>8} {'threshold':>10}  result")
+    summary: dict[str, Any] = {}
+    for name, values in res["ratios"].items():
+        med = mc.median(values)
+        ok = med >= THRESHOLDS[name]
+        summary[name] = {"median": med, "min": min(values), "max": max(values),
+                         "threshold": THRESHOLDS[name], "ok": ok, "values": values}
+        print(f"{name:18} {med:8.3f} {min(values):8.3f} {max(values):8.3f} "
+              f"{THRESHOLDS[name]:>10.3f}  {'ok' if ok else 'REGRESSED'}")
+        if not ok:
+            failed.append(name)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"inject": a.inject, "rounds": a.rounds, "n": a.n, "ratios": summary,
+                       "rates": res["rates"], "cpu_us_per_job": res["cpu_us_per_job"]},
+                      f, indent=1)
+    if failed:
+        for name in failed:
+            s = summary[name]
+            print(f"perfcheck: FAILED: {name} ({DESCRIPTIONS[name]}) median {s['median']:.3f}"
+                  f" < threshold {s['threshold']:.3f}", file=sys.stderr)
+        return 1
+    print("perfcheck: all ratios above their thresholds")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
