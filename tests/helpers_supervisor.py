@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -161,11 +160,13 @@ class Sup:
                 self.proc.kill()
                 self.proc.wait()
         for pid in self.known_pids:
-            with contextlib.suppress(psutil.Error):
+            with contextlib.suppress(psutil.Error, ProcessLookupError):
                 p = psutil.Process(pid)
-                if p.ppid() in (self.pid, 1) or p.status() != psutil.STATUS_ZOMBIE:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
+                # only our own workers (forks inherit this test's SUP_TEST_MARKS), never
+                # a stranger that got a recycled pid
+                if (p.status() != psutil.STATUS_ZOMBIE
+                        and p.environ().get("SUP_TEST_MARKS") == str(self.marks)):
+                    p.kill()
 
 
 def marks(sup: Sup, outbox_id: int) -> list[tuple[str, int, float]]:

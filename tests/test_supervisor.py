@@ -86,9 +86,8 @@ def test_help_bad_flag_bad_config() -> None:
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     r = run_cli("--workers", "0", "--redis-url", "redis://127.0.0.1:1/0")
     assert r.returncode == 78
-    assert r.stderr.strip().splitlines() == [
-        "stagedoor-supervise: config error: flag: workers=0: must be at least 1"] or (
-        len(r.stderr.strip().splitlines()) == 1 and "workers" in r.stderr), r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "config error" in r.stderr and "workers=0" in r.stderr, r.stderr
     r = run_cli("--redis-url", "redis://127.0.0.1:1/0", env={"STAGEDOOR_HEARTBEAT_TIMEOUT": "x"})
     assert r.returncode == 78 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     r = run_cli()  # no Redis URL at all
