@@ -122,6 +122,10 @@ def test_boot_notify_fork_hygiene_and_graceful_stop(tmp_path: Path, redis_url: s
         enqueue(redis_url, "envdump", [1])
         wait_for(lambda: "done" in mark_text(sup, 1), what="envdump job")
         assert "NOTIFY_SOCKET= WATCHDOG_USEC=\n" in mark_text(sup, 1), mark_text(sup, 1)
+        # ... and the STATUS line counts it (from the workers' heartbeats)
+        wait_for(lambda: any(m.get("STATUS", "").startswith("workers 2/2 ready, handled 1, "
+                                                            "restarts 0, rss ")
+                             for m in notify.drain()), 5, what="STATUS with handled 1")
 
         # Each slot's consumer name is stable: sup-00, sup-01 in the group.
         names = {bytes(c.get("name") or c.get(b"name")).decode()

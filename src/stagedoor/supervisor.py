@@ -75,6 +75,7 @@ STOP_MARGIN = 2.0       # graceful_timeout + this, then SIGKILL (the acks need a
 STATUS_EVERY = 1.0      # most often a changed STATUS= goes to systemd
 LOG_EVERY = 60.0        # the periodic resource log line
 TICK = 0.2              # longest the loop sleeps
+FORK_RETRY = 1.0        # a failed fork (EAGAIN, ENOMEM) is retried this much later
 
 HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGTTIN,
                    signal.SIGTTOU, signal.SIGCHLD)
@@ -346,8 +347,17 @@ class Supervisor:
             return
         for slot in self.slots.values():
             if slot.current is None and slot.next_spawn is not None and slot.next_spawn <= now:
-                slot.current = self._spawn(slot.index, "current")
-                slot.next_spawn = None
+                slot.current = self._try_spawn(slot.index, "current")
+                slot.next_spawn = None if slot.current else now + FORK_RETRY
+
+    def _try_spawn(self, index: int, role: str, reason: str = "") -> Handle | None:
+        """_spawn, but a failed fork (EAGAIN, ENOMEM) is logged and retried later."""
+        try:
+            return self._spawn(index, role, reason)
+        except OSError as e:
+            log.error("cannot fork a worker for slot %d: %s; retrying in %gs", index, e,
+                      FORK_RETRY, extra={"slot": index})
+            return None
 
     def _spawn(self, index: int, role: str, reason: str = "") -> Handle:
         from .worker_process import child_main
@@ -431,6 +441,8 @@ class Supervisor:
 
     # -- reaping --------------------------------------------------------------------------
     def _reap(self, h: Handle) -> None:
+        if self.handles.get(h.pid) is not h:
+            return  # already reaped (a stale event of this select batch)
         code = h.proc.poll()
         if code is None:
             return
@@ -552,8 +564,10 @@ class Supervisor:
                 log.warning("worker slot %d pid %d RSS %.1f MB > max_worker_memory %d MB: "
                             "recycling", slot.index, cur.pid, cur.rss / 2**20,
                             s.max_worker_memory, extra={"slot": slot.index})
-                slot.replacement = self._spawn(slot.index, "replacement",
-                                               f"RSS of pid {cur.pid} over the limit")
+                slot.replacement = self._try_spawn(slot.index, "replacement",
+                                                   f"RSS of pid {cur.pid} over the limit")
+                if slot.replacement is None:
+                    slot.recycle_after = now + FORK_RETRY
 
     def _abort(self, h: Handle, why: str) -> None:
         log.error("worker slot %d pid %d is hung (%s): SIGABRT, thread dump follows on its "
@@ -639,7 +653,7 @@ class Supervisor:
                 self.reload_queue.pop(0)  # gone, respawning (new code), or new already
                 continue
             if slot.replacement is None and slot.current.ready:
-                slot.replacement = self._spawn(slot.index, "replacement", "SIGHUP")
+                slot.replacement = self._try_spawn(slot.index, "replacement", "SIGHUP")
             return
         if all(s.current is not None and s.current.ready for s in self.slots.values()):
             self.reloading = False
