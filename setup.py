@@ -57,4 +57,5 @@ _BUILD_COMMANDS = {"build_ext", "build", "bdist_wheel", "install", "develop",
 if _BUILD_COMMANDS & set(sys.argv[1:]):
     _check_toolchain()
 
-setup(ext_modules=_extensions())
+# the generated C file is a build product, not package data
+setup(ext_modules=_extensions(), exclude_package_data={"stagedoor": ["*.c"]})

@@ -31,8 +31,6 @@ cdef extern from "zlib.h" nogil:
     uLong deflateBound(z_stream* strm, uLong sourceLen)
 
 
-cdef extern from *:
-    int popcount64 "__builtin_popcountll"(unsigned long long x) nogil
 
 
 # A growable byte buffer; `failed` is set once an allocation fails (then nothing more is
@@ -84,6 +82,7 @@ cdef struct Scratch:
     Buf z
     Buf out
     QR q
+    unsigned char used[QR_MAX_SIZE * QR_MAX_SIZE]   # modules already in a rectangle
     Scratch* next
 
 

@@ -476,6 +476,14 @@ cdef int penalty(QR* q) noexcept nogil:
 cdef enum:
     FAST_MAX_VERSION = 10
 
+cdef inline int popcount64(u64 x) noexcept nogil:
+    # SWAR: no libgcc call and no -mpopcnt (which not every x86-64 has)
+    x = x - ((x >> 1) & 0x5555555555555555ULL)
+    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL)
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL
+    return <int>((x * 0x0101010101010101ULL) >> 56)
+
+
 cdef u64 PAT_R[FAST_MAX_VERSION + 1][8][64]
 cdef u64 PAT_C[FAST_MAX_VERSION + 1][8][64]
 
@@ -564,6 +572,16 @@ cdef int choose_mask_fast(QR* q) noexcept nogil:
     return best_mask
 
 
+cdef void apply_mask_fast(QR* q, int mask) noexcept nogil:
+    """apply_mask from the PAT_R bits (format cells flip too; draw_format_bits follows)."""
+    cdef int size = q.size, x, y
+    cdef u64 r
+    for y in range(size):
+        r = PAT_R[q.ver][mask][y]
+        for x in range(size):
+            q.dark[y * size + x] ^= <unsigned char>((r >> x) & 1)
+
+
 cdef int qr_encode(QR* q, const unsigned char* data, Py_ssize_t n) noexcept nogil:
     """Fill q with the symbol for data; -1 when it does not fit version 40."""
     cdef unsigned char dcw[QR_MAX_CODEWORDS]
@@ -582,7 +600,7 @@ cdef int qr_encode(QR* q, const unsigned char* data, Py_ssize_t n) noexcept nogi
     draw_codewords(q, cw, raw_data_modules(ver) // 8)
     if ver <= FAST_MAX_VERSION:
         best_mask = choose_mask_fast(q)
-        apply_mask(q, best_mask)
+        apply_mask_fast(q, best_mask)
         draw_format_bits(q, best_mask)
         return 0
     for mask in range(8):
@@ -604,7 +622,7 @@ _init_patterns()
 cdef enum:
     ZLIB_LEVEL = 1               # Z_BEST_SPEED: 2.5x faster than 6, streams ~16% larger
     ZLIB_WBITS = 15
-    ZLIB_MEMLEVEL = 8
+    ZLIB_MEMLEVEL = 4            # a 4 KB hash instead of 64 KB: deflateReset clears it per stream
     WRAP = 110
     PAGE_W = 420
     PAGE_H = 298
@@ -748,9 +766,27 @@ cdef void put_small_print(Buf* b, const Text* t, Buf* tmp) noexcept nogil:
         span_close(b, t)
 
 
-cdef void put_qr(Buf* b, QR* q) noexcept nogil:
-    cdef int size = q.size, x, y, start
+cdef inline char* put_small(char* p, int v) noexcept nogil:
+    """Decimal of 0 <= v < 1000000 at p; returns the end."""
+    cdef char tmp[8]
+    cdef int i = 8
+    while True:
+        i -= 1
+        tmp[i] = <char>(48 + v % 10)
+        v //= 10
+        if v == 0:
+            break
+    memcpy(p, tmp + i, 8 - i)
+    return p + 8 - i
+
+
+cdef void put_qr(Buf* b, QR* q, unsigned char* used) noexcept nogil:
+    """The dark modules as filled rectangles: greedy, each as wide, then as tall, as it
+    can grow over modules not yet covered (a third fewer than one per run)."""
+    cdef int size = q.size, x, y, i, h, start, ok, yy
     cdef long scale = QR_SIDE * 1000 // (size + 8)
+    cdef const unsigned char* dark = q.dark
+    cdef char* p
     buf_puts(b, b"q 0 0 0 rg ")
     buf_milli(b, scale)
     buf_puts(b, b" 0 0 ")
@@ -760,21 +796,40 @@ cdef void put_qr(Buf* b, QR* q) noexcept nogil:
     buf_byte(b, b' ')
     buf_milli(b, QR_TOP * 1000 - 4 * scale)
     buf_puts(b, b" cm\n")
+    memset(used, 0, size * size)
     for y in range(size):
         x = 0
         while x < size:
-            if not q.dark[y * size + x]:
+            if not dark[y * size + x] or used[y * size + x]:
                 x += 1
                 continue
             start = x
-            while x < size and q.dark[y * size + x]:
+            while x < size and dark[y * size + x] and not used[y * size + x]:
                 x += 1
-            buf_int(b, start)
-            buf_byte(b, b' ')
-            buf_int(b, y)
-            buf_byte(b, b' ')
-            buf_int(b, x - start)
-            buf_puts(b, b" 1 re\n")
+            h = 1
+            while y + h < size:
+                ok = 1
+                for i in range(start, x):
+                    if not dark[(y + h) * size + i] or used[(y + h) * size + i]:
+                        ok = 0
+                        break
+                if not ok:
+                    break
+                h += 1
+            for yy in range(y, y + h):
+                memset(used + yy * size + start, 1, x - start)
+            if buf_reserve(b, 40) != 0:
+                return
+            p = b.data + b.len
+            p = put_small(p, start)
+            p[0] = b' '
+            p = put_small(p + 1, y)
+            p[0] = b' '
+            p = put_small(p + 1, x - start)
+            p[0] = b' '
+            p = put_small(p + 1, h)
+            memcpy(p, b" re\n", 4)
+            b.len = (p + 4) - b.data
     buf_puts(b, b"f Q\n")
 
 
@@ -925,7 +980,7 @@ cdef int render_c(const TicketC* tickets, Py_ssize_t n, Scratch* s,
         if qr_encode(&s.q, t.qr, t.nqr) != 0:
             rc = -3
             break
-        put_qr(content, &s.q)
+        put_qr(content, &s.q, s.used)
         if content.failed:
             rc = -1
             break

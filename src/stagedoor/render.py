@@ -8,13 +8,13 @@ one when it imports; the caller logs `NATIVE_IMPORT_ERROR` loudly when it does n
 
 The file is deterministic: no dates, no /ID, fixed object numbers, so the same order
 always gives the same bytes (both renderers deflate with the same zlib: level 1, window
-15, memLevel 8).
+15, memLevel 4).
 
 Layout of the file: 1 catalog, 2 pages, 3 shared resources, 4 Helvetica, 5
 Helvetica-Bold (standard Type1 fonts, /WinAnsiEncoding, not embedded), 6 the static
 part of every page (border, header bar, labels), compressed once; then per ticket k
 object 7+2k, the page, and 8+2k, its own content stream (the fields and the QR code as
-filled rectangles, one per horizontal run of dark modules).
+filled rectangles, see qr_rectangles).
 
 Text and characters outside WinAnsi
 -----------------------------------
@@ -50,7 +50,10 @@ from .orders import Order, Ticket
 RenderFn = Callable[[Order], bytes]
 
 PAGE_W, PAGE_H = 420, 298
-ZLIB_LEVEL = 1  # Z_BEST_SPEED, as _render.pyx: 2.5x faster than 6, ~16% larger
+# deflate parameters, as in _render.pyx: level 1 (Z_BEST_SPEED) is 2.5x faster than 6
+# for ~16% larger streams; memLevel 4 makes the hash table that deflateReset clears for
+# every stream 4 KB instead of 64 KB, at the same size for content this small.
+ZLIB_LEVEL, ZLIB_WBITS, ZLIB_MEMLEVEL = 1, 15, 4
 WRAP = 110
 
 # Static content: drawn once, shared by every page (object 6).
@@ -189,6 +192,32 @@ def _span(actual: bytes, body: bytes) -> bytes:
     return b"/Span << /ActualText <" + actual + b"> >> BDC\n" + body + b"EMC\n"
 
 
+def qr_rectangles(matrix: list[list[bool]]) -> list[tuple[int, int, int, int]]:
+    """Dark modules as (x, y, w, h) rectangles: greedy in reading order, each as wide and
+    then as tall as it can grow over modules not yet covered."""
+    size = len(matrix)
+    used = [[False] * size for _ in range(size)]
+    rects = []
+    for y in range(size):
+        x = 0
+        while x < size:
+            if not matrix[y][x] or used[y][x]:
+                x += 1
+                continue
+            start = x
+            while x < size and matrix[y][x] and not used[y][x]:
+                x += 1
+            h = 1
+            while y + h < size and all(matrix[y + h][i] and not used[y + h][i]
+                                       for i in range(start, x)):
+                h += 1
+            for yy in range(y, y + h):
+                for i in range(start, x):
+                    used[yy][i] = True
+            rects.append((start, y, x - start, h))
+    return rects
+
+
 def qr_ops(data: bytes) -> bytes:
     matrix = qr.encode(data)
     size = len(matrix)
@@ -197,16 +226,7 @@ def qr_ops(data: bytes) -> bytes:
     y0 = QR_TOP * 1000 - 4 * scale
     out = [b"q 0 0 0 rg " + _milli(scale) + b" 0 0 " + _milli(-scale) + b" "
            + _milli(x0) + b" " + _milli(y0) + b" cm\n"]
-    for y, row in enumerate(matrix):
-        x = 0
-        while x < size:
-            if not row[x]:
-                x += 1
-                continue
-            start = x
-            while x < size and row[x]:
-                x += 1
-            out.append(b"%d %d %d 1 re\n" % (start, y, x - start))
+    out += [b"%d %d %d %d re\n" % r for r in qr_rectangles(matrix)]
     out.append(b"f Q\n")
     return b"".join(out)
 
@@ -229,7 +249,8 @@ def page_content(ticket: Ticket) -> bytes:
 
 
 def _stream(num: int, content: bytes) -> bytes:
-    data = zlib.compress(content, ZLIB_LEVEL)
+    z = zlib.compressobj(ZLIB_LEVEL, zlib.DEFLATED, ZLIB_WBITS, ZLIB_MEMLEVEL)
+    data = z.compress(content) + z.flush()
     return (b"%d 0 obj\n<< /Length %d /Filter /FlateDecode >>\nstream\n" % (num, len(data))
             + data + b"\nendstream\nendobj\n")
 
