@@ -47,6 +47,9 @@ TARGETS = [
     Target("drain_raw_rate", "jobs/s", None, None, "tuned raw redis-py loop (COUNT 100)"),
     Target("drain_naive_rate", "jobs/s", None, None, "seed's naive loop (XACK per entry)"),
     Target("drain_1w_vs_naive", "x", None, None, "no-op drain 1 worker / seed naive loop"),
+    Target("drain_1w_cpu_us", "us/job", None, None, "CPU per job, stagedoor 1 worker"),
+    Target("drain_raw_cpu_us", "us/job", None, None, "CPU per job, tuned raw loop"),
+    Target("drain_naive_cpu_us", "us/job", None, None, "CPU per job, seed naive loop"),
     Target("enqueue_single_rate", "jobs/s", None, None, "enqueue(), one round trip per job"),
     Target("enqueue_many_rate", "jobs/s", None, None, "enqueue_many(), 1000 per pipeline"),
     Target("enqueue_sync_rate", "jobs/s", None, None, "enqueue_sync(), 1000 per pipeline"),
@@ -98,6 +101,9 @@ def section_drain(quick: bool, rounds: int | None = None) -> dict[str, Any]:
             "drain_1w_rate": med["stagedoorx1"], "drain_2w_rate": med["stagedoorx2"],
             "drain_raw_rate": med["rawx1"], "drain_naive_rate": med["naivex1"],
             "drain_1w_vs_raw": mc.median(pairs), "drain_1w_vs_naive": mc.median(naive_pairs),
+            "drain_1w_cpu_us": mc.median([x["cpu_us_per_job"] for x in runs["stagedoorx1"]]),
+            "drain_raw_cpu_us": mc.median([x["cpu_us_per_job"] for x in runs["rawx1"]]),
+            "drain_naive_cpu_us": mc.median([x["cpu_us_per_job"] for x in runs["naivex1"]]),
             "drain_1w_peak_rss_mb": max(x["peak_rss_mb"] for x in runs["stagedoorx1"]),
             "drain_runs": runs}
 
