@@ -383,7 +383,11 @@ def test_max_worker_memory_recycles_gracefully(tmp_path: Path, redis_url: str,
 def test_metrics_endpoint_serves_handled_counter(tmp_path: Path, redis_url: str) -> None:
     port = free_port()
     with supervisor(tmp_path, redis_url, ["--workers", "2", "--metrics-port", str(port)]) as sup:
-        sup.wait_ready(2)
+        pids = sup.wait_ready(2)
+        # the workers closed the supervisor's listening socket right after the fork
+        for pid in pids.values():
+            assert all(local != port for local, _ in tcp_peers(pid))
+        assert any(local == port for local, _ in tcp_peers(sup.pid))
         enqueue(redis_url, "noop", range(1, 6))
         wait_for(lambda: all("done" in mark_text(sup, i) for i in range(1, 6)),
                  what="5 jobs done")
