@@ -15,8 +15,14 @@ line; change both together (tests/test_render.py compares them byte for byte).
 
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy, memset, strlen
-from cpython.bytes cimport PyBytes_FromStringAndSize
-from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.unicode cimport (
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_DATA,
+    PyUnicode_GET_LENGTH,
+    PyUnicode_KIND,
+    PyUnicode_READ,
+)
 from cpython.pythread cimport (
     WAIT_LOCK,
     PyThread_acquire_lock,
@@ -1024,6 +1030,49 @@ _init_static()
 
 cdef object _fallback = None
 
+# cp1252 bytes 0x80-0x9f (the rest of cp1252 is Latin-1): code point -> byte, taken from
+# Python's own codec so the fast encoder below agrees with str.encode("cp1252").
+cdef Py_UCS4 CP1252_HIGH_CP[32]
+cdef unsigned char CP1252_HIGH_BYTE[32]
+cdef int CP1252_HIGH_N = 0
+
+
+cdef void _init_cp1252() except *:
+    global CP1252_HIGH_N
+    for b in range(0x80, 0xA0):
+        try:
+            ch = bytes([b]).decode("cp1252")
+        except UnicodeDecodeError:
+            continue
+        CP1252_HIGH_CP[CP1252_HIGH_N] = ord(ch)
+        CP1252_HIGH_BYTE[CP1252_HIGH_N] = b
+        CP1252_HIGH_N += 1
+
+
+_init_cp1252()
+
+
+cdef object encode_cp1252(str value):
+    """str.encode("cp1252") without the codec machinery; None if a character is not in it."""
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(value), i
+    cdef int kind = PyUnicode_KIND(value), j
+    cdef void* data = PyUnicode_DATA(value)
+    cdef Py_UCS4 c
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
+    cdef char* p = PyBytes_AS_STRING(out)
+    for i in range(n):
+        c = PyUnicode_READ(kind, data, i)
+        if c < 0x80 or 0xA0 <= c <= 0xFF:
+            p[i] = <char>c
+            continue
+        for j in range(CP1252_HIGH_N):
+            if CP1252_HIGH_CP[j] == c:
+                p[i] = <char>CP1252_HIGH_BYTE[j]
+                break
+        else:
+            return None
+    return out
+
 
 cdef object encode_text(object value, list keep, Text* t):
     """Point t at cp1252 bytes of value (kept alive in keep), with ActualText if needed."""
@@ -1040,9 +1089,8 @@ cdef object encode_text(object value, list keep, Text* t):
         t.s = p
         t.n = n
         return None
-    try:
-        raw = (<str>value).encode("cp1252")
-    except UnicodeEncodeError:
+    raw = encode_cp1252(<str>value)
+    if raw is None:
         if _fallback is None:
             from stagedoor.render import winansi_fallback
             _fallback = winansi_fallback
