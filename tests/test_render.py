@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
 import re
 import subprocess
+import sys
 import threading
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -284,3 +286,17 @@ def test_threads_render_the_same_bytes_as_serial() -> None:
         results = list(pool.map(job, range(8)))
     for k, got in enumerate(results):
         assert got == serial[k::8] * 5
+
+
+def test_without_the_extension_the_reference_is_used_and_the_reason_given() -> None:
+    code = ("import sys; sys.modules['stagedoor._render'] = None\n"
+            "from stagedoor import render\n"
+            "assert not render.native_available()\n"
+            "assert render.renderer() is render.render_order\n"
+            "print(render.NATIVE_IMPORT_ERROR)\n")
+    src = str(Path(render.__file__).parent.parent)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": src}, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "native renderer stagedoor._render not importable" in proc.stdout
+    assert "pip install ." in proc.stdout
