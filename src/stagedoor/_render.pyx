@@ -3,14 +3,19 @@
 """Native ticket renderer: the same bytes as stagedoor.render.render_order, GIL released.
 
 Why the split: the Python part only turns the order's strings into C buffers (cp1252
-bytes, with the ActualText hex for the rare field outside WinAnsi, see
-stagedoor/render.py); everything else (the QR code, the content stream, zlib's
-compress2, the xref table) runs in C inside `with nogil:`, so threads render in
-parallel.  The static part of the page (border, header bar, labels) is compressed once
-at import and shared by every page.
+bytes straight from the str data; the rare field outside WinAnsi goes through
+stagedoor.render.winansi_fallback for its fallback text and ActualText hex); everything
+else runs in C inside `with nogil:` -- the QR code, the content stream, deflate through
+zlib's C API, the xref table -- so threads render in parallel.  The static part of the
+page (border, header bar, labels) is compressed once at import and shared by every page.
 
-The layout and the QR algorithm mirror stagedoor/render.py and stagedoor/qr.py line by
-line; change both together (tests/test_render.py compares them byte for byte).
+Where the time went (perf + callgrind, one ticket): first the QR mask choice (branchy
+penalty scoring, now 64-bit row/column bitsets for versions 1-10), then deflate (level 1,
+memLevel 4, and a third less input by drawing the QR as greedy rectangles), then setting
+up deflate per stream (its state now lives in a pooled scratch area, reset not rebuilt).
+
+The layout and the QR algorithm mirror stagedoor/render.py and stagedoor/qr.py step by
+step; change both together (tests/test_render.py compares them byte for byte).
 """
 
 from libc.stdlib cimport calloc, free, malloc, realloc

@@ -7,8 +7,9 @@ oracle and the fallback when the extension is not built.  `renderer()` picks the
 one when it imports; the caller logs `NATIVE_IMPORT_ERROR` loudly when it does not.
 
 The file is deterministic: no dates, no /ID, fixed object numbers, so the same order
-always gives the same bytes (both renderers deflate with the same zlib: level 1, window
-15, memLevel 4).
+always gives the same bytes.  Both renderers deflate with level 1, window 15, memLevel 4;
+byte identity assumes Python's zlib module and the extension use the same libz (they
+do when both link the system zlib; tests/test_render.py would catch a difference).
 
 Layout of the file: 1 catalog, 2 pages, 3 shared resources, 4 Helvetica, 5
 Helvetica-Bold (standard Type1 fonts, /WinAnsiEncoding, not embedded), 6 the static
@@ -19,7 +20,7 @@ filled rectangles, see qr_rectangles).
 Text and characters outside WinAnsi
 -----------------------------------
 Text is encoded in cp1252 (= WinAnsiEncoding), so "Zoë Ødegaard-Šimić" keeps its ë,
-Ø and Š, and €, Œ, ž print as they are.  C0 controls and DEL print as a space.  A field
+Ø and Š (its ć is not in cp1252, see below), and €, Œ, ž print as they are.  C0 controls and DEL print as a space.  A field
 with any character outside cp1252 (Ł, ż, ć, Cyrillic, CJK, emoji ...) is never dropped:
 
 * the page shows a WinAnsi fallback, character by character: the character itself when
