@@ -20,8 +20,9 @@ filled rectangles, see qr_rectangles).
 Text and characters outside WinAnsi
 -----------------------------------
 Text is encoded in cp1252 (= WinAnsiEncoding), so "Zoë Ødegaard-Šimić" keeps its ë,
-Ø and Š (its ć is not in cp1252, see below), and €, Œ, ž print as they are.  C0 controls and DEL print as a space.  A field
-with any character outside cp1252 (Ł, ż, ć, Cyrillic, CJK, emoji ...) is never dropped:
+Ø and Š (its ć is not in cp1252, see below), and €, Œ, ž print as they are.  C0
+controls and DEL print as a space.  A field with any character outside cp1252 (Ł, ż,
+ć, Cyrillic, CJK, emoji ...) is never dropped:
 
 * the page shows a WinAnsi fallback, character by character: the character itself when
   cp1252 has it, else its NFKD decomposition without combining marks if that is in
