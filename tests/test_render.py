@@ -300,3 +300,15 @@ def test_without_the_extension_the_reference_is_used_and_the_reason_given() -> N
     assert proc.returncode == 0, proc.stderr
     assert "native renderer stagedoor._render not importable" in proc.stdout
     assert "pip install ." in proc.stdout
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(orders())
+def test_random_orders_are_valid_pdfs(tmp_path: Path, o: Order) -> None:
+    data = _render.render_order(o)
+    qpdf_check(data, tmp_path)
+    texts = page_texts(data)
+    assert len(texts) == len(o.tickets)
+    for t, text in zip(o.tickets, texts, strict=True):
+        assert str(t.order_id) in text
