@@ -85,9 +85,13 @@ def drain(url: str, n: int, *, kind: str = "stagedoor", workers: int = 1,
             if now - t_spawn > timeout:
                 raise RuntimeError(f"drain {kind} x{workers} not done after {timeout:g}s: "
                                    f"{info}")
-            if all(p.poll() is not None for p in procs) and info["pending"] == 0 \
-                    and info["entries_read"] < n:
-                raise RuntimeError(f"drain {kind} workers exited early: {info}")
+            if all(_exited(p) for p in procs):
+                time.sleep(0.05)  # the last ack may land just after the exit
+                info = mc.group_info(c)
+                if not (info["entries_read"] >= n and info["pending"] == 0):
+                    raise RuntimeError(f"drain {kind} x{workers}: workers exited before the "
+                                       f"drain was done: {info}, exit codes "
+                                       f"{[p.returncode for p in procs]}")
             time.sleep(0.003)
         cpu_total = sum(_reap(p) for p in procs)
         errs = []
@@ -114,6 +118,11 @@ def _cpu(p: psutil.Process) -> float:
         return float(t.user + t.system)
     except psutil.Error:
         return 0.0
+
+
+def _exited(proc: subprocess.Popen[bytes]) -> bool:
+    """Has it exited?  WNOWAIT: leave it to _reap, whose wait4 gets the rusage."""
+    return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
 
 def _reap(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> float:
