@@ -24,7 +24,10 @@ KNOWN = ("ack-sleep-ms", "read-sleep-ms", "handle-cpu-us")
 
 
 class _SlowCommands:
-    """A client proxy: sleeps before the named command, everything else passes through."""
+    """A connection proxy: sleeps before the named command, the rest passes through.
+
+    Covers both shapes the worker has used: a redis-py client (`execute_command`) and
+    the lean hot-path connection of stagedoor.resp (`call`)."""
 
     def __init__(self, inner: Any, command: str, delay_s: float) -> None:
         self._inner, self._command, self._delay = inner, command, delay_s
@@ -32,10 +35,17 @@ class _SlowCommands:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+    async def _maybe_sleep(self, args: tuple[Any, ...]) -> None:
         if args and str(args[0]).upper() == self._command:
             await asyncio.sleep(self._delay)
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        await self._maybe_sleep(args)
         return await self._inner.execute_command(*args, **kwargs)
+
+    async def call(self, *args: Any, **kwargs: Any) -> Any:
+        await self._maybe_sleep(args)
+        return await self._inner.call(*args, **kwargs)
 
 
 def parse_specs(specs: Sequence[str]) -> dict[str, float]:
@@ -58,8 +68,8 @@ def install(specs: Sequence[str]) -> dict[str, float]:
         delay = conf["ack-sleep-ms"] / 1000
         orig_init = worker.Acker.__init__
 
-        def acker_init(self: Any, client: Any, settings: Any) -> None:
-            orig_init(self, _SlowCommands(client, "XACK", delay), settings)
+        def acker_init(self: Any, conn: Any, *args: Any, **kwargs: Any) -> None:
+            orig_init(self, _SlowCommands(conn, "XACK", delay), *args, **kwargs)
 
         worker.Acker.__init__ = acker_init  # type: ignore[method-assign]
     if "read-sleep-ms" in conf:
@@ -70,6 +80,12 @@ def install(specs: Sequence[str]) -> dict[str, float]:
             return _SlowCommands(orig_client(*args, **kwargs), "XREADGROUP", delay_r)
 
         connection.async_client = async_client  # type: ignore[assignment]
+        fast = getattr(worker, "FastConnection", None)
+        if fast is not None:  # the hot-path connection class, where the worker has one
+            def fast_connection(*args: Any, **kwargs: Any) -> Any:
+                return _SlowCommands(fast(*args, **kwargs), "XREADGROUP", delay_r)
+
+            worker.FastConnection = fast_connection
     if "handle-cpu-us" in conf:
         burn = conf["handle-cpu-us"] / 1e6
         orig_parse = worker.parse_job
