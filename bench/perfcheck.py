@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -83,6 +84,32 @@ def measure(rounds: int, n: int, inject: Sequence[str], with_render: bool) -> di
     return {"rates": got, "cpu_us_per_job": cpu, "ratios": ratios}
 
 
+def _round_down(x: float) -> float:
+    """Two significant digits, rounded down: 0.0617 -> 0.061, 77.7 -> 77."""
+    if x <= 0:
+        return 0.0
+    scale = 10 ** (math.floor(math.log10(x)) - 1)
+    return math.floor(x / scale) * scale
+
+
+def calibrate(runs: int, rounds: int, n: int, with_render: bool) -> int:
+    """Run the check `runs` times; print the medians and MARGIN x the lowest of them."""
+    medians: dict[str, list[float]] = {}
+    for i in range(runs):
+        res = measure(rounds, n, (), with_render)
+        for name, values in res["ratios"].items():
+            medians.setdefault(name, []).append(mc.median(values))
+        mc.progress(f"calibrate run {i + 1}/{runs}: " + ", ".join(
+            f"{k} {v[-1]:.3f}" for k, v in medians.items()))
+    print(f"{'ratio':18} {'medians of ' + str(runs) + ' runs':40} {'lowest':>8} "
+          f"{'suggested':>10} {'current':>8}")
+    for name, values in medians.items():
+        shown = " ".join(f"{v:.3g}" for v in values)
+        print(f"{name:18} {shown:40} {min(values):8.3f} "
+              f"{_round_down(MARGIN * min(values)):10.3g} {THRESHOLDS[name]:8.3g}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.perfcheck", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -92,7 +119,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="deliberate slowdown in the stagedoor workers (bench.slowdown)")
     p.add_argument("--no-render", action="store_true", help="skip the render ratio")
     p.add_argument("--json", metavar="FILE", help="write ratios and rates as JSON")
+    p.add_argument("--calibrate", type=int, metavar="RUNS", default=0,
+                   help="run the check RUNS times and print suggested thresholds "
+                   f"({MARGIN} x the lowest median); no pass/fail")
     a = p.parse_args(argv)
+    if a.calibrate:
+        return calibrate(a.calibrate, a.rounds, a.n, not a.no_render)
     t0 = time.monotonic()
     try:
         res = measure(a.rounds, a.n, a.inject, not a.no_render)
