@@ -7,8 +7,9 @@ Redis take `own_redis`, a server of their own.
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # Subprocesses started by tests (workers, supervisors) must not inherit a
     # systemd notify socket from the developer's session.
     os.environ.pop("NOTIFY_SOCKET", None)
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item
+                                   ) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """The in-process worker tests run on uvloop, as production does."""
+    import uvloop
+
+    return {"uvloop": uvloop.new_event_loop}

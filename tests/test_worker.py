@@ -287,3 +287,7 @@ async def test_worker_survives_redis_restart_and_recreates_group(
     finally:
         client.close()
     assert sorted(o for _c, o in seen) == list(range(1, 21))
+
+
+async def test_tests_run_on_uvloop_like_production() -> None:
+    assert type(asyncio.get_running_loop()).__module__.startswith("uvloop")

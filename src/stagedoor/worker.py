@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import random
 import time
@@ -32,20 +33,23 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import hiredis
 import redis
-import redis.asyncio as aioredis
 
 from . import connection
 from .config import Settings
 from .handlers import Context, Registry, load_registry
 from .job import MalformedJob, parse_job
 from .metrics import WorkerStats
-from .policy import Verdict, run_with_policy
+from .policy import Deadlines, Verdict, run_with_policy
 from .queue import DeadLetter, ensure_group, is_nogroup
+from .resp import FastConnection
 
 log = logging.getLogger("stagedoor.worker")
 
 Entry = tuple[bytes, list[bytes] | None]
+_UNBLOCK_FAILED: tuple[type[BaseException], ...] = (
+    TimeoutError, redis.ResponseError, *connection.TRANSIENT_ERRORS)
 
 
 class BootError(RuntimeError):
@@ -121,10 +125,17 @@ class Slots:
 
 
 class Acker:
-    """Coalesces acks: every id finished since the last XACK goes in the next one."""
+    """Coalesces acks: every id finished since the last XACK goes in the next one.
 
-    def __init__(self, client: aioredis.Redis, settings: Settings) -> None:
-        self._client = client
+    Two ways out: the consume loop takes what is queued and sends it in the same
+    write as its next XREADGROUP (one syscall per batch instead of two: on loopback
+    the write is the costliest part of a round trip), and this task flushes
+    whatever is still queued after ack_flush_ms, so an ack never waits for a 5 s
+    BLOCK read.  Either way an id is sent only after its handler returned.
+    """
+
+    def __init__(self, conn: FastConnection, settings: Settings) -> None:
+        self._conn = conn
         self._settings = settings
         self.queued: list[bytes] = []
         self.flushing: set[bytes] = set()
@@ -132,6 +143,7 @@ class Acker:
         self._idle = asyncio.Event()
         self._idle.set()
         self.acked = 0
+        self._backoff = Backoff()
 
     def add(self, entry_id: bytes) -> None:
         self.queued.append(entry_id)
@@ -144,34 +156,50 @@ class Acker:
     def __len__(self) -> int:
         return len(self.queued) + len(self.flushing)
 
-    async def run(self) -> None:
+    def take(self) -> list[bytes]:
+        """Everything queued, now counted as being sent; settle() it afterwards."""
+        batch, self.queued = self.queued, []
+        self.flushing.update(batch)
+        return batch
+
+    def settle(self, batch: list[bytes], error: BaseException | None) -> None:
+        self.flushing.difference_update(batch)
+        if error is None:
+            self.acked += len(batch)
+            self._backoff.reset()
+        else:
+            log.warning("XACK of %d ids failed (%s); will retry", len(batch), error)
+            self.queued[:0] = batch
+            self._wake.set()
+        if not self.queued and not self.flushing:
+            self._idle.set()
+
+    def xack(self, batch: list[bytes]) -> bytes:
         s = self._settings
-        backoff = Backoff()
+        packed: bytes = hiredis.pack_command(("XACK", s.stream, s.group, *batch))  # type: ignore[arg-type]
+        return packed
+
+    async def run(self) -> None:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            if s.ack_flush_ms:
-                await asyncio.sleep(s.ack_flush_ms / 1000)
-            batch, self.queued = self.queued, []
-            self.flushing.update(batch)
-            while batch:
-                try:
-                    await self._client.execute_command("XACK", s.stream, s.group, *batch)
-                except connection.TRANSIENT_ERRORS as e:
-                    delay = backoff.next()
-                    log.warning("XACK of %d ids failed (%s); retrying in %.2fs",
-                                len(batch), e, delay)
-                    await asyncio.sleep(delay)
-                    continue
-                backoff.reset()
-                self.acked += len(batch)
-                break
-            self.flushing.clear()
-            if not self.queued:
-                self._idle.set()
+            await asyncio.sleep(self._settings.ack_flush_ms / 1000)
+            batch = self.take()
+            if not batch:
+                continue  # the consume loop sent them with its read
+            try:
+                await self._conn.send(self.xack(batch))
+            except connection.TRANSIENT_ERRORS as e:
+                self.settle(batch, e)
+                await asyncio.sleep(self._backoff.next())
+                continue
+            self.settle(batch, None)
 
     async def drain(self) -> None:
         await self._idle.wait()
+
+    async def aclose(self) -> None:
+        await self._conn.aclose()
 
 
 class Worker:
@@ -193,6 +221,7 @@ class Worker:
         self._recover_cursor = b"0"
         self._claim_cursor = b"0-0"
         self._reclaim_due = False
+        self._reading = False
         self._kinds = self.registry.kinds
 
     # -- lifecycle -----------------------------------------------------------------
@@ -207,11 +236,15 @@ class Worker:
     async def run(self) -> None:
         s = self.settings
         self.cmd = connection.async_client(s, name=self.consumer)
-        self.reader = connection.async_client(s, blocking=True, name=self.consumer + ":read")
+        # The hot path: XREADGROUP '>' and XACK on lean hiredis connections (resp.py).
+        self.reader = FastConnection(s, timeout=s.read_socket_timeout,
+                                     name=self.consumer + ":read")
+        self.deadlines = Deadlines()
         self.executor = ThreadPoolExecutor(s.render_threads,
                                            thread_name_prefix=f"render-{self.slot}")
         self.slots = Slots(s.concurrency)
-        self.acker = Acker(self.cmd, s)
+        self.acker = Acker(FastConnection(s, timeout=s.socket_timeout,
+                                          name=self.consumer + ":ack"), s)
         self.dead_letter = DeadLetter(self.cmd, s)
         self.ctx = Context(settings=s, redis=self.cmd, consumer=self.consumer,
                            executor=self.executor, stats=self.stats)
@@ -224,7 +257,10 @@ class Worker:
             self._warn_if_render_is_slow()
             log.info("worker %s ready (concurrency %d, count %d, block %d ms)", self.consumer,
                      s.concurrency, s.count, s.block_ms, extra={"consumer": self.consumer})
-            tasks = [asyncio.create_task(self.acker.run(), name="ack")]
+            # Everything alive now lives for the whole process: keep the collector off it.
+            gc.freeze()
+            tasks = [asyncio.create_task(self.acker.run(), name="ack"),
+                     asyncio.create_task(self.deadlines.run(), name="deadlines")]
             consume = asyncio.create_task(self._consume(), name="consume")
             reclaim = asyncio.create_task(self._reclaim_timer(), name="reclaim")
             stop = asyncio.create_task(self._stopping.wait(), name="stop")
@@ -243,6 +279,7 @@ class Worker:
             await asyncio.gather(*tasks, *self.slots.running.values(), return_exceptions=True)
             self.executor.shutdown(wait=False, cancel_futures=True)
             await self.reader.aclose()
+            await self.acker.aclose()
             await self.cmd.aclose()
 
     def _warn_if_render_is_slow(self) -> None:
@@ -274,8 +311,8 @@ class Worker:
 
     async def _drain(self, consume: asyncio.Task[None], reclaim: asyncio.Task[None]) -> None:
         """Stop reading, finish in-flight jobs within graceful_timeout, flush acks."""
-        consume.cancel()
         reclaim.cancel()
+        await self._stop_reading(consume)
         await asyncio.gather(consume, reclaim, return_exceptions=True)
         timeout = self.settings.graceful_timeout
         try:
@@ -293,6 +330,28 @@ class Worker:
         except TimeoutError:
             log.error("%d acks could not be sent; those jobs stay pending and will run "
                       "again", len(self.acker))
+
+    async def _stop_reading(self, consume: asyncio.Task[None]) -> None:
+        """End the consume loop without abandoning a read Redis may already have served.
+
+        Cancelling a BLOCK read whose reply is on its way would leave those entries
+        delivered to us and never started, pending until a worker of this name comes
+        back or the claim threshold passes.  CLIENT UNBLOCK makes a read that is still
+        waiting return empty at once; a reply already sent arrives and is dispatched.
+        """
+        if consume.done():
+            return
+        if self._reading and self.reader.client_id is not None:
+            try:
+                await self.cmd.execute_command("CLIENT", "UNBLOCK", self.reader.client_id)
+                async with asyncio.timeout(self.settings.read_socket_timeout):
+                    await asyncio.shield(consume)
+                return
+            except _UNBLOCK_FAILED as e:
+                log.warning("could not end the blocking read cleanly (%s); cancelling it", e)
+            except Exception:  # the loop failed on its own; run() reports it
+                return
+        consume.cancel()
 
     # -- reading -------------------------------------------------------------------
     def _busy(self, entry_id: bytes) -> bool:
@@ -326,12 +385,31 @@ class Worker:
                     self._dispatch(fresh, n, counts)
                     n = 0
                 else:
-                    args: tuple[Any, ...] = ("XREADGROUP", "GROUP", group, me, "COUNT", n)
-                    if not self.burst:
-                        args += ("BLOCK", s.block_ms)
-                    entries = stream_entries(await self.reader.execute_command(
-                        *args, "STREAMS", stream, ">"))
+                    block = ("BLOCK", s.block_ms) if not self.burst else ()
+                    read = self.reader.packed("XREADGROUP", "GROUP", group, me, "COUNT", n,
+                                              *block, "STREAMS", stream, ">")
+                    acks = self.acker.take()
+                    self._reading = True
+                    try:
+                        if acks:
+                            ack_reply, reply = await self.reader.send_many(
+                                [self.acker.xack(acks), read])
+                            self.acker.settle(acks, ack_reply if isinstance(
+                                ack_reply, BaseException) else None)
+                            if isinstance(reply, BaseException):
+                                raise reply
+                        else:
+                            reply = await self.reader.send(read)
+                    except BaseException as e:
+                        if acks and self.acker.flushing.intersection(acks):
+                            self.acker.settle(acks, e)
+                        raise
+                    finally:
+                        self._reading = False
+                    entries = stream_entries(reply)
                     self._dispatch(entries, n, None)
+                    if self.stopping:
+                        return
                     n = 0
                     if not entries and self.burst:
                         await self._burst_check()
@@ -451,14 +529,17 @@ class Worker:
                                  _kind(fields, self._kinds))
                 return
             handler = self.registry.get(job.kind)
-            extra = {"request_id": job.request_id, "trace": job.trace, "kind": job.kind,
-                     "order_id": job.order_id, "outbox_id": job.outbox_id,
-                     "entry_id": entry_id.decode(), "deliveries": deliveries,
-                     "consumer": self.consumer}
+
+            def extra() -> dict[str, object]:  # built only when a line is logged
+                return {"request_id": job.request_id, "trace": job.trace, "kind": job.kind,
+                        "order_id": job.order_id, "outbox_id": job.outbox_id,
+                        "entry_id": entry_id.decode(), "deliveries": deliveries,
+                        "consumer": self.consumer}
+
             outcome = await run_with_policy(
                 lambda: handler.fn(job, self.ctx), kind=job.kind,
                 time_limit=handler.timeout or s.job_timeout, settings=s, stats=self.stats,
-                extra=extra)
+                deadlines=self.deadlines, extra=extra)
             if outcome.verdict is Verdict.DONE:
                 self.stats.inc("handled", job.kind)
                 self.acker.add(entry_id)
@@ -467,7 +548,7 @@ class Worker:
             else:
                 self.stats.inc("failed", job.kind)
                 log.error("job failed after %d attempts, left pending for redelivery: %s",
-                          outcome.attempts, outcome.reason, extra=extra)
+                          outcome.attempts, outcome.reason, extra=extra())
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -1,0 +1,262 @@
+"""A lean asyncio Redis connection for the worker's hot path, parsed by hiredis.
+
+Why not redis-py here: on the 2-core CI box each redis-py asyncio command costs
+about 145 us of client overhead before and after the round trip (the retry
+wrapper, the pool, redis-py 8's per-command observability hooks, and an
+asyncio.wait_for task per write when a socket timeout is set; docs/profile-worker.md).
+The worker sends two commands in a loop, XREADGROUP '>' and XACK, thousands of
+times a second; everything else (scripts, XAUTOCLAIM, the order store) stays on
+redis-py.  This is an asyncio.Protocol: one write per call, replies parsed by
+hiredis in data_received, one timer per call.
+
+Semantics the loop relies on:
+- a timeout or a lost connection fails every outstanding call with redis-py's
+  TimeoutError/ConnectionError and drops the connection (its reply order is no
+  longer known); the next call reconnects;
+- an error reply raises redis.ResponseError with Redis's text (NOGROUP ...);
+- the handshake (AUTH, SELECT, CLIENT SETNAME, CLIENT ID) runs on every connect, so
+  `client_id` is always that of the live connection (CLIENT UNBLOCK at shutdown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import ssl
+from typing import Any, cast
+from urllib.parse import unquote
+
+import hiredis
+import redis
+from redis.connection import parse_url
+
+from .config import Settings
+
+_NO_REPLY = False  # what hiredis.Reader.gets() returns when no whole reply is buffered
+
+
+def _truthy(value: Any) -> bool:
+    return str(value).lower() not in ("0", "false", "no", "off", "")
+
+
+def ssl_context(options: dict[str, Any]) -> ssl.SSLContext:
+    """The TLS context for a rediss:// URL, from the same query options redis-py takes."""
+    ctx = ssl.create_default_context(cafile=options.get("ssl_ca_certs"),
+                                     capath=options.get("ssl_ca_path"))
+    if options.get("ssl_certfile"):
+        ctx.load_cert_chain(options["ssl_certfile"], options.get("ssl_keyfile"),
+                            options.get("ssl_password"))
+    reqs = str(options.get("ssl_cert_reqs", "required")).lower()
+    if "ssl_check_hostname" in options:
+        ctx.check_hostname = _truthy(options["ssl_check_hostname"])
+    if reqs == "none":
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    elif reqs == "optional":
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+    return ctx
+
+
+class _Protocol(asyncio.Protocol):
+    """One TCP/TLS/unix connection: replies parsed by hiredis, matched to waiters in order."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.reader = hiredis.Reader()
+        self.waiters: collections.deque[asyncio.Future[Any]] = collections.deque()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports quack like asyncio.Transport without subclassing it.
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        reader = self.reader
+        reader.feed(data)
+        while True:
+            reply = reader.gets()
+            if reply is _NO_REPLY:
+                return
+            if not self.waiters:  # a reply nobody waits for: the stream is out of step
+                self.fail(redis.ConnectionError("unexpected reply from Redis"))
+                return
+            fut = self.waiters.popleft()
+            if fut.done():
+                continue
+            if isinstance(reply, hiredis.ReplyError):
+                fut.set_exception(redis.ResponseError(str(reply)))
+            else:
+                fut.set_result(reply)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.fail(redis.ConnectionError(f"connection to Redis lost: {exc or 'closed'}"))
+
+    @property
+    def usable(self) -> bool:
+        return self.transport is not None and not self.transport.is_closing()
+
+    def fail(self, exc: Exception) -> None:
+        """Fail every outstanding call and drop the connection: its reply order is lost."""
+        waiters, self.waiters = self.waiters, collections.deque()
+        for fut in waiters:
+            if not fut.done():
+                fut.set_exception(exc)
+        transport, self.transport = self.transport, None
+        if transport is not None:
+            transport.abort()
+
+    def write_many(self, datas: list[bytes], loop: asyncio.AbstractEventLoop
+                   ) -> list[asyncio.Future[Any]]:
+        assert self.transport is not None
+        futs: list[asyncio.Future[Any]] = [loop.create_future() for _ in datas]
+        self.waiters.extend(futs)
+        self.transport.write(b"".join(datas))
+        return futs
+
+    def write(self, data: bytes, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any]:
+        assert self.transport is not None
+        fut: asyncio.Future[Any] = loop.create_future()
+        self.waiters.append(fut)
+        self.transport.write(data)
+        return fut
+
+
+class FastConnection:
+    """One Redis connection; `await call(...)` sends a command and returns its reply."""
+
+    def __init__(self, settings: Settings, *, timeout: float, name: str = "") -> None:
+        self._settings = settings
+        self._timeout = timeout
+        self._name = name
+        self._proto: _Protocol | None = None
+        self._connecting: asyncio.Future[None] | None = None
+        self._packed: dict[tuple[Any, ...], bytes] = {}
+        self.client_id: int | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self._proto is not None and self._proto.usable
+
+    def packed(self, *args: Any) -> bytes:
+        """Pack once, reuse: the loop sends the same XREADGROUP over and over."""
+        data = self._packed.get(args)
+        if data is None:
+            data = self._packed[args] = hiredis.pack_command(args)
+        return data
+
+    async def call(self, *args: Any, limit: float | None = None) -> Any:
+        return await self.send(hiredis.pack_command(args), limit=limit)
+
+    async def send(self, data: bytes, *, limit: float | None = None) -> Any:
+        """Send one packed command and await its reply."""
+        if not self.connected:
+            await self.connect()
+        proto = self._proto
+        assert proto is not None
+        loop = asyncio.get_running_loop()
+        fut = proto.write(data, loop)
+        seconds = self._timeout if limit is None else limit
+        timer = loop.call_later(seconds, self._expire, proto, fut, seconds)
+        try:
+            return await fut
+        finally:
+            timer.cancel()
+
+    async def send_many(self, datas: list[bytes], *, limit: float | None = None
+                        ) -> list[Any]:
+        """Send several packed commands in one write; a reply or the exception per command.
+
+        The time limit runs over the whole exchange (the replies come in order)."""
+        if not self.connected:
+            await self.connect()
+        proto = self._proto
+        assert proto is not None
+        loop = asyncio.get_running_loop()
+        futs = proto.write_many(datas, loop)
+        seconds = self._timeout if limit is None else limit
+        timer = loop.call_later(seconds, self._expire, proto, futs[-1], seconds)
+        out: list[Any] = []
+        try:
+            for fut in futs:
+                try:
+                    out.append(await fut)
+                except redis.ResponseError as e:
+                    out.append(e)
+        except BaseException:
+            for fut in futs:  # the connection failed them all: mark them retrieved
+                if fut.done() and not fut.cancelled():
+                    fut.exception()
+            raise
+        finally:
+            timer.cancel()
+        return out
+
+    @staticmethod
+    def _expire(proto: _Protocol, fut: asyncio.Future[Any], limit: float) -> None:
+        if not fut.done():
+            proto.fail(redis.TimeoutError(f"Redis did not answer within {limit:g}s"))
+
+    # -- connecting --------------------------------------------------------------------
+    async def connect(self) -> None:
+        if self._connecting is not None:
+            await asyncio.shield(self._connecting)
+            return
+        loop = asyncio.get_running_loop()
+        self._connecting = connecting = loop.create_future()
+        try:
+            proto = await asyncio.wait_for(self._open(),
+                                           self._settings.connect_timeout + self._timeout)
+        except BaseException as e:
+            error: Exception = e if isinstance(e, Exception) else \
+                redis.ConnectionError("connect cancelled")
+            if isinstance(e, TimeoutError):
+                error = redis.TimeoutError(f"connecting to Redis timed out: {e}")
+            elif isinstance(e, OSError):
+                error = redis.ConnectionError(f"cannot connect to Redis: {e}")
+            connecting.set_exception(error)
+            connecting.exception()  # retrieved: no "never retrieved" warning
+            if error is e:
+                raise
+            raise error from None
+        else:
+            self._proto = proto
+            connecting.set_result(None)
+        finally:
+            self._connecting = None
+
+    async def _open(self) -> _Protocol:
+        from .connection import _password  # the password file, shared with redis-py clients
+
+        options = parse_url(self._settings.redis_url)
+        loop = asyncio.get_running_loop()
+        proto = _Protocol()
+        try:
+            if "path" in options:
+                await loop.create_unix_connection(lambda: proto, options["path"])
+            else:
+                tls = ssl_context(options) if self._settings.redis_url.startswith("rediss:") \
+                    else None
+                await loop.create_connection(lambda: proto, options.get("host", "localhost"),
+                                             int(options.get("port", 6379)), ssl=tls)
+            password = _password(self._settings) or options.get("password")
+            handshake: list[tuple[Any, ...]] = []
+            if password:
+                username = options.get("username")
+                handshake.append(("AUTH", unquote(username), password) if username
+                                 else ("AUTH", password))
+            if options.get("db"):
+                handshake.append(("SELECT", int(options["db"])))
+            if self._name:
+                handshake.append(("CLIENT", "SETNAME", self._name))
+            handshake.append(("CLIENT", "ID"))
+            futs = [proto.write(hiredis.pack_command(cmd), loop) for cmd in handshake]
+            replies = await asyncio.gather(*futs)
+        except BaseException:
+            proto.fail(redis.ConnectionError("handshake failed"))
+            raise
+        self.client_id = int(replies[-1])
+        return proto
+
+    async def aclose(self) -> None:
+        if self._proto is not None:
+            self._proto.fail(redis.ConnectionError("connection closed"))
+            self._proto = None
