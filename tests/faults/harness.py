@@ -48,7 +48,7 @@ def flags(options: dict[str, Any]) -> list[str]:
     return out
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 10, what: str = "condition",
+def wait_for(predicate: Callable[[], Any], timeout: float = 20, what: str = "condition",
              every: float = 0.005) -> Any:
     """Poll a condition (never a bare sleep as synchronisation)."""
     deadline = time.monotonic() + timeout
@@ -85,7 +85,7 @@ class Proc:
                     out.append(orjson.loads(line))
         return out
 
-    def wait_log(self, needle: str, timeout: float = 15, count: int = 1) -> None:
+    def wait_log(self, needle: str, timeout: float = 30, count: int = 1) -> None:
         def seen() -> bool:
             if self.popen.poll() is not None and self.text().count(needle) < count:
                 raise AssertionError(f"{self.name} exited with {self.popen.returncode} "

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.faults
 
 JOBS = 3000
 SLOTS = 3
-KILL_FOR = 10.0  # seconds of random kills
+KILL_FOR = 8.0  # seconds of random kills
 OPTS = {"concurrency": 8, "claim_idle_ms": 2000, "job_timeout": 1.5}
 
 
