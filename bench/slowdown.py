@@ -5,8 +5,10 @@
 Nothing in src/ is edited: this module monkeypatches the imported worker in this
 process only, then runs the normal `stagedoor` command line (stagedoor.cli.main).
 
-  ack-sleep-ms=X     await asyncio.sleep(X ms) before every XACK the Acker sends
-  read-sleep-ms=X    await asyncio.sleep(X ms) before every XREADGROUP of the worker
+  ack-sleep-ms=X     await asyncio.sleep(X ms) before every write carrying an XACK on the
+                     Acker's connection and on the reader's (where XACK rides along
+                     with the next XREADGROUP)
+  read-sleep-ms=X    await asyncio.sleep(X ms) before every write carrying an XREADGROUP
   handle-cpu-us=X    burn X us of CPU in every parse_job the worker calls (a hot-path
                      CPU regression, like an accidental O(n) in the handler path)
 """
@@ -47,6 +49,40 @@ class _SlowCommands:
         await self._maybe_sleep(args)
         return await self._inner.call(*args, **kwargs)
 
+    # pre-packed RESP commands (stagedoor.resp.FastConnection.send / send_many)
+    async def send(self, data: bytes, **kwargs: Any) -> Any:
+        await self._maybe_sleep((_packed_name(data),))
+        return await self._inner.send(data, **kwargs)
+
+    async def send_many(self, datas: list[bytes], **kwargs: Any) -> Any:
+        if any(_packed_name(d) == self._command for d in datas):
+            await asyncio.sleep(self._delay)
+        return await self._inner.send_many(datas, **kwargs)
+
+
+def _packed_name(data: bytes) -> str:
+    """The command name of one RESP-packed command: *N CRLF $len CRLF NAME CRLF ..."""
+    parts = bytes(data[:64]).split(b"\r\n", 3)
+    return parts[2].decode(errors="replace").upper() if len(parts) > 2 else ""
+
+
+def _wrap_fast_connection(worker: Any, command: str, delay: float, *, read_only: bool) -> None:
+    """Wrap the worker's hot-path connections (stagedoor.resp), where it has them.
+
+    read_only: only the reader's connection (name ending ':read'); the Acker's own
+    connection is wrapped through Acker.__init__."""
+    fast = getattr(worker, "FastConnection", None)
+    if fast is None:
+        return
+
+    def fast_connection(*args: Any, **kwargs: Any) -> Any:
+        conn = fast(*args, **kwargs)
+        if read_only and not str(kwargs.get("name", "")).endswith(":read"):
+            return conn
+        return _SlowCommands(conn, command, delay)
+
+    worker.FastConnection = fast_connection
+
 
 def parse_specs(specs: Sequence[str]) -> dict[str, float]:
     out: dict[str, float] = {}
@@ -72,6 +108,7 @@ def install(specs: Sequence[str]) -> dict[str, float]:
             orig_init(self, _SlowCommands(conn, "XACK", delay), *args, **kwargs)
 
         worker.Acker.__init__ = acker_init  # type: ignore[method-assign]
+        _wrap_fast_connection(worker, "XACK", delay, read_only=True)
     if "read-sleep-ms" in conf:
         delay_r = conf["read-sleep-ms"] / 1000
         orig_client = connection.async_client
@@ -80,12 +117,7 @@ def install(specs: Sequence[str]) -> dict[str, float]:
             return _SlowCommands(orig_client(*args, **kwargs), "XREADGROUP", delay_r)
 
         connection.async_client = async_client  # type: ignore[assignment]
-        fast = getattr(worker, "FastConnection", None)
-        if fast is not None:  # the hot-path connection class, where the worker has one
-            def fast_connection(*args: Any, **kwargs: Any) -> Any:
-                return _SlowCommands(fast(*args, **kwargs), "XREADGROUP", delay_r)
-
-            worker.FastConnection = fast_connection
+        _wrap_fast_connection(worker, "XREADGROUP", delay_r, read_only=False)
     if "handle-cpu-us" in conf:
         burn = conf["handle-cpu-us"] / 1e6
         orig_parse = worker.parse_job
