@@ -74,11 +74,13 @@ async def test_poison_job_is_dead_lettered_once_without_running(
         settings: Settings, sync_redis: redis.Redis) -> None:
     reg, seen = recorder()
     [entry] = add_jobs(settings, "noop", [7])
-    # A consumer that keeps dying with it: delivered 5 times, idle past the threshold.
+    # It killed five workers: delivered 5 times, started each time (the first, fresh
+    # start is not recorded; the four after redeliveries are), idle past the threshold.
     sync_redis.execute_command("XREADGROUP", "GROUP", "workers", "ghost", "COUNT", 1,
                                "STREAMS", "jobs", ">")
     sync_redis.execute_command("XCLAIM", "jobs", "workers", "ghost", 0, entry,
                                "RETRYCOUNT", 5, "IDLE", 10_000)
+    sync_redis.set(settings.key("starts", entry), 4)
     s = settings.replace(claim_idle_ms=200, job_timeout=0.1, **FAST)
     async with running(s, reg) as w:
         await eventually(lambda: sync_redis.xlen("jobs:dead") == 1, what="dead letter")
@@ -87,10 +89,43 @@ async def test_poison_job_is_dead_lettered_once_without_running(
     assert seen == []
     [dead] = dead_entries(sync_redis, s)
     assert dead[b"dead:deliveries"] == b"6"
-    assert dead[b"dead:error"].startswith(b"poison: delivered 6 times")
+    assert dead[b"dead:error"] == b"poison: started 6 times, delivered 6 times (max_deliveries=5)"
     assert dead[b"order_id"] == b"7"
     assert w.stats.total("dead_lettered") == 1
     assert sync_redis.xlen("jobs:dead") == 1
+
+
+async def test_batch_mates_of_a_worker_killer_run_alone_and_are_not_poison(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    """A crash redelivers every entry the dead worker held: those started again
+    after a redelivery run one at a time, so a killer cannot take them down with it."""
+    running_now: list[int] = []
+    most = [0]
+    done: list[int] = []
+    reg = Registry()
+
+    @reg.register("noop")
+    async def observed(job: Job, ctx: object) -> None:
+        running_now.append(job.outbox_id)
+        most[0] = max(most[0], len(running_now))
+        await asyncio.sleep(0.02)
+        running_now.remove(job.outbox_id)
+        done.append(job.outbox_id)
+
+    ids = add_jobs(settings, "noop", range(1, 6))
+    sync_redis.execute_command("XREADGROUP", "GROUP", "workers", "ghost", "COUNT", 5,
+                               "STREAMS", "jobs", ">")
+    for entry in ids:   # two crashes later: delivered 4 times, restarted once already
+        sync_redis.execute_command("XCLAIM", "jobs", "workers", "ghost", 0, entry,
+                                   "RETRYCOUNT", 3, "IDLE", 10_000)
+        sync_redis.set(settings.key("starts", entry), 1)
+    s = settings.replace(claim_idle_ms=100, job_timeout=0.05, **FAST)
+    async with running(s, reg):
+        await eventually(lambda: len(done) == 5, what="all five handled")
+        await eventually(lambda: pending_summary(sync_redis, s)[0] == 0, what="acked")
+    assert most[0] == 1
+    assert sorted(done) == [1, 2, 3, 4, 5]
+    assert sync_redis.xlen("jobs:dead") == 0
 
 
 async def test_trimmed_pending_entries_are_reported_as_deleted(

@@ -26,15 +26,23 @@ DEAD_FIELD_PREFIX = b"dead:"
 # Metadata added to a dead-letter entry after the original fields.
 DEAD_META = ("error", "source_id", "deliveries", "consumer", "time")
 
+# Writes come last and in this order so that an error leaves the entry pending, not
+# lost: Redis does not roll a script back, so an XACK before a failing XADD (OOM,
+# a payload too large for unpack) would ack a job that never reached jobs:dead.
 _DEAD_LETTER_LUA = """
-local acked = redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-if acked == 0 and ARGV[3] == '1' then
-  return false
+if ARGV[3] == '1' then
+  local pending = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
+  if #pending == 0 then return false end
 end
 local args = {'XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*'}
 for i = 5, #ARGV do args[#args + 1] = ARGV[i] end
-return redis.call(unpack(args))
+local dead_id = redis.call(unpack(args))
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+return dead_id
 """
+# Lua's unpack() stops at ~8000 values; a dead letter keeps the first fields of a
+# payload with more (the reason already says what was wrong with it).
+MAX_DEAD_FIELDS = 256
 
 
 def is_busygroup(exc: BaseException) -> bool:
@@ -124,6 +132,9 @@ def dead_letter_fields(fields: Sequence[bytes] | None, *, error: str, source_id:
                        deliveries: int, consumer: str) -> list[bytes]:
     """Original fields as they came (duplicates kept) plus dead:* metadata."""
     out = list(fields or [])
+    if len(out) > 2 * MAX_DEAD_FIELDS:
+        error += f" [dead letter keeps the first {MAX_DEAD_FIELDS} of {len(out) // 2} fields]"
+        out = out[:2 * MAX_DEAD_FIELDS]
     meta = (error, source_id, str(deliveries), consumer, f"{time.time():.3f}")
     for name, value in zip(DEAD_META, meta, strict=True):
         out += [DEAD_FIELD_PREFIX + name.encode(), value.encode()]

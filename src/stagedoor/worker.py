@@ -48,6 +48,7 @@ from .resp import FastConnection
 log = logging.getLogger("stagedoor.worker")
 
 Entry = tuple[bytes, list[bytes] | None]
+_ACK_FAILED: tuple[type[BaseException], ...] = (redis.ResponseError, *connection.TRANSIENT_ERRORS)
 _UNBLOCK_FAILED: tuple[type[BaseException], ...] = (
     TimeoutError, redis.ResponseError, *connection.TRANSIENT_ERRORS)
 
@@ -189,7 +190,7 @@ class Acker:
                 continue  # the consume loop sent them with its read
             try:
                 await self._conn.send(self.xack(batch))
-            except connection.TRANSIENT_ERRORS as e:
+            except _ACK_FAILED as e:  # MISCONF, READONLY, NOPERM too: retry, never give up
                 self.settle(batch, e)
                 await asyncio.sleep(self._backoff.next())
                 continue
@@ -259,17 +260,20 @@ class Worker:
                      s.concurrency, s.count, s.block_ms, extra={"consumer": self.consumer})
             # Everything alive now lives for the whole process: keep the collector off it.
             gc.freeze()
-            tasks = [asyncio.create_task(self.acker.run(), name="ack"),
-                     asyncio.create_task(self.deadlines.run(), name="deadlines")]
             consume = asyncio.create_task(self._consume(), name="consume")
             reclaim = asyncio.create_task(self._reclaim_timer(), name="reclaim")
             stop = asyncio.create_task(self._stopping.wait(), name="stop")
-            tasks += [consume, reclaim, stop]
-            done, _ = await asyncio.wait([consume, reclaim, stop],
-                                         return_when=asyncio.FIRST_COMPLETED)
+            tasks = [asyncio.create_task(self.acker.run(), name="ack"),
+                     asyncio.create_task(self.deadlines.run(), name="deadlines"),
+                     consume, reclaim, stop]
+            # Any of these ending on its own is a bug: fail loudly so the supervisor
+            # restarts the process, rather than run on without acks or time limits.
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for t in done:
                 if t is not stop and not t.cancelled() and t.exception():
                     raise t.exception()  # type: ignore[misc]
+                if t is not stop and t is not consume:
+                    raise RuntimeError(f"worker task {t.get_name()} ended unexpectedly")
             await self._drain(consume, reclaim)
         finally:
             for t in tasks:
@@ -382,8 +386,8 @@ class Worker:
                     fresh = [e for e in entries if not self._busy(e[0])]
                     self.stats.inc("recovered", n=len(fresh))
                     counts = await self._delivery_counts([e[0] for e in fresh])
-                    self._dispatch(fresh, n, counts)
-                    n = 0
+                    held, n = n, 0
+                    await self._dispatch_redelivered(fresh, held, counts)
                 else:
                     block = ("BLOCK", s.block_ms) if not self.burst else ()
                     read = self.reader.packed("XREADGROUP", "GROUP", group, me, "COUNT", n,
@@ -455,13 +459,59 @@ class Worker:
         return {row[0]: int(row[3]) for row in reply}
 
     def _dispatch(self, entries: Sequence[Entry], reserved: int,
-                  counts: dict[bytes, int] | None) -> None:
+                  counts: dict[bytes, int] | None, starts: dict[bytes, int] | None = None
+                  ) -> None:
         for entry_id, fields in entries:
             deliveries = 1 if counts is None else counts.get(entry_id, 1)
-            task = asyncio.create_task(self._handle(entry_id, fields, deliveries))
+            started = 0 if starts is None else starts.get(entry_id, 0)
+            task = asyncio.create_task(self._handle(entry_id, fields, deliveries, started))
             self.slots.start(entry_id, task)
         self.slots.unreserve(reserved - len(entries))
         self.stats.gauges["in_flight"] = len(self.slots.running)
+
+    async def _dispatch_redelivered(self, entries: Sequence[Entry], reserved: int,
+                                    counts: dict[bytes, int]) -> None:
+        """Entries delivered before (own pending, XAUTOCLAIM): count starts, isolate some.
+
+        The delivery count alone is a poor poison counter: a crash adds 1 to every
+        entry the dead worker held, so the innocent jobs that ran beside a
+        worker-killing one would reach max_deliveries with it.  Redelivered entries
+        count their starts (stagedoor:starts:<id>, one pipelined INCR per batch); one
+        that was started again after a redelivery, or is on its last allowed start,
+        runs alone, nothing else in flight, so a crash then is its own.  The poison
+        verdict is on starts; the first, fresh delivery counts as one.
+        """
+        try:
+            starts = await self._record_starts([e[0] for e in entries if e[1] is not None])
+        except BaseException:
+            self.slots.unreserve(reserved)
+            raise
+        limit = self.settings.max_deliveries
+        together: list[Entry] = []
+        alone: list[Entry] = []
+        for entry in entries:
+            recorded = starts.get(entry[0], 0)
+            isolate = entry[1] is not None and (recorded >= 2 or recorded + 1 == limit)
+            (alone if isolate else together).append(entry)
+        self._dispatch(together, reserved, counts, starts)
+        if alone:
+            log.warning("running %d redelivered entries one at a time: each was started "
+                        "before and may be what killed a worker", len(alone))
+        for entry in alone:
+            await self.slots.wait_idle()
+            self._dispatch([entry], await self.slots.reserve(1), counts, starts)
+            await self.slots.wait_idle()
+
+    async def _record_starts(self, ids: Sequence[bytes]) -> dict[bytes, int]:
+        if not ids:
+            return {}
+        pipe = self.cmd.pipeline(transaction=False)
+        for entry_id in ids:
+            key = self.settings.key("starts", entry_id.decode())
+            pipe.incr(key)
+            pipe.expire(key, 86_400)
+        replies = await pipe.execute()
+        return {entry_id: int(replies[2 * i]) for i, entry_id in enumerate(ids)}
 
     # -- reclaiming ------------------------------------------------------------------
     async def _reclaim_timer(self) -> None:
@@ -500,14 +550,15 @@ class Worker:
                 self.slots.unreserve(n)
                 raise
             self.stats.inc("reclaimed", n=len(mine))
-            self._dispatch(mine, n, counts)
+            await self._dispatch_redelivered(mine, n, counts)
             taken += len(mine)
             if cursor == b"0-0":
                 return taken
 
     # -- handling --------------------------------------------------------------------
     async def _handle(self, entry_id: bytes, fields: list[bytes] | None,
-                      deliveries: int) -> None:
+                      deliveries: int, started: int = 0) -> None:
+        """started: starts recorded since the first delivery (redelivered entries only)."""
         s = self.settings
         try:
             if fields is None:
@@ -517,10 +568,11 @@ class Worker:
                             entry_id.decode(), extra={"entry_id": entry_id.decode()})
                 self.acker.add(entry_id)
                 return
-            if deliveries > s.max_deliveries:
+            if started and started + 1 > s.max_deliveries:
                 await self._dead(entry_id, fields, deliveries,
-                                 f"poison: delivered {deliveries} times "
-                                 f"(max_deliveries={s.max_deliveries})", _kind(fields, self._kinds))
+                                 f"poison: started {started + 1} times, delivered "
+                                 f"{deliveries} times (max_deliveries={s.max_deliveries})",
+                                 _kind(fields, self._kinds))
                 return
             try:
                 job = parse_job(fields, self._kinds, max_field_bytes=s.max_field_bytes)

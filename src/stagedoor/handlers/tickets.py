@@ -86,8 +86,10 @@ async def render_tickets(job: Job, ctx: Context) -> None:
     path = pdf_path(ctx, job.order_id)
     await ctx.to_thread(write_atomic, path, pdf)
     if not await store.mark_rendered(job.order_id, str(path)):
-        # A refund landed while we rendered: it could not see our file, so remove it.
+        # A refund landed while we rendered: it could not see our file, so the
+        # cancellation is ours to do.
         await ctx.to_thread(path.unlink, True)
+        await store.add_cancelled(job.order_id, len(stored.order.tickets))
         ctx.log.info("order %d refunded during render: PDF removed", job.order_id,
                      extra=log_extra(job))
     await ctx.mark_done(job)
