@@ -62,3 +62,8 @@ async def block(job: Job, ctx: Context) -> None:
     """Blocks the event loop itself: the worker is hung, its heartbeats stop."""
     mark(job, "start")
     time.sleep(float(os.environ.get("SUP_TEST_BLOCK", "60")))  # noqa: ASYNC251 - on purpose
+
+
+@registry.register("settingsdump")
+async def settingsdump(job: Job, ctx: Context) -> None:
+    mark(job, "done", f"count={ctx.settings.count} consumer={ctx.consumer}")

@@ -479,3 +479,37 @@ def test_assert_fork_safe_refuses_threads_and_loops() -> None:
             assert_fork_safe()
 
     asyncio.run(inside_loop())
+
+
+def test_sighup_rereads_the_config_file_and_keeps_the_old_one_if_bad(
+        tmp_path: Path, redis_url: str) -> None:
+    toml = tmp_path / "stagedoor.toml"
+    toml.write_text("count = 10\n")
+    with supervisor(tmp_path, redis_url, ["--workers", "1", "--config", str(toml)]) as sup:
+        first = sup.wait_ready(1)[0]
+        enqueue(redis_url, "settingsdump", [1])
+        wait_for(lambda: "done" in mark_text(sup, 1), what="first dump")
+        assert "count=10 consumer=sup-00" in mark_text(sup, 1)
+
+        def rolled_from(pid: int) -> int | None:
+            st = sup.status()
+            now = sup.ready_pids().get(0)
+            return now if not st["reloading"] and now not in (None, pid) else None
+
+        toml.write_text('count = "many"\n')
+        sup.signal(signal.SIGHUP)
+        second = wait_for(lambda: rolled_from(first), 15, what="rolling restart, bad file")
+        assert "SIGHUP: config not reloaded" in sup.stderr()
+        enqueue(redis_url, "settingsdump", [2])
+        wait_for(lambda: "done" in mark_text(sup, 2), what="second dump")
+        assert "count=10 " in mark_text(sup, 2)  # the running settings were kept
+
+        toml.write_text("count = 3\nmetrics_host = '127.0.0.2'\n")
+        sup.signal(signal.SIGHUP)
+        wait_for(lambda: rolled_from(second), 15, what="rolling restart, good file")
+        assert "SIGHUP: metrics_host changed; that takes a restart" in sup.stderr()
+        enqueue(redis_url, "settingsdump", [3])
+        wait_for(lambda: "done" in mark_text(sup, 3), what="third dump")
+        assert "count=3 consumer=sup-00" in mark_text(sup, 3)
+        sup.signal(signal.SIGTERM)
+        assert sup.wait() == 0

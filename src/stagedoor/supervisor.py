@@ -89,8 +89,10 @@ signals:
   SIGHUP           rolling restart, one slot at a time: fork the new worker, wait for its
                    READY, then stop the old one gracefully (capacity never drops).
                    Workers import the handler code after the fork, so a deploy of
-                   handlers or worker code is picked up; changes to the supervisor
-                   itself or to its flags need a restart.
+                   handlers or worker code is picked up, and the --config file is
+                   re-read (a bad one keeps the running settings); changes to the
+                   supervisor itself, flags, environment, --workers, --consumer or
+                   the metrics address need a restart.
   SIGTTIN, SIGTTOU one worker more / less (never fewer than 1).
   SIGABRT to a worker dumps all its threads' stacks to stderr (what a hang does).
 
@@ -193,8 +195,10 @@ def total(snap: dict[str, Any], counter: str) -> int:
 
 class Supervisor:
     def __init__(self, settings: Settings, options: Options | None = None,
-                 notifier: Notifier | None = None, watchdog: float | None = None) -> None:
+                 notifier: Notifier | None = None, watchdog: float | None = None,
+                 reload_settings: Callable[[], Settings] | None = None) -> None:
         self.settings = settings
+        self.reload_settings = reload_settings
         self.options = options or Options()
         self.notifier = notifier or Notifier(None)
         self.watchdog = watchdog
@@ -636,11 +640,36 @@ class Supervisor:
         if self.reloading:
             log.info("SIGHUP ignored: a rolling restart is already running")
             return
+        self._reread_settings()
         self.reloading = True
         self.reload_t = time.monotonic()
         self.reload_queue = sorted(self.slots)
         self.notifier.reloading()
         log.info("SIGHUP: rolling restart of %d workers", len(self.reload_queue))
+
+    def _reread_settings(self) -> None:
+        """SIGHUP re-reads the --config file (the flags and the environment cannot have
+        changed); the new workers get the new settings.  A bad file keeps the old ones.
+        The pool's shape (workers, consumer names, metrics address) needs a restart."""
+        if self.reload_settings is None:
+            return
+        try:
+            new = self.reload_settings()
+        except ConfigError as e:
+            log.error("SIGHUP: config not reloaded, keeping the running settings: %s", e)
+            return
+        fixed = {name: getattr(self.settings, name)
+                 for name in ("workers", "consumer", "metrics_port", "metrics_host")}
+        changed = [name for name, value in fixed.items() if getattr(new, name) != value]
+        if changed:
+            log.warning("SIGHUP: %s changed; that takes a restart (SIGTTIN/SIGTTOU for the "
+                        "number of workers)", ", ".join(changed))
+        try:
+            self.settings = new.replace(**fixed)
+        except ConfigError as e:
+            log.error("SIGHUP: config not reloaded, keeping the running settings: %s", e)
+            return
+        log.info("SIGHUP: settings re-read")
 
     def _advance_reload(self) -> None:
         """One slot at a time: fork its replacement once the old one is ready; next slot
@@ -807,7 +836,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     notifier, watchdog = Notifier.from_environ(os.environ)
     options = Options(flap_max=args.flap_max, flap_window=args.flap_window,
                       boot_retries=args.boot_retries, status_file=args.status_file)
-    return Supervisor(settings, options, notifier, watchdog).run()
+    return Supervisor(settings, options, notifier, watchdog,
+                      reload_settings=lambda: config.from_args(args)).run()
 
 
 def _setup_logging(settings: Settings) -> None:
