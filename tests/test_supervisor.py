@@ -104,6 +104,8 @@ def test_boot_notify_fork_hygiene_and_graceful_stop(tmp_path: Path, redis_url: s
     with supervisor(tmp_path, redis_url, ["--workers", "2"], env=env) as sup:
         pids = sup.wait_ready(2)
         assert sorted(pids) == [0, 1]
+        # READY means the worker reached Redis and ensured the group (the db was empty)
+        assert [g["name"] for g in sync_redis.xinfo_groups("jobs")] == [b"workers"]
         ready = wait_for(lambda: notify.find("READY", "1"), what="READY=1")
         assert len(ready) == 1 and "workers 2/2 ready" in ready[0]["STATUS"], ready
         # WATCHDOG=1 at half of WATCHDOG_USEC: several within a second.
@@ -338,6 +340,19 @@ def test_redis_unreachable_at_boot_exits_69(tmp_path: Path) -> None:
         assert "no worker became ready within boot_timeout=1s" in sup.stderr() \
             or "failed to boot" in sup.stderr()
         assert not sup.children()
+
+
+def test_redis_that_comes_up_late_is_waited_for(tmp_path: Path,
+                                               own_redis: EmbeddedRedis) -> None:
+    own_redis.stop()
+    with supervisor(tmp_path, own_redis.url, ["--workers", "2", "--boot-timeout", "20"]) as sup:
+        wait_for(lambda: "Redis not reachable" in sup.stderr(), what="workers retrying")
+        assert not sup.status().get("ready")
+        own_redis.start()
+        sup.wait_ready(2)
+        assert sup.status()["restarts"] == 0
+        sup.signal(signal.SIGTERM)
+        assert sup.wait() == 0
 
 
 def test_flapping_pool_exits_70(tmp_path: Path, redis_url: str,
