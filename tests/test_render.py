@@ -312,3 +312,11 @@ def test_random_orders_are_valid_pdfs(tmp_path: Path, o: Order) -> None:
     assert len(texts) == len(o.tickets)
     for t, text in zip(o.tickets, texts, strict=True):
         assert str(t.order_id) in text
+
+
+@pytest.mark.parametrize("value", ["\ud800x", "\x81\x8d\x9d", "a\u0301", "\uffff",
+                                   "\U0010ffff", "", " " * 300, "x" * 200])
+def test_edge_strings_are_identical_and_valid(tmp_path: Path, value: str) -> None:
+    t = ticket(buyer=value, venue=value, admission_code=value or "x", small_print=value * 3)
+    data = pdf_of(t)
+    qpdf_check(data, tmp_path)
