@@ -104,9 +104,10 @@ def async_client(settings: Settings, *, blocking: bool = False, name: str | None
         # One connection: the blocking read is the only thing it does.
         kwargs["single_connection_client"] = True
     url = _url(settings)
-    if url.startswith("rediss:"):
-        kwargs["connection_class"] = SharedContextSSLConnection
     client = aioredis.Redis.from_url(url, **kwargs)
+    if url.startswith("rediss:"):
+        # Set on the pool: from_url lets the URL's scheme win over a connection_class.
+        client.connection_pool.connection_class = SharedContextSSLConnection
     _strip_callbacks(client)
     return client
 

@@ -199,6 +199,9 @@ class Acker:
     async def drain(self) -> None:
         await self._idle.wait()
 
+    async def connect(self) -> None:
+        await self._conn.connect()
+
     async def aclose(self) -> None:
         await self._conn.aclose()
 
@@ -305,6 +308,10 @@ class Worker:
                 info = await self.cmd.info("server")
                 connection.check_version(info)
                 await ensure_group(self.cmd, s)
+                # Open the hot-path connections now: READY means all of them work, and
+                # the first burst of jobs does not pay for connects and TLS handshakes.
+                await self.reader.connect()
+                await self.acker.connect()
                 return
             except connection.TRANSIENT_ERRORS as e:
                 if time.monotonic() > deadline:
@@ -498,9 +505,13 @@ class Worker:
             log.warning("running %d redelivered entries one at a time: each was started "
                         "before and may be what killed a worker", len(alone))
         for entry in alone:
+            # Nothing else running and every finished job acked: if this one kills the
+            # process, it takes no one with it.
             await self.slots.wait_idle()
+            await self.acker.drain()
             self._dispatch([entry], await self.slots.reserve(1), counts, starts)
             await self.slots.wait_idle()
+            await self.acker.drain()
 
     async def _record_starts(self, ids: Sequence[bytes]) -> dict[bytes, int]:
         if not ids:
