@@ -33,8 +33,8 @@ ENTRY = "import sys; from stagedoor.cli import supervise_main; sys.exit(supervis
 T = TypeVar("T")
 
 
-def wait_for(predicate: Callable[[], T], timeout: float = 10.0, interval: float = 0.02,
-             what: str = "condition") -> T:
+def wait_for(predicate: Callable[[], T | None], timeout: float = 10.0,
+             interval: float = 0.02, what: str = "condition") -> T:
     """Poll until predicate() is truthy; return its value or fail after `timeout` s."""
     deadline = time.monotonic() + timeout
     while True:

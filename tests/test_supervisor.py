@@ -61,8 +61,12 @@ def gone(pids: list[int]) -> bool:
 def pending(client: redis.Redis) -> list[tuple[str, str, int]]:
     """(id, consumer, deliveries) of every pending entry."""
     rows = client.xpending_range("jobs", "workers", "-", "+", 100)
-    return [(r["message_id"].decode(), r["consumer"].decode(), int(r["times_delivered"]))
+    return [(text(r["message_id"]), text(r["consumer"]), int(r["times_delivered"]))
             for r in rows]
+
+
+def text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -130,7 +134,7 @@ def test_boot_notify_fork_hygiene_and_graceful_stop(tmp_path: Path, redis_url: s
                              for m in notify.drain()), 5, what="STATUS with handled 1")
 
         # Each slot's consumer name is stable: sup-00, sup-01 in the group.
-        names = {bytes(c.get("name") or c.get(b"name")).decode()
+        names = {text(c["name"])
                  for c in sync_redis.xinfo_consumers("jobs", "workers")}
         assert names == {"sup-00", "sup-01"}, names
 
@@ -291,7 +295,11 @@ def test_sigttin_sigttou_scale_but_never_below_one(tmp_path: Path, redis_url: st
         # one at a time: standard signals sent in a burst coalesce into one delivery
         for n in (2, 1):
             sup.signal(signal.SIGTTOU)
-            wait_for(lambda n=n: len(sup.status()["slots"]) == n, what=f"{n} slots")
+
+            def slots_are(n: int = n) -> bool:
+                return len(sup.status()["slots"]) == n
+
+            wait_for(slots_are, what=f"{n} slots")
         sup.signal(signal.SIGTTOU)
         wait_for(lambda: "SIGTTOU ignored" in sup.stderr(), what="the last SIGTTOU refused")
         wait_for(lambda: len(sup.status()["processes"]) == 1, what="scaled down to one")
