@@ -532,6 +532,7 @@ cdef void _init_patterns() except *:
 cdef inline int bits_line_penalty(u64 r, int size) noexcept nogil:
     """N1 + N3 of one line held in the low `size` bits of r (bit i = module i)."""
     cdef u64 e, w, st, f, d, a, rp
+    cdef int score
     e = ~(r ^ (r >> 1)) & (((<u64>1) << (size - 1)) - 1)   # v[i] == v[i+1]
     w = e & (e >> 1) & (e >> 2) & (e >> 3)                   # v[i..i+4] equal
     st = w & ~(e << 1)                                       # ... and a run starts at i
@@ -541,7 +542,9 @@ cdef inline int bits_line_penalty(u64 r, int size) noexcept nogil:
     d = rp | (rp >> 1) | (rp >> 2) | (rp >> 3)               # dark in [i-4, i)
     a = (r >> 7) | (r >> 8) | (r >> 9) | (r >> 10)           # dark in [i+7, i+11)
     # a run of L >= 5 has L-4 windows of five and one start: (L-4) + 2 = 3 + (L-5)
-    return popcount64(w) + 2 * popcount64(st) + 40 * popcount64(f & ~(d & a))
+    score = (popcount64(w) + 2 * popcount64(st)) if w else 0
+    f &= ~(d & a)
+    return score + 40 * popcount64(f) if f else score   # finder-like runs are rare
 
 
 cdef int bits_penalty(const u64* rows, const u64* cols, int size) noexcept nogil:
