@@ -46,7 +46,8 @@ EX_UNAVAILABLE = 69
 EX_SOFTWARE = 70
 EX_CONFIG = 78
 QUEUE_STATUS_EVERY = 5.0  # seconds between queue status reports from slot 0
-NUDGE_EVERY = 0.25  # re-cancel a stopping worker's read loops this often (see nudge)
+NUDGE_AFTER = 1.0   # a stopping worker's loops still alive this long after the stop ...
+NUDGE_EVERY = 0.25  # ... are re-cancelled this often, if a cancel was swallowed (nudge)
 _RESET_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGTTIN", "SIGTTOU", "SIGCHLD", "SIGUSR1",
                   "SIGUSR2", "SIGQUIT", "SIGPIPE")
 
@@ -185,20 +186,24 @@ async def _amain(settings: Settings, registry: Any, slot: int, heartbeat_fd: int
         nonlocal cancelled_by_us
         if worker.ready.is_set():
             worker.request_stop()
-            loop.call_later(NUDGE_EVERY, nudge)
+            loop.call_later(NUDGE_AFTER, nudge)
         elif not cancelled_by_us:  # still booting: nothing in flight, just leave
             cancelled_by_us = True
             main.cancel()
 
     def nudge() -> None:
-        # Python 3.11's asyncio.wait_for (used by redis-py's send_packed_command) can
-        # swallow a cancellation that lands as the send completes (CPython gh-86296),
-        # and Worker._drain cancels its read loop only once: then the loop reads on
-        # and the worker never exits.  Re-cancel the read loops until they are done.
+        # Python 3.11's asyncio.wait_for (used inside redis-py's execute_command) can
+        # swallow a cancellation that lands as the awaited call completes (CPython
+        # gh-86296, fixed in 3.12).  Worker._drain cancels its loops once; a loop whose
+        # cancel was swallowed reads on and the worker never exits.  Such a task is
+        # still alive with a cancel request pending (cancelling() > 0): cancel it again.
+        # Tasks the worker is letting finish on their own (cancelling() == 0, e.g. the
+        # read loop after CLIENT UNBLOCK) are left alone.
         left = [t for t in asyncio.all_tasks() if t.get_name() in ("consume", "reclaim")
                 and not t.done()]
         for t in left:
-            t.cancel()
+            if t.cancelling() > 0:
+                t.cancel()
         if left:
             loop.call_later(NUDGE_EVERY, nudge)
 
