@@ -8,6 +8,8 @@ agree module for module, on every version, since the PDFs must be byte-identical
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import pytest
 import zxingcpp
 from PIL import Image
@@ -33,6 +35,10 @@ def decode(matrix: list[list[bool]]) -> zxingcpp.Barcode:
     return found[0]
 
 
+def extra(code: zxingcpp.Barcode) -> dict[str, Any]:
+    return cast(dict[str, Any], code.extra)
+
+
 def payload(n: int) -> bytes:
     return ("SD-" + "0123456789ABCDEFGHJKLMNPQRSTUVWXYZ" * 80)[:n].encode()
 
@@ -56,7 +62,7 @@ def test_zxing_decodes_native_symbol(n: int, version: int) -> None:
     assert code.bytes == data
     assert code.text == data.decode()
     assert code.ec_level == "M"
-    assert code.extra["Version"] == str(version)
+    assert extra(code)["Version"] == str(version)
 
 
 @pytest.mark.parametrize("n", [1, 15, 63, 122, 213, 400])
@@ -87,7 +93,7 @@ def test_the_chosen_mask_has_the_lowest_penalty() -> None:
         m.draw_format_bits(mask)
         scores.append(m.penalty())
     best = scores.index(min(scores))
-    assert decode(qr.encode(data)).extra["DataMask"] == best
+    assert extra(decode(qr.encode(data)))["DataMask"] == best
     assert len(set(scores)) > 1  # the rules do tell the masks apart
 
 

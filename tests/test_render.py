@@ -277,7 +277,7 @@ def test_threads_render_the_same_bytes_as_serial() -> None:
 
     def job(k: int) -> list[bytes]:
         start.wait()
-        out = []
+        out: list[bytes] = []
         for _ in range(5):
             out.extend(_render.render_order(o) for o in work[k::8])
         return out
