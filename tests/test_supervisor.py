@@ -123,6 +123,14 @@ def test_boot_notify_fork_hygiene_and_graceful_stop(tmp_path: Path, redis_url: s
         assert all(remote != redis_server.port for _, remote in tcp_peers(sup.pid))
         assert any(remote == redis_server.port for _, remote in tcp_peers(pids[0]))
         assert thread_count(pids[0]) >= 1
+        # Worker signal dispositions: SIGPIPE and SIGINT ignored (EPIPE instead of death;
+        # ^C is the supervisor's business), SIGTERM caught (graceful stop).
+        masks = dict(line.split(":\t") for line in
+                     Path(f"/proc/{pids[0]}/status").read_text().splitlines() if "\t" in line)
+        ignored, caught = int(masks["SigIgn"], 16), int(masks["SigCgt"], 16)
+        for sig in (signal.SIGPIPE, signal.SIGINT):
+            assert ignored >> (sig - 1) & 1, sig
+        assert caught >> (signal.SIGTERM - 1) & 1
 
         # Children get no NOTIFY_SOCKET / WATCHDOG_USEC.
         enqueue(redis_url, "envdump", [1])

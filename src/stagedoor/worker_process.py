@@ -48,8 +48,11 @@ EX_CONFIG = 78
 QUEUE_STATUS_EVERY = 5.0  # seconds between queue status reports from slot 0
 NUDGE_AFTER = 1.0   # a stopping worker's loops still alive this long after the stop ...
 NUDGE_EVERY = 0.25  # ... are re-cancelled this often, if a cancel was swallowed (nudge)
+# SIGPIPE is not among them: CPython ignores it so that a write to a closed socket or
+# pipe raises EPIPE; with the default action a Redis reset or a dead supervisor's
+# heartbeat pipe would kill the worker instead of letting it drain.
 _RESET_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGTTIN", "SIGTTOU", "SIGCHLD", "SIGUSR1",
-                  "SIGUSR2", "SIGQUIT", "SIGPIPE")
+                  "SIGUSR2", "SIGQUIT")
 
 
 def reset_signals() -> None:
