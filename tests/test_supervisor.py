@@ -544,3 +544,32 @@ def test_sighup_rereads_the_config_file_and_keeps_the_old_one_if_bad(
         assert "count=3 consumer=sup-00" in mark_text(sup, 3)
         sup.signal(signal.SIGTERM)
         assert sup.wait() == 0
+
+
+def test_sighup_with_a_broken_deploy_keeps_the_old_workers(tmp_path: Path,
+                                                          redis_url: str) -> None:
+    toml = tmp_path / "stagedoor.toml"
+    toml.write_text('handlers = ["tests.handlers_for_tests:registry"]\n')
+    with supervisor(tmp_path, redis_url, ["--workers", "2", "--config", str(toml)],
+                    handlers=False) as sup:
+        old = sup.wait_ready(2)
+        # the "deploy": a handler module that does not load
+        toml.write_text('handlers = ["tests.handlers_for_tests:nope"]\n')
+        sup.signal(signal.SIGHUP)
+        wait_for(lambda: "rolling restart abandoned" in sup.stderr(), 15,
+                 what="the broken replacement to be noticed")
+        assert "has no 'nope'" in sup.stderr()
+        wait_for(lambda: not sup.status()["reloading"], what="reload state cleared")
+        assert sup.ready_pids() == old  # the old workers keep serving
+        assert len(sup.status()["processes"]) == 2
+        enqueue(redis_url, "noop", [1, 2, 3])
+        wait_for(lambda: all("done" in mark_text(sup, i) for i in (1, 2, 3)),
+                 what="jobs handled by the old workers")
+        assert sup.status()["restarts"] == 0
+        # a crash after that respawns with the settings that work, not the broken ones
+        os.kill(old[1], signal.SIGKILL)
+        wait_for(lambda: sup.ready_pids().get(1) not in (None, old[1]), 10,
+                 what="respawn with the running settings")
+        assert sup.status()["restarts"] == 1
+        sup.signal(signal.SIGTERM)
+        assert sup.wait() == 0

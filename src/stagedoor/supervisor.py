@@ -199,6 +199,7 @@ class Supervisor:
                  reload_settings: Callable[[], Settings] | None = None) -> None:
         self.settings = settings
         self.reload_settings = reload_settings
+        self.settings_before_reload = settings
         self.options = options or Options()
         self.notifier = notifier or Notifier(None)
         self.watchdog = watchdog
@@ -478,8 +479,10 @@ class Supervisor:
                       "pid %s", h.slot, h.pid, what,
                       slot.current.pid if slot.current else None, extra=extra)
             slot.recycle_after = now + STABLE_AFTER
-            if self.reload_queue:
-                log.error("rolling restart abandoned: the new workers do not boot")
+            if self.reloading:
+                log.error("rolling restart abandoned: the new workers do not boot; the "
+                          "running workers and settings stay")
+                self.settings = self.settings_before_reload
                 self.reload_queue.clear()
                 self.reloading = False
                 self.notifier.ready(self._summary())
@@ -488,7 +491,7 @@ class Supervisor:
         if h.ready_at is None:
             slot.boot_failures += 1
             slot.last_boot_code = code
-            delay = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (slot.boot_failures - 1))
+            delay = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** min(slot.boot_failures - 1, 20))
             log.error("worker slot %d pid %d failed to boot (%s); attempt %d, next in "
                       "%.1fs", h.slot, h.pid, what, slot.boot_failures, delay, extra=extra)
             if all(s.boot_failures >= self.options.boot_retries for s in self.slots.values()):
@@ -500,7 +503,7 @@ class Supervisor:
                 slot.crashes = 0
             slot.crashes += 1
             self.restarts += 1
-            delay = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (slot.crashes - 1))
+            delay = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** min(slot.crashes - 1, 20))
             log.error("worker slot %d pid %d died (%s) after %.1fs; respawning in %.2fs",
                       h.slot, h.pid, what, now - h.started, delay, extra=extra)
             self.restart_times.append(now)
@@ -640,6 +643,7 @@ class Supervisor:
         if self.reloading:
             log.info("SIGHUP ignored: a rolling restart is already running")
             return
+        self.settings_before_reload = self.settings
         self._reread_settings()
         self.reloading = True
         self.reload_t = time.monotonic()
