@@ -109,7 +109,13 @@ def test_acl_user_runs_the_whole_worker_path_with_no_denials(
         producer.enqueue("refund", [2])
         producer.enqueue("ledger", range(3, 13))
         bad = producer.enqueue_raw(["kind", "ledger", "order_id", "x"], None)
-        wait_for(lambda: ledger.done() >= {100, *range(3, 13)}, 20, what="jobs as the ACL user")
+        try:
+            wait_for(lambda: ledger.done() >= {100, *range(3, 13)}, 20,
+                     what="jobs as the ACL user")
+        except AssertionError as e:
+            denied = {(r[r.index(b"object") + 1], r[r.index(b"reason") + 1])
+                      for r in admin.execute_command("ACL", "LOG")}
+            raise AssertionError(f"{e}; ACL denials: {denied}\n{sup.text()[-2000:]}") from None
         wait_for(lambda: (tmp_path / "tickets" / "order-1.pdf").exists(), what="a PDF")
         check_all(admin, s, ledger, poison={bad: "missing fields"},
                   excused=[r["entry_id"] for r in ledger.enqueued()

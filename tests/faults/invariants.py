@@ -37,9 +37,13 @@ from .harness import wait_for
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Complete lines only: a line being appended right now may be read half-written
+    (an O_APPEND write is atomic against other writers, not against a reader)."""
     if not path.exists():
         return []
-    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line]
+    data = path.read_bytes()
+    data = data[:data.rfind(b"\n") + 1]
+    return [orjson.loads(line) for line in data.splitlines() if line]
 
 
 def raw_client(client: redis.Redis) -> redis.Redis:

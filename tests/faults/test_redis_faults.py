@@ -4,6 +4,7 @@ dead-letter script."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -117,3 +118,42 @@ def test_proxy_faults_lose_nothing_and_dead_letter_once(
     wait_for(lambda: ledger.done() >= set(range(31, 41)), what="jobs after the faults")
     assert not pending_ids(client, fsettings) or wait_for(
         lambda: not pending_ids(client, fsettings), what="drained")
+
+
+def test_sigterm_while_the_blocking_read_is_served_handles_those_entries(
+        proxy: FaultProxy, procs: Procs, producer: Producer, ledger: Ledger,
+        client: redis.Redis, fsettings: Settings) -> None:
+    """A stopping worker must not abandon a read Redis already served: those entries
+    are on its pending list and would wait for a worker of the same name, or for
+    claim_idle_ms (60 s by default) on a pool that shrank.  (Found by this suite;
+    fixed in worker.py with CLIENT UNBLOCK at shutdown.)"""
+    rule = proxy.add(Rule(b"XREADGROUP", "delay", request_contains=b"BLOCK",
+                          reply_contains=b"outbox_id", seconds=0.8))
+    w = procs.worker(0, url=proxy.url)
+    [entry] = producer.enqueue("ledger", [1])
+    wait_for(lambda: entry in pending_ids(client, fsettings), what="Redis delivered it")
+    assert rule.hits == 1  # ... and the reply is in flight
+    w.signal(signal.SIGTERM)
+    assert w.wait(10) == 0
+    assert entry not in pending_ids(client, fsettings), \
+        "the stopped worker left a delivered, never-started entry on its pending list"
+    assert ledger.done() == {1}
+    check_all(client, fsettings, ledger)
+
+
+def test_an_error_reply_to_xack_does_not_stop_acking_for_good(
+        proxy: FaultProxy, procs: Procs, producer: Producer, ledger: Ledger,
+        client: redis.Redis, fsettings: Settings) -> None:
+    """An error reply to XACK (MISCONF after a failed bgsave, READONLY during a
+    failover, NOPERM after an ACL change) must not end acking: the worker would keep
+    handling jobs it never acks.  (Found by this suite; fixed in worker.py.)"""
+    rule = proxy.add(Rule(b"XACK", "error", times=1,
+                          error=b"-MISCONF Errors writing to the AOF file (injected)\r\n"))
+    w = procs.worker(0, url=proxy.url)
+    producer.enqueue("ledger", range(1, 6))
+    wait_for(lambda: ledger.done() >= set(range(1, 6)), what="first jobs")
+    wait_for(lambda: rule.hits == 1, what="the error reply")
+    producer.enqueue("ledger", range(6, 16))
+    wait_for(lambda: ledger.done() >= set(range(6, 16)), what="more jobs")
+    assert w.alive()
+    check_all(client, fsettings, ledger, duplicates_allowed=5)  # waits for the drain

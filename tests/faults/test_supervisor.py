@@ -106,7 +106,7 @@ def test_job_that_kills_its_worker_is_dead_lettered_once_and_pool_keeps_running(
     # 3 deliveries crashed a worker each; the 4th was dead-lettered without running.
     assert ledger.starts()[1] == 3
     summary = check_all(client, fsettings, ledger,
-                        poison={bad: "poison: delivered 4 times (max_deliveries=3)"})
+                        poison={bad: "delivered 4 times (max_deliveries=3)"})
     assert summary.dead == 1
     died = [ln for ln in sup.log_lines() if ln.get("logger") == "stagedoor.supervisor"
             and "died (signal SIGKILL)" in ln.get("msg", "")]
