@@ -25,6 +25,19 @@ from typing import Any
 KNOWN = ("ack-sleep-ms", "read-sleep-ms", "handle-cpu-us")
 
 
+async def delay(seconds: float) -> None:
+    """Wait `seconds` without blocking the loop, also below 1 ms.
+
+    uvloop (libuv) timers have millisecond resolution and round a sub-millisecond
+    delay down: `await asyncio.sleep(0.0005)` returns after ~12 us on uvloop, so a
+    patched-in `asyncio.sleep(0.0005)` would slow nothing.  Below 1 ms the wait runs
+    in a thread (time.sleep is accurate to ~60 us here); the loop keeps running."""
+    if seconds >= 0.001:
+        await asyncio.sleep(seconds)
+    elif seconds > 0:
+        await asyncio.get_running_loop().run_in_executor(None, time.sleep, seconds)
+
+
 class _SlowCommands:
     """A connection proxy: sleeps before the named command, the rest passes through.
 
@@ -39,7 +52,7 @@ class _SlowCommands:
 
     async def _maybe_sleep(self, args: tuple[Any, ...]) -> None:
         if args and str(args[0]).upper() == self._command:
-            await asyncio.sleep(self._delay)
+            await delay(self._delay)
 
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         await self._maybe_sleep(args)
@@ -56,7 +69,7 @@ class _SlowCommands:
 
     async def send_many(self, datas: list[bytes], **kwargs: Any) -> Any:
         if any(_packed_name(d) == self._command for d in datas):
-            await asyncio.sleep(self._delay)
+            await delay(self._delay)
         return await self._inner.send_many(datas, **kwargs)
 
 
