@@ -573,3 +573,17 @@ def test_sighup_with_a_broken_deploy_keeps_the_old_workers(tmp_path: Path,
         assert sup.status()["restarts"] == 1
         sup.signal(signal.SIGTERM)
         assert sup.wait() == 0
+
+
+def test_acl_that_refuses_a_boot_command_exits_78(tmp_path: Path,
+                                                  own_redis: EmbeddedRedis) -> None:
+    admin = redis.Redis.from_url(own_redis.url, protocol=2)
+    try:
+        admin.execute_command("ACL", "SETUSER", "limited", "on", ">pw", "~*", "&*", "+@all",
+                              "-xgroup|create")
+    finally:
+        admin.close()
+    url = f"redis://limited:pw@127.0.0.1:{own_redis.port}/0"
+    with supervisor(tmp_path, url, ["--workers", "1"]) as sup:
+        assert sup.wait(20) == 78
+        assert "Redis refused a command" in sup.stderr(), sup.stderr()[-2000:]

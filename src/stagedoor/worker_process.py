@@ -11,7 +11,8 @@
 Exit codes (the supervisor tells boot failures apart by them):
     0   stopped on request (SIGTERM, or the supervisor vanished)
     69  BootError: Redis unreachable for boot_timeout (EX_UNAVAILABLE)
-    78  ConfigError or a Redis server that is too old (EX_CONFIG)
+    78  ConfigError, a Redis server that is too old, or an ACL that refuses one of our
+        commands (NOPERM) (EX_CONFIG)
     70  anything else (EX_SOFTWARE), with the traceback on stderr
 
 Why faulthandler.enable and not register(SIGABRT): CPython refuses to register()
@@ -36,6 +37,7 @@ from typing import Any
 
 import orjson
 import psutil
+import redis
 
 from .config import ConfigError, Settings
 
@@ -110,6 +112,14 @@ def child_main(settings: Settings, slot: int, heartbeat_fd: int, lifeline_fd: in
     except BootError as e:
         log.error("worker slot %d: %s", slot, e)
         return EX_UNAVAILABLE
+    except redis.ResponseError as e:
+        # the ACL user lacks a command: a config error (redis-py strips the NOPERM
+        # prefix of the errors it maps; stagedoor.resp keeps it)
+        if isinstance(e, redis.exceptions.NoPermissionError) or str(e).startswith("NOPERM"):
+            log.error("worker slot %d: Redis refused a command: %s", slot, e)
+            return EX_CONFIG
+        log.exception("worker slot %d crashed", slot)
+        return EX_SOFTWARE
     except Exception:
         log.exception("worker slot %d crashed", slot)
         return EX_SOFTWARE
