@@ -102,7 +102,8 @@ exit codes:
   69  Redis unavailable: no worker could reach Redis within --boot-timeout (EX_UNAVAILABLE)
   70  internal error, or flapping: too many worker restarts (EX_SOFTWARE)
   78  bad configuration, in the supervisor or in a worker (bad handler module, Redis too
-      old) (EX_CONFIG); systemd does not restart on it (RestartPreventExitStatus=78)
+      old, an ACL refusing a command, metrics port taken) (EX_CONFIG); systemd does not
+      restart on it (RestartPreventExitStatus=78)
 
 Every setting is also STAGEDOOR_<NAME> in the environment or a key of the --config
 TOML file (flags > environment > file > defaults).  See docs/supervisor.md.
