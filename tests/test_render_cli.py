@@ -25,7 +25,7 @@ def test_renders_the_demo_order(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert out.read_bytes() == _render.render_order(order)
     pages = pypdf.PdfReader(io.BytesIO(out.read_bytes())).pages
     assert len(pages) == len(order.tickets) == 3
-    assert "Zoë Ødegaard-Šimic" in pages[0].extract_text()
+    assert "Zoë Ødegaard-Šimić" in pages[0].extract_text()
     assert "native renderer" in capsys.readouterr().out
     assert not list(tmp_path.glob(".*.tmp"))
 

@@ -3,8 +3,8 @@
 """Native ticket renderer: the same bytes as stagedoor.render.render_order, GIL released.
 
 Why the split: the Python part only turns the order's strings into C buffers (cp1252
-bytes straight from the str data; the rare field outside WinAnsi goes through
-stagedoor.render.winansi_fallback for its fallback text and ActualText hex); everything
+bytes straight from the str data; the rare field that needs an approximation goes
+through stagedoor.render.encode_text for it and its ActualText hex); everything
 else runs in C inside `with nogil:` -- the QR code, the content stream, deflate through
 zlib's C API, the xref table -- so threads render in parallel.  The static part of the
 page (border, header bar, labels) is compressed once at import and shared by every page.
@@ -678,24 +678,27 @@ cdef const char* HEADER = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n"
 cdef const char* OBJ_CATALOG = b"1 0 obj\n<< /Type /Catalog /Pages 2 0 R >>\nendobj\n"
 cdef const char* OBJ_FONTS = (
     b"3 0 obj\n<< /Font << /F1 4 0 R /F2 5 0 R >> >>\nendobj\n")
-cdef const char* OBJ_HELVETICA = (
-    b"4 0 obj\n<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica "
-    b"/Encoding /WinAnsiEncoding >>\nendobj\n")
-cdef const char* OBJ_HELVETICA_BOLD = (
-    b"5 0 obj\n<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold "
-    b"/Encoding /WinAnsiEncoding >>\nendobj\n")
+# WinAnsi plus the Central European letters of render.EXTRA_GLYPHS on unused codes
+cdef bytes DEF_ENCODING = (
+    b"<< /Type /Encoding /BaseEncoding /WinAnsiEncoding /Differences [1 /Aogonek /aogonek "
+    b"/Cacute /cacute /Eogonek /eogonek /Lslash /lslash /Nacute /nacute /Sacute /sacute "
+    b"/Zacute /zacute /Zdotaccent /zdotaccent /Ccaron /ccaron /Dcaron /dcaron /Ecaron "
+    b"/ecaron /Ncaron /ncaron /Rcaron /rcaron /Tcaron /tcaron /Uring /uring /Ohungarumlaut "
+    b"127 /ohungarumlaut 129 /Uhungarumlaut 141 /uhungarumlaut 143 /Dcroat /dcroat] >>")
+cdef bytes _OBJ_HELVETICA = (b"4 0 obj\n<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding "
+                  + DEF_ENCODING + b" >>\nendobj\n")
+cdef bytes _OBJ_HELVETICA_BOLD = (b"5 0 obj\n<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold "
+                       b"/Encoding " + DEF_ENCODING + b" >>\nendobj\n")
+cdef const char* OBJ_HELVETICA = _OBJ_HELVETICA          # the module keeps the bytes alive
+cdef const char* OBJ_HELVETICA_BOLD = _OBJ_HELVETICA_BOLD
 
 
 # object 6, built and compressed once at import
 cdef Buf STATIC_STREAM
 
 
-cdef inline char printable(char c) noexcept nogil:
-    cdef unsigned char u = <unsigned char>c
-    return b' ' if u < 32 or u == 127 else c
-
-
 cdef void put_escaped(Buf* b, const char* s, Py_ssize_t n) noexcept nogil:
+    """( ) \\ escaped; codes 10 and 13 (letters of EXTRA_GLYPHS) as \\n and \\r."""
     cdef Py_ssize_t i
     cdef char c
     if buf_reserve(b, 2 * n) != 0:
@@ -705,20 +708,11 @@ cdef void put_escaped(Buf* b, const char* s, Py_ssize_t n) noexcept nogil:
         if c == b'(' or c == b')' or c == b'\\':
             b.data[b.len] = b'\\'
             b.len += 1
-        b.data[b.len] = c
-        b.len += 1
-
-
-cdef void put_escaped_printable(Buf* b, const char* s, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t i
-    cdef char c
-    if buf_reserve(b, 2 * n) != 0:
-        return
-    for i in range(n):
-        c = printable(s[i])
-        if c == b'(' or c == b')' or c == b'\\':
+        elif c == 10 or c == 13:
             b.data[b.len] = b'\\'
-            b.len += 1
+            b.data[b.len + 1] = b'n' if c == 10 else b'r'
+            b.len += 2
+            continue
         b.data[b.len] = c
         b.len += 1
 
@@ -737,15 +731,7 @@ cdef inline void span_close(Buf* b, const Text* t) noexcept nogil:
 
 cdef void put_small_print(Buf* b, const Text* t, Buf* tmp) noexcept nogil:
     cdef Py_ssize_t pos = 0, n = t.n, i, cut, first = 1
-    cdef const char* s
-    tmp.len = 0
-    if buf_reserve(tmp, n) != 0:
-        b.failed = 1
-        return
-    for i in range(n):
-        tmp.data[i] = printable(t.s[i])
-    tmp.len = n
-    s = tmp.data
+    cdef const char* s = t.s
     while pos < n:
         while pos < n and s[pos] == b' ':
             pos += 1
@@ -987,7 +973,7 @@ cdef int render_c(const TicketC* tickets, Py_ssize_t n, Scratch* s,
             buf_puts(content, b"BT ")
             buf_puts(content, FIELD_OPS[i])
             buf_puts(content, b" (")
-            put_escaped_printable(content, t.text[i].s, t.text[i].n)
+            put_escaped(content, t.text[i].s, t.text[i].n)
             buf_puts(content, b") Tj ET\n")
             span_close(content, &t.text[i])
         put_small_print(content, &t.text[SMALL_PRINT], &s.tmp)
@@ -1060,8 +1046,18 @@ cdef void _init_cp1252() except *:
 _init_cp1252()
 
 
-cdef object encode_cp1252(str value):
-    """str.encode("cp1252") without the codec machinery; None if a character is not in it."""
+# render.EXTRA_GLYPHS: the letters, and their codes (the same order)
+_EXTRA_CHARS = "ĄąĆćĘęŁłŃńŚśŹźŻżČčĎďĚěŇňŘřŤťŮůŐőŰűĐđ"
+_EXTRA_CODES = (*range(1, 32), 0x7F, 0x81, 0x8D, 0x8F, 0x90)
+cdef Py_UCS4 EXTRA_CP[36]
+cdef unsigned char EXTRA_BYTE[36]
+for _i in range(36):
+    EXTRA_CP[_i] = ord(_EXTRA_CHARS[_i])
+    EXTRA_BYTE[_i] = _EXTRA_CODES[_i]
+
+
+cdef object encode_winansi(str value):
+    """render.encode_text for text it shows exactly (no ActualText); None otherwise."""
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(value), i
     cdef int kind = PyUnicode_KIND(value), j
     cdef void* data = PyUnicode_DATA(value)
@@ -1070,20 +1066,36 @@ cdef object encode_cp1252(str value):
     cdef char* p = PyBytes_AS_STRING(out)
     for i in range(n):
         c = PyUnicode_READ(kind, data, i)
+        if c < 0x20 or c == 0x7F:
+            p[i] = b' '
+            continue
         if c < 0x80 or 0xA0 <= c <= 0xFF:
             p[i] = <char>c
             continue
-        for j in range(CP1252_HIGH_N):
-            if CP1252_HIGH_CP[j] == c:
-                p[i] = <char>CP1252_HIGH_BYTE[j]
+        for j in range(36):
+            if EXTRA_CP[j] == c:
+                p[i] = <char>EXTRA_BYTE[j]
                 break
         else:
-            return None
+            for j in range(CP1252_HIGH_N):
+                if CP1252_HIGH_CP[j] == c:
+                    p[i] = <char>CP1252_HIGH_BYTE[j]
+                    break
+            else:
+                return None
     return out
 
 
+cdef inline bint has_controls(const char* p, Py_ssize_t n) noexcept:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if <unsigned char>p[i] < 0x20 or p[i] == 0x7F:
+            return True
+    return False
+
+
 cdef object encode_text(object value, list keep, Text* t):
-    """Point t at cp1252 bytes of value (kept alive in keep), with ActualText if needed."""
+    """Point t at the shown bytes of value (kept alive in keep), with ActualText if needed."""
     global _fallback
     cdef Py_ssize_t n
     cdef const char* p
@@ -1093,15 +1105,16 @@ cdef object encode_text(object value, list keep, Text* t):
     t.an = 0
     if PyUnicode_IS_ASCII(value):
         p = PyUnicode_AsUTF8AndSize(value, &n)   # the ASCII data itself, no copy
-        keep.append(value)
-        t.s = p
-        t.n = n
-        return None
-    raw = encode_cp1252(<str>value)
+        if not has_controls(p, n):
+            keep.append(value)
+            t.s = p
+            t.n = n
+            return None
+    raw = encode_winansi(<str>value)
     if raw is None:
         if _fallback is None:
-            from stagedoor.render import winansi_fallback
-            _fallback = winansi_fallback
+            from stagedoor.render import encode_text as fallback
+            _fallback = fallback
         raw, act = _fallback(value)
         keep.append(act)
         t.act = <const char*>(<bytes>act)

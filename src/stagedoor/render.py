@@ -17,21 +17,26 @@ part of every page (border, header bar, labels), compressed once; then per ticke
 object 7+2k, the page, and 8+2k, its own content stream (the fields and the QR code as
 filled rectangles, see qr_rectangles).
 
-Text and characters outside WinAnsi
------------------------------------
-Text is encoded in cp1252 (= WinAnsiEncoding), so "Zoë Ødegaard-Šimić" keeps its ë,
-Ø and Š (its ć is not in cp1252, see below), and €, Œ, ž print as they are.  C0
-controls and DEL print as a space.  A field with any character outside cp1252 (Ł, ż,
-ć, Cyrillic, CJK, emoji ...) is never dropped:
+Text, and characters outside WinAnsi
+------------------------------------
+The fonts use /WinAnsiEncoding (cp1252) with /Differences that put 36 Central European
+letters the standard Helvetica fonts also have (Ą Ć Ę Ł Ń Ś Ź Ż Č Ď Ě Ň Ř Ť Ů Ő Ű Đ and
+their small letters, EXTRA_GLYPHS) on codes WinAnsi leaves unused.  So "Zoë
+Ødegaard-Šimić", "Łukasz Żółć" or "Ďurčo Ňeřťů" print and extract (pypdf, pdftotext)
+exactly, and €, Œ, ž are plain WinAnsi.  C0 controls and DEL print as a space.  A
+field with any other character (Turkish ş ğ, Cyrillic, CJK, emoji ...) is never
+dropped:
 
-* the page shows a WinAnsi fallback, character by character: the character itself when
-  cp1252 has it, else its NFKD decomposition without combining marks if that is in
-  cp1252 (ć -> c, ż -> z), else a small table for letters without a decomposition
-  (Ł -> L, ł -> l, Đ -> D, dotless i -> i, ...), else '?';
+* the page shows an approximation, character by character: the character itself when
+  the encoding has it, else its NFKD decomposition without combining marks if that is
+  in cp1252 (ş -> s, ğ -> g), else a small table for letters without a decomposition
+  (dotless i -> i, ŋ -> n, ...), else '?';
 * the exact text goes into the page as a marked-content span with /ActualText (a
   UTF-16BE text string) around the field, so text extraction that honours ActualText
   (poppler's pdftotext, Acrobat, screen readers) returns the original.  pypdf ignores
-  ActualText and extracts the fallback ("Łukasz Żółć" -> "Lukasz Zólc").
+  ActualText and extracts the approximation ("Łukasz 李" -> "Łukasz ?").
+
+Embedding a Unicode font subset would show every script exactly; not done (yet).
 
 The QR code carries the admission code exactly, as UTF-8 (with an ECI header when it
 is not ASCII).
@@ -94,13 +99,35 @@ SMALL_PRINT_OPS = b"/F1 5 Tf 0.3 0.3 0.3 rg 6 TL 24 80 Td"
 QR_X, QR_TOP, QR_SIDE = 288, 246, 116
 
 HEADER = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n"
+# Central European letters that WinAnsi lacks but the standard Helvetica fonts have:
+# they take the codes WinAnsi leaves unused (C0 controls print as spaces, so 1-31 are
+# free), through /Differences on top of /WinAnsiEncoding.  Order = code order.
+EXTRA_GLYPHS = (
+    ("Ą", "Aogonek"), ("ą", "aogonek"), ("Ć", "Cacute"), ("ć", "cacute"),
+    ("Ę", "Eogonek"), ("ę", "eogonek"), ("Ł", "Lslash"), ("ł", "lslash"),
+    ("Ń", "Nacute"), ("ń", "nacute"), ("Ś", "Sacute"), ("ś", "sacute"),
+    ("Ź", "Zacute"), ("ź", "zacute"), ("Ż", "Zdotaccent"), ("ż", "zdotaccent"),
+    ("Č", "Ccaron"), ("č", "ccaron"), ("Ď", "Dcaron"), ("ď", "dcaron"),
+    ("Ě", "Ecaron"), ("ě", "ecaron"), ("Ň", "Ncaron"), ("ň", "ncaron"),
+    ("Ř", "Rcaron"), ("ř", "rcaron"), ("Ť", "Tcaron"), ("ť", "tcaron"),
+    ("Ů", "Uring"), ("ů", "uring"), ("Ő", "Ohungarumlaut"), ("ő", "ohungarumlaut"),
+    ("Ű", "Uhungarumlaut"), ("ű", "uhungarumlaut"), ("Đ", "Dcroat"), ("đ", "dcroat"),
+)
+EXTRA_CODES = (*range(1, 32), 0x7F, 0x81, 0x8D, 0x8F, 0x90)
+EXTRA_BYTE = {ch: code for (ch, _), code in zip(EXTRA_GLYPHS, EXTRA_CODES, strict=True)}
+ENCODING = (b"<< /Type /Encoding /BaseEncoding /WinAnsiEncoding /Differences [1 "
+            + b" ".join(b"/" + name.encode() for _, name in EXTRA_GLYPHS[:31])
+            + b" 127 /" + EXTRA_GLYPHS[31][1].encode() + b" 129 /" + EXTRA_GLYPHS[32][1].encode()
+            + b" 141 /" + EXTRA_GLYPHS[33][1].encode() + b" 143 /"
+            + EXTRA_GLYPHS[34][1].encode() + b" /" + EXTRA_GLYPHS[35][1].encode() + b"] >>")
+
 STATIC_OBJECTS = (
     b"1 0 obj\n<< /Type /Catalog /Pages 2 0 R >>\nendobj\n",
     b"3 0 obj\n<< /Font << /F1 4 0 R /F2 5 0 R >> >>\nendobj\n",
-    b"4 0 obj\n<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica "
-    b"/Encoding /WinAnsiEncoding >>\nendobj\n",
-    b"5 0 obj\n<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold "
-    b"/Encoding /WinAnsiEncoding >>\nendobj\n",
+    b"4 0 obj\n<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding "
+    + ENCODING + b" >>\nendobj\n",
+    b"5 0 obj\n<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding "
+    + ENCODING + b" >>\nendobj\n",
 )
 FIRST_PAGE_OBJ = 7
 
@@ -112,51 +139,61 @@ _NO_DECOMPOSITION = {
 }
 
 
-def winansi_fallback(text: str) -> tuple[bytes, bytes]:
-    """(what the page shows, in cp1252; ActualText as hex of FEFF + UTF-16BE).
+def encode_text(text: str) -> tuple[bytes, bytes]:
+    """(the bytes the page shows, in the fonts' encoding; ActualText hex or b"").
 
-    Only for text that `str.encode("cp1252")` refuses; see the module docstring.
+    Character by character: C0 controls and DEL -> space; cp1252 -> its byte; one of
+    EXTRA_GLYPHS -> its code; else an approximation (see the module docstring), and
+    then the exact text also goes in as ActualText (hex of FEFF + UTF-16BE).
     """
     out = bytearray()
+    approximated = False
     for ch in text:
+        if ch < " " or ch == "\x7f":
+            out.append(32)
+            continue
+        code = EXTRA_BYTE.get(ch)
+        if code is not None:
+            out.append(code)
+            continue
         try:
             out += ch.encode("cp1252")
             continue
         except UnicodeEncodeError:
             pass
-        base = "".join(c for c in unicodedata.normalize("NFKD", ch)
-                       if not unicodedata.combining(c))
-        for candidate in (base, _NO_DECOMPOSITION.get(ch, "")):
-            if candidate:
-                try:
-                    out += candidate.encode("cp1252")
-                    break
-                except UnicodeEncodeError:
-                    pass
-        else:
-            out += b"?"
-    actual = ("\ufeff" + text).encode("utf-16-be", "surrogatepass").hex().upper()
+        approximated = True
+        out += _approximate(ch)
+    if not approximated:
+        return bytes(out), b""
+    shown = "".join(" " if c < " " or c == "\x7f" else c for c in text)
+    actual = ("\ufeff" + shown).encode("utf-16-be", "surrogatepass").hex().upper()
     return bytes(out), actual.encode("ascii")
 
 
-def encode_text(text: str) -> tuple[bytes, bytes]:
-    """cp1252 bytes for the page, and the ActualText hex (empty when not needed)."""
-    try:
-        return text.encode("cp1252"), b""
-    except UnicodeEncodeError:
-        return winansi_fallback(text)
-
-
-def _printable(raw: bytes) -> bytes:
-    """C0 controls and DEL print as a space."""
-    return bytes(32 if b < 32 or b == 127 else b for b in raw)
+def _approximate(ch: str) -> bytes:
+    base = "".join(c for c in unicodedata.normalize("NFKD", ch) if not unicodedata.combining(c))
+    for candidate in (base, _NO_DECOMPOSITION.get(ch, "")):
+        if candidate:
+            try:
+                return candidate.encode("cp1252")
+            except UnicodeEncodeError:
+                pass
+    return b"?"
 
 
 def escape(raw: bytes) -> bytes:
+    """A PDF literal string body: ( ) \\ escaped, and codes 10 and 13 (EXTRA_GLYPHS
+    letters) as \\n and \\r, since a raw end of line in a string reads as 10."""
     out = bytearray()
     for b in raw:
         if b in b"()\\":
             out.append(0x5C)
+        elif b == 10:
+            out += b"\\n"
+            continue
+        elif b == 13:
+            out += b"\\r"
+            continue
         out.append(b)
     return bytes(out)
 
@@ -237,10 +274,10 @@ def page_content(ticket: Ticket) -> bytes:
     out = []
     for name, ops in FIELDS:
         shown, actual = encode_text(str(getattr(ticket, name)))
-        body = b"BT " + ops + b" (" + escape(_printable(shown)) + b") Tj ET\n"
+        body = b"BT " + ops + b" (" + escape(shown) + b") Tj ET\n"
         out.append(_span(actual, body))
     shown, actual = encode_text(ticket.small_print)
-    lines = wrap(_printable(shown))
+    lines = wrap(shown)
     if lines:
         parts = [b"BT " + SMALL_PRINT_OPS + b" (" + escape(lines[0]) + b") Tj"]
         parts += [b" T* (" + escape(line) + b") Tj" for line in lines[1:]]
