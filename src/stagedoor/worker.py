@@ -362,7 +362,11 @@ class Worker:
                 log.warning("could not end the blocking read cleanly (%s); cancelling it", e)
             except Exception:  # the loop failed on its own; run() reports it
                 return
-        consume.cancel()
+        # Repeat the cancel: on Python 3.11 a wait_for inside redis-py can swallow one
+        # that lands as its call completes (CPython gh-86296), and the loop reads on.
+        while not consume.done():
+            consume.cancel()
+            await asyncio.wait([consume], timeout=0.5)
 
     # -- reading -------------------------------------------------------------------
     def _busy(self, entry_id: bytes) -> bool:
