@@ -58,6 +58,7 @@ import psutil
 
 from . import config
 from .config import EX_CONFIG, ConfigError, Settings
+from .exporter import empty_totals, retire
 from .process import Process, describe_status
 from .systemd import Notifier
 
@@ -175,21 +176,6 @@ def assert_fork_safe() -> None:
         raise ForkUnsafe("refusing to fork: an asyncio loop is running in the supervisor")
 
 
-def merge_snapshot(into: dict[str, Any], snap: dict[str, Any]) -> None:
-    """Add a WorkerStats snapshot's counters and histograms into `into` (retired totals)."""
-    counters = into.setdefault("counters", {})
-    for name, by_kind in (snap.get("counters") or {}).items():
-        row = counters.setdefault(name, {})
-        for kind, n in by_kind.items():
-            row[kind] = row.get(kind, 0) + n
-    durations = into.setdefault("durations", {})
-    for kind, buckets in (snap.get("durations") or {}).items():
-        old = durations.get(kind)
-        durations[kind] = list(buckets) if old is None else [a + b for a, b in
-                                                             zip(old, buckets, strict=False)]
-    into.setdefault("gauges", {})
-
-
 def total(snap: dict[str, Any], counter: str) -> int:
     return int(sum((snap.get("counters") or {}).get(counter, {}).values()))
 
@@ -207,7 +193,7 @@ class Supervisor:
         self.selector = selectors.DefaultSelector()
         self.slots: dict[int, Slot] = {}
         self.handles: dict[int, Handle] = {}
-        self.retired: dict[str, Any] = {}
+        self.retired: dict[str, Any] = empty_totals()
         self.queue: dict[str, Any] | None = None
         self.restarts = 0
         self.recycled = 0
@@ -462,7 +448,7 @@ class Supervisor:
                 self.selector.unregister(fd)
         h.proc.close()
         self.handles.pop(h.pid, None)
-        merge_snapshot(self.retired, h.stats)
+        retire(self.retired, h.stats)
         h.stats = {}
 
     def _on_exit(self, h: Handle, code: int) -> None:
@@ -773,10 +759,11 @@ class Supervisor:
         from .exporter import render_metrics
 
         workers = {h.slot: h.stats for h in self.handles.values() if h.role != "retiring"}
-        retired = dict(self.retired)
+        # A copy all the way down: self.retired must only grow when a worker exits.
+        retired = retire(empty_totals(), self.retired)
         for h in self.handles.values():  # a retiring worker's counters still count
             if h.role == "retiring":
-                merge_snapshot(retired, h.stats)
+                retire(retired, h.stats)
         extra = {"workers_ready": float(sum(1 for s in self.slots.values()
                                             if s.current is not None and s.current.ready)),
                  "workers_wanted": float(len(self.slots)),
