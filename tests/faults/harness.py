@@ -49,7 +49,7 @@ def flags(options: dict[str, Any]) -> list[str]:
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 20, what: str = "condition",
-             every: float = 0.005) -> Any:
+             every: float = 0.01) -> Any:
     """Poll a condition (never a bare sleep as synchronisation)."""
     deadline = time.monotonic() + timeout
     while True:

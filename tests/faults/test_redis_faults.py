@@ -107,7 +107,13 @@ def test_proxy_faults_lose_nothing_and_dead_letter_once(
     wanted = set(range(1, 31)) | (set(range(100, 110)) if command == "XAUTOCLAIM" else set())
     wait_for(lambda: ledger.done() >= wanted, 20, what="every job")
     wait_for(lambda: rule.hits >= 1, 5, what=f"the {command} fault to fire")
-    summary = check_all(client, fsettings, ledger, poison=poison)
+    # A job may run twice only where the worker logged a retry of it: a call of the
+    # handler through the faulty connection timed out (the proxy and this test share
+    # a process, so on a loaded machine it can also be just slow).
+    retried = {ln["outbox_id"] for ln in w.log_lines()
+               if "retrying" in ln.get("msg", "") and "outbox_id" in ln}
+    summary = check_all(client, fsettings, ledger, poison=poison, duplicates_allowed=retried,
+                        effect_exists_allowed=len(retried))
     assert summary.dead == len(poison)
     assert w.alive()
     proxy.clear()
