@@ -20,9 +20,6 @@ cdef extern from "zlib.h" nogil:
     int Z_FINISH
     int Z_DEFLATED
     int Z_DEFAULT_STRATEGY
-    int compress2(Bytef* dest, uLongf* destLen, const Bytef* source, uLong sourceLen,
-                  int level)
-    uLong compressBound(uLong sourceLen)
     int deflateInit2(z_stream* strm, int level, int method, int windowBits, int memLevel,
                      int strategy)
     int deflate(z_stream* strm, int flush)
@@ -78,7 +75,6 @@ cdef struct Scratch:
     z_stream zs
     int zinit
     Buf content
-    Buf tmp
     Buf z
     Buf out
     QR q

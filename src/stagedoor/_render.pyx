@@ -729,7 +729,7 @@ cdef inline void span_close(Buf* b, const Text* t) noexcept nogil:
         buf_puts(b, b"EMC\n")
 
 
-cdef void put_small_print(Buf* b, const Text* t, Buf* tmp) noexcept nogil:
+cdef void put_small_print(Buf* b, const Text* t) noexcept nogil:
     cdef Py_ssize_t pos = 0, n = t.n, i, cut, first = 1
     cdef const char* s = t.s
     while pos < n:
@@ -855,7 +855,6 @@ cdef void scratch_free(Scratch* s) noexcept nogil:
     if s.zinit:
         deflateEnd(&s.zs)
     free(s.content.data)
-    free(s.tmp.data)
     free(s.z.data)
     free(s.out.data)
     free(s)
@@ -878,7 +877,6 @@ cdef Scratch* scratch_get() noexcept nogil:
 cdef void scratch_put(Scratch* s) noexcept nogil:
     global POOL, POOL_SIZE
     buf_trim(&s.content)
-    buf_trim(&s.tmp)
     buf_trim(&s.z)
     buf_trim(&s.out)
     PyThread_acquire_lock(POOL_LOCK, WAIT_LOCK)
@@ -976,7 +974,7 @@ cdef int render_c(const TicketC* tickets, Py_ssize_t n, Scratch* s,
             put_escaped(content, t.text[i].s, t.text[i].n)
             buf_puts(content, b") Tj ET\n")
             span_close(content, &t.text[i])
-        put_small_print(content, &t.text[SMALL_PRINT], &s.tmp)
+        put_small_print(content, &t.text[SMALL_PRINT])
         if qr_encode(&s.q, t.qr, t.nqr) != 0:
             rc = -3
             break
