@@ -202,16 +202,51 @@ async def naive_loop(url: str, name: str) -> int:
         await r.aclose()
 
 
+async def blocking_latency_loop(url: str, name: str) -> int:
+    """The latency floor: XREADGROUP COUNT 10 BLOCK, note time.time_ns() per entry.
+
+    Writes "trace start_ns" lines to $SD_BENCH_LATENCY_FILE (as the `latency` handler
+    does) and exits after 3 s without entries."""
+    import redis.asyncio as aioredis
+
+    r = aioredis.Redis.from_url(url, protocol=2, socket_timeout=10)
+    r.response_callbacks.pop("XREADGROUP", None)
+    rows = LATENCY_ROWS
+    try:
+        with contextlib.suppress(Exception):
+            await r.execute_command("XGROUP", "CREATE", "jobs", "workers", "$", "MKSTREAM")
+        while True:
+            reply = await r.execute_command("XREADGROUP", "GROUP", "workers", name,
+                                            "COUNT", 10, "BLOCK", 3000, "STREAMS", "jobs", ">")
+            entries = reply[0][1] if reply else []
+            if not entries:
+                break
+            for _eid, fields in entries:
+                start = time.time_ns()
+                trace = fields[fields.index(b"trace") + 1].decode()
+                rows.append(f"{trace} {start}\n")
+            await r.execute_command("XACK", "jobs", "workers", *[e[0] for e in entries])
+    finally:
+        await r.aclose()
+    return len(rows)
+
+
+LATENCY_ROWS: list[str] = []
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.measure_drain")
-    p.add_argument("loop", choices=RAW_LOOPS)
+    p.add_argument("loop", choices=(*RAW_LOOPS, "rawblock"))
     p.add_argument("url")
     p.add_argument("name", nargs="?", default="raw")
     a = p.parse_args(argv)
     import uvloop
 
-    fn = tuned_loop if a.loop == "raw" else naive_loop
+    fn = {"raw": tuned_loop, "naive": naive_loop, "rawblock": blocking_latency_loop}[a.loop]
     handled = uvloop.run(fn(a.url, a.name))
+    if a.loop == "rawblock":
+        with open(os.environ["SD_BENCH_LATENCY_FILE"], "a") as f:
+            f.write("".join(LATENCY_ROWS))
     print(f"handled {handled}", file=sys.stderr)
     return 0
 

@@ -89,14 +89,17 @@ class OpenLoopSender:
 
 
 def latency(url: str, *, rate: float = 1000.0, seconds: float = 10.0,
-            warmup_s: float = 1.0) -> dict[str, Any]:
+            warmup_s: float = 1.0, consumer: str = "stagedoor") -> dict[str, Any]:
+    """consumer "stagedoor": a `stagedoor work` process; "raw": the floor of this box,
+    a bare XREADGROUP BLOCK loop (bench.measure_drain rawblock) timed the same way."""
     c = mc.client(url)
     c.flushall()
     s = mc.settings(url)
     with tempfile.TemporaryDirectory(prefix="sd-lat-") as tmp:
         out = Path(tmp) / "latency.txt"
-        proc = mc.spawn(mc.worker_cmd(url, burst=False),
-                        {"SD_BENCH_LATENCY_FILE": str(out)})
+        cmd = (mc.worker_cmd(url, burst=False) if consumer == "stagedoor" else
+               [mc.PY, "-m", "bench.measure_drain", "rawblock", url, "rawblock"])
+        proc = mc.spawn(cmd, {"SD_BENCH_LATENCY_FILE": str(out)})
         try:
             _wait_blocked(c)  # booted: group ensured, sitting in XREADGROUP BLOCK
             sender = OpenLoopSender(url)
@@ -131,9 +134,9 @@ def latency(url: str, *, rate: float = 1000.0, seconds: float = 10.0,
                     raise RuntimeError(f"latency: worker did not finish: {info}")
                 time.sleep(0.01)
         finally:
-            if proc.poll() is None:
+            if proc.poll() is None and consumer == "stagedoor":
                 os.kill(proc.pid, signal.SIGTERM)
-            err = mc.stop(proc, timeout=30)
+            err = mc.stop(proc, timeout=30)  # the raw loop exits 3 s after the last job
             c.close()
         rows = [tuple(map(int, line.split())) for line in out.read_text().split("\n") if line]
     if len(rows) != total:
@@ -142,7 +145,7 @@ def latency(url: str, *, rate: float = 1000.0, seconds: float = 10.0,
     skip = int(rate * warmup_s)
     lat_ms = sorted((start - sent) / 1e6 for sent, start in rows[skip:])
     lags.sort()
-    return {"rate": rate, "seconds": seconds, "n": len(lat_ms),
+    return {"consumer": consumer, "rate": rate, "seconds": seconds, "n": len(lat_ms),
             "offered_rate": total / elapsed,
             "p50_ms": mc.percentile(lat_ms, 50), "p95_ms": mc.percentile(lat_ms, 95),
             "p99_ms": mc.percentile(lat_ms, 99), "max_ms": lat_ms[-1],
@@ -152,6 +155,7 @@ def latency(url: str, *, rate: float = 1000.0, seconds: float = 10.0,
 
 if __name__ == "__main__":
     with mc.redis_server() as server:
-        r = latency(server.url, seconds=3)
-        r.pop("samples_ms")
-        print(r)
+        for consumer in ("stagedoor", "raw"):
+            r = latency(server.url, seconds=3, consumer=consumer)
+            r.pop("samples_ms")
+            print(r)
