@@ -250,11 +250,14 @@ def test_worker_over_tls_verifies_the_server(tmp_path: Path,
         w = procs.worker(0)
         producer.enqueue("ledger", range(1, 21))
         wait_for(lambda: ledger.done() >= set(range(1, 21)), what="jobs over TLS")
-        # Duplicates are allowed here, and only here: redis-py builds an SSLContext with
-        # the system CA store for every new connection (~0.15 s of blocked event loop
-        # each), so the first burst on a cold pool can time a job out and retry it
-        # (see known_bugs.py).
-        check_all(client, s, ledger, duplicates_allowed=8)
+        # A rerun only for a job the worker logged a retry of.  (Found here: redis-py
+        # built an SSLContext with the system CA store for every new connection, and
+        # a burst on a cold pool timed jobs out; the worker now shares one context
+        # and opens its hot-path connections at boot.)
+        retried = {ln["outbox_id"] for ln in w.log_lines()
+                   if "retrying" in ln.get("msg", "") and "outbox_id" in ln}
+        assert not retried, "a burst over TLS should not time jobs out"
+        check_all(client, s, ledger)
         w.signal(signal.SIGTERM)
         assert w.wait(10) == 0
         # Without the CA the server's certificate is refused: the worker never boots.
