@@ -103,8 +103,7 @@ def test_job_that_kills_its_worker_is_dead_lettered_once_and_pool_keeps_running(
     sup = start_pool(procs, 2, {"max_deliveries": 3})
     producer.enqueue("ledger", range(10, 40))
     wait_for(lambda: ledger.done() >= set(range(10, 40)), what="the pool works")
-    # Alone in its batch: jobs read together with a worker-killing job share its
-    # delivery count (see known_bugs.py), which is not what this case is about.
+    # Alone in its batch: batch-mates are the next test's case.
     [bad] = producer.enqueue("crash", [1])
     wait_for(lambda: bad not in pending_ids(client, fsettings)
              and client.xlen(fsettings.dead_stream) >= 1, 30,
