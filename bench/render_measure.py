@@ -67,19 +67,40 @@ def latency(n: int = 5000, fn: RenderFn | None = None, warmup: int = 500) -> dic
             "min_ms": times[0], "max_ms": times[-1]}
 
 
+def _schedstat() -> tuple[float, float] | None:
+    """(seconds this thread ran, seconds it was runnable but preempted), Linux only."""
+    try:
+        with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
+            run, wait, _ = (int(v) for v in f.read().split())
+    except (OSError, ValueError):
+        return None
+    return run / 1e9, wait / 1e9
+
+
 def throughput(threads: int, total: int = 8000, fn: RenderFn | None = None) -> dict[str, Any]:
-    """`total` renders split evenly over `threads` threads; renders per second of wall time."""
+    """`total` renders split evenly over `threads` threads; renders per second of wall time.
+
+    Also, from the kernel's per-thread schedstat: the share of the threads' time spent
+    preempted (runnable, no free core: a busy machine) and the share spent sleeping
+    (waiting for the GIL, mostly) -- so a poor scaling figure says which it was.
+    """
     fn = fn or native()
     orders = sample_orders()
     per_thread = total // threads
     start = threading.Barrier(threads + 1)
     done: list[float] = []
+    shares: list[tuple[float, float]] = []
 
     def work(k: int) -> None:
         start.wait()
+        s0, t0 = _schedstat(), time.perf_counter()
         for i in range(per_thread):
             fn(orders[(k + i) % len(orders)])
-        done.append(time.perf_counter())
+        s1, t1 = _schedstat(), time.perf_counter()
+        done.append(t1)
+        if s0 and s1:
+            run, preempted = s1[0] - s0[0], s1[1] - s0[1]
+            shares.append((preempted / (t1 - t0), (t1 - t0 - run - preempted) / (t1 - t0)))
 
     workers = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
     for w in workers:
@@ -94,8 +115,12 @@ def throughput(threads: int, total: int = 8000, fn: RenderFn | None = None) -> d
     renders = per_thread * threads
     # cpu_per_wall near `threads` (at most the free cores) means the threads really ran
     # at once; a GIL held through the render would keep it at 1.0 or below.
-    return {"threads": threads, "renders": renders, "seconds": elapsed,
-            "renders_per_s": renders / elapsed, "cpu_per_wall": cpu / elapsed}
+    result = {"threads": threads, "renders": renders, "seconds": elapsed,
+              "renders_per_s": renders / elapsed, "cpu_per_wall": cpu / elapsed}
+    if shares:
+        result["preempted_share"] = statistics.fmean(p for p, _ in shares)
+        result["sleeping_share"] = statistics.fmean(s for _, s in shares)
+    return result
 
 
 def scaling(total: int = 8000, repeat: int = 3, fn: RenderFn | None = None) -> dict[str, Any]:
@@ -112,7 +137,9 @@ def scaling(total: int = 8000, repeat: int = 3, fn: RenderFn | None = None) -> d
     return {"renders_per_s_1": rate[1], "renders_per_s_2": rate[2], "renders_per_s_8": rate[8],
             "scaling_2_threads": rate[2] / rate[1], "scaling_8_threads": rate[8] / rate[1],
             "cpu_per_wall_2_threads": best[2]["cpu_per_wall"],
-            "cpu_per_wall_8_threads": best[8]["cpu_per_wall"]}
+            "cpu_per_wall_8_threads": best[8]["cpu_per_wall"],
+            "preempted_share_2_threads": best[2].get("preempted_share"),
+            "sleeping_share_2_threads": best[2].get("sleeping_share")}
 
 
 def native_vs_reference(n_native: int = 3000, n_reference: int = 60) -> dict[str, Any]:
