@@ -70,7 +70,8 @@ class Settings:
     dead_maxlen: int = _opt(10_000, "MAXLEN ~ of the dead-letter stream.", lo=1)
     max_deliveries: int = _opt(5, "A job delivered more often than this is poison: it is "
                                   "dead-lettered without running.", lo=1, hi=1_000_000)
-    ack_flush_ms: float = _opt(1.0, "Longest an ack waits to be coalesced with others (ms).",
+    ack_flush_ms: float = _opt(5.0, "Longest an ack waits for the next read to carry it (ms); "
+                                    "at once while the read blocks.",
                                lo=0, hi=1000)
     # -- the handler policy ------------------------------------------------------
     job_timeout: float = _opt(30.0, "Default per-job time limit in s; must stay below the "

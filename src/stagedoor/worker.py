@@ -135,9 +135,11 @@ class Acker:
     BLOCK read.  Either way an id is sent only after its handler returned.
     """
 
-    def __init__(self, conn: FastConnection, settings: Settings) -> None:
+    def __init__(self, conn: FastConnection, settings: Settings,
+                 reader_blocked: Callable[[], bool] = lambda: True) -> None:
         self._conn = conn
         self._settings = settings
+        self._reader_blocked = reader_blocked
         self.queued: list[bytes] = []
         self.flushing: set[bytes] = set()
         self._wake = asyncio.Event()
@@ -184,7 +186,9 @@ class Acker:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            await asyncio.sleep(self._settings.ack_flush_ms / 1000)
+            if not self._reader_blocked():
+                # The consume loop is between reads and will carry these with its next.
+                await asyncio.sleep(self._settings.ack_flush_ms / 1000)
             batch = self.take()
             if not batch:
                 continue  # the consume loop sent them with its read
@@ -248,7 +252,8 @@ class Worker:
                                            thread_name_prefix=f"render-{self.slot}")
         self.slots = Slots(s.concurrency)
         self.acker = Acker(FastConnection(s, timeout=s.socket_timeout,
-                                          name=self.consumer + ":ack"), s)
+                                          name=self.consumer + ":ack"), s,
+                           reader_blocked=lambda: self._reading)
         self.dead_letter = DeadLetter(self.cmd, s)
         self.ctx = Context(settings=s, redis=self.cmd, consumer=self.consumer,
                            executor=self.executor, stats=self.stats)
