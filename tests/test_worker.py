@@ -326,3 +326,21 @@ async def test_worker_survives_redis_restart_and_recreates_group(
 
 async def test_tests_run_on_uvloop_like_production() -> None:
     assert type(asyncio.get_running_loop()).__module__.startswith("uvloop")
+
+
+async def test_time_limit_cancels_the_attempt_and_retries_then_leaves_it_pending(
+        settings: Settings, sync_redis: redis.Redis, caplog: object) -> None:
+    attempts: list[int] = []
+    reg = Registry()
+
+    async def stuck(job: Job, ctx: object) -> None:
+        attempts.append(job.outbox_id)
+        await asyncio.sleep(3600)
+
+    reg.add(Handler("noop", stuck, timeout=0.1))
+    add_jobs(settings, "noop", [1])
+    async with running(settings.replace(retries=1, **FAST), reg) as w:
+        await eventually(lambda: w.stats.total("failed") == 1, what="timed out twice")
+    assert attempts == [1, 1]
+    assert pending_summary(sync_redis, settings) == (1, {"test-00": 1})
+    assert "timed out after 0.1s" in getattr(caplog, "text", "")

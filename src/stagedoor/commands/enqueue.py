@@ -38,8 +38,18 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _int(data: dict[str, Any], name: str) -> int:
+    value = data[name]
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {value!r}") from None
+
+
 def _job(data: dict[str, Any]) -> Job:
-    return make_job(str(data["kind"]), int(data["order_id"]), int(data["outbox_id"]),
+    return make_job(str(data["kind"]), _int(data, "order_id"), _int(data, "outbox_id"),
                     str(data.get("request_id") or uuid.uuid4().hex[:16]),
                     str(data.get("trace") or uuid.uuid4().hex[:16]))
 

@@ -1,0 +1,133 @@
+"""Producer side and queue primitives against a real redis-server."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+from tests.workerkit import raw
+
+from stagedoor import connection
+from stagedoor.config import Settings
+from stagedoor.job import make_job
+from stagedoor.queue import DeadLetter, enqueue, enqueue_many, enqueue_sync, original_fields
+
+ROOT = Path(__file__).parents[1]
+
+
+def groups(client: redis.Redis, stream: str) -> list[bytes]:
+    return [g["name"] for g in client.xinfo_groups(stream)]
+
+
+async def test_first_enqueue_creates_the_group_before_the_entry(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    client = connection.async_client(settings)
+    try:
+        entry = await enqueue(client, settings, make_job("refund", 1, 2, "r", "t"))
+    finally:
+        await client.aclose()
+    assert groups(sync_redis, "jobs") == [b"workers"]
+    # The group starts at `$` but was created before the XADD: the entry is undelivered.
+    info = sync_redis.xinfo_groups("jobs")[0]
+    assert info["lag"] == 1 and info["last-delivered-id"] == b"0-0"
+    fields = raw(sync_redis).execute_command("XRANGE", "jobs", entry, entry)[0][1]
+    assert fields == [b"kind", b"refund", b"order_id", b"1", b"outbox_id", b"2",
+                      b"request_id", b"r", b"trace", b"t"]
+
+
+def test_enqueue_after_redis_lost_the_group_recreates_it(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    enqueue_sync(sync_redis, settings, [make_job("refund", 1, 1, "r", "t")])
+    sync_redis.flushall()   # what a Redis that restarted empty looks like
+    enqueue_sync(sync_redis, settings, [make_job("refund", 1, 2, "r", "t")])
+    assert groups(sync_redis, "jobs") == [b"workers"]
+    assert sync_redis.xinfo_groups("jobs")[0]["lag"] == 1
+
+
+async def test_bulk_enqueue_is_pipelined_and_trimmed_approximately(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    s = settings.replace(maxlen=1000)
+    sync_redis.config_resetstat()
+    client = connection.async_client(s)
+    try:
+        ids = await enqueue_many(client, s, [make_job("refund", i, i, "r", "t")
+                                             for i in range(1, 5001)], chunk=500)
+    finally:
+        await client.aclose()
+    assert len(ids) == len(set(ids)) == 5000
+    length = sync_redis.xlen("jobs")
+    assert 1000 <= length < 5000    # MAXLEN ~ trims whole nodes, never below the cap
+    calls = sync_redis.info("commandstats")["cmdstat_xgroup|create"]["calls"]
+    assert calls == 10              # one group check per pipeline of 500
+
+
+async def test_dead_letter_script_acks_and_writes_exactly_once(
+        settings: Settings, sync_redis: redis.Redis, aredis: aioredis.Redis) -> None:
+    [entry] = enqueue_sync(sync_redis, settings, [make_job("refund", 1, 1, "r", "t")])
+    sync_redis.execute_command("XREADGROUP", "GROUP", "workers", "w", "STREAMS", "jobs", ">")
+    fields = [b"kind", b"refund", b"order_id", b"1"]
+    dead = DeadLetter(aredis, settings)
+    first = await dead(entry, fields, error="bad", deliveries=1, consumer="w")
+    again = await dead(entry, fields, error="bad", deliveries=1, consumer="w")  # a retry
+    assert first is not None and again is None
+    assert sync_redis.xlen("jobs:dead") == 1
+    assert sync_redis.xpending("jobs", "workers")["pending"] == 0
+    stored = raw(sync_redis).execute_command("XRANGE", "jobs:dead", "-", "+")[0][1]
+    assert original_fields(stored) == fields
+
+
+async def test_dead_letter_of_a_huge_payload_keeps_the_first_fields(
+        settings: Settings, sync_redis: redis.Redis, aredis: aioredis.Redis) -> None:
+    fields = [b"f%d" % i for i in range(10_000)]
+    sync_redis.execute_command("XGROUP", "CREATE", "jobs", "workers", "$", "MKSTREAM")
+    entry = sync_redis.execute_command("XADD", "jobs", "*", *fields)
+    sync_redis.execute_command("XREADGROUP", "GROUP", "workers", "w", "STREAMS", "jobs", ">")
+    await DeadLetter(aredis, settings)(entry, fields, error="malformed: odd", deliveries=1,
+                                       consumer="w")
+    stored = raw(sync_redis).execute_command("XRANGE", "jobs:dead", "-", "+")[0][1]
+    meta = dict(zip(stored[-10::2], stored[-9::2], strict=True))
+    assert meta[b"dead:error"] == b"malformed: odd [dead letter keeps the first 256 of 5000 fields]"
+    assert len(original_fields(stored)) == 512
+
+
+def test_server_version_floor() -> None:
+    assert connection.check_version({"redis_version": "7.0.5"}) == (7, 0, 5)
+    assert connection.check_version({b"redis_version": b"7.2.4"}) == (7, 2, 4)
+    for old in ("6.2.14", "7.0.4"):
+        with pytest.raises(connection.ServerTooOld, match=r"needs Redis >= 7\.0\.5"):
+            connection.check_version({"redis_version": old})
+
+
+def _cli(settings: Settings, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}",
+           "STAGEDOOR_REDIS_URL": settings.redis_url}
+    return subprocess.run([sys.executable, "-m", "stagedoor.cli", "enqueue", *args],
+                          input=stdin, capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_cli_enqueue_one_and_many(settings: Settings, sync_redis: redis.Redis) -> None:
+    one = _cli(settings, "--kind", "render_tickets", "--order-id", "4471", "--outbox-id",
+               "88210", "--request-id", "7f3a9c2e", "--trace", "4bf92f35")
+    assert one.returncode == 0, one.stderr
+    lines = "".join(f'{{"kind": "refund", "order_id": {i}, "outbox_id": {i}}}\n'
+                    for i in range(1, 101))
+    many = _cli(settings, "--file", "-", stdin=lines)
+    assert many.returncode == 0, many.stderr
+    assert len(many.stdout.split()) == 100
+    assert sync_redis.xlen("jobs") == 101
+
+
+def test_cli_enqueue_refuses_a_bad_line_and_adds_nothing(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    lines = ('{"kind": "refund", "order_id": 1, "outbox_id": 1}\n'
+             '{"kind": "refund", "order_id": "x1", "outbox_id": 2}\n')
+    r = _cli(settings, "--file", "-", stdin=lines)
+    assert r.returncode == 65
+    assert r.stderr.strip() == "stagedoor enqueue: line 2: order_id must be an integer, " \
+                               "got 'x1'"
+    assert not sync_redis.exists("jobs")
