@@ -12,6 +12,8 @@ is always forwarded, so Redis executes it; what happens to its reply is the faul
     drop    swallow the reply and close the connection (a lost reply)
     reset   swallow the reply and close with SO_LINGER 0 (an RST to the client)
     error   replace the reply by `error` (a RESP error line) and keep the connection
+    blackhole  do NOT forward the request (nor anything after it on that connection):
+            the command never reaches Redis, as when the process dies before its write
 
 `times` bounds how often a rule fires; `hits` counts it.
 """
@@ -52,6 +54,7 @@ class _Conn:
     client: socket.socket
     upstream: socket.socket
     armed: Rule | None = None
+    blackhole: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -136,6 +139,11 @@ class FaultProxy:
                     break
                 with self.lock:
                     rule = next((r for r in self.rules if r.wants(data)), None)
+                    if rule is not None and rule.action == "blackhole":
+                        rule.hits += 1
+                        conn.blackhole = True
+                if conn.blackhole:
+                    continue
                 with conn.lock:
                     conn.armed = rule
                 conn.upstream.sendall(data)

@@ -10,9 +10,11 @@ import pytest
 import redis
 
 from stagedoor.config import Settings
+from stagedoor.embedded import EmbeddedRedis
 
 from .harness import Procs, Producer, wait_for
 from .invariants import Ledger, assert_idle, check_all, check_no_early_ack, pending_ids
+from .proxy import FaultProxy, Rule
 
 pytestmark = pytest.mark.faults
 
@@ -45,20 +47,28 @@ def test_kill9_mid_handler_then_respawn_recovers_own_pending(
     assert_idle(client, [b.pid], block_ms=200)
 
 
-@pytest.mark.parametrize("window", ["handler_blocked_after_effect", "returned_ack_coalescing"])
+@pytest.mark.parametrize("window", ["handler_blocked_after_effect", "returned_ack_unsent"])
 def test_kill9_after_handler_before_ack_runs_again_effect_once(
         window: str, procs: Procs, producer: Producer, ledger: Ledger, client: redis.Redis,
-        fsettings: Settings) -> None:
+        fsettings: Settings, server: EmbeddedRedis, request: pytest.FixtureRequest) -> None:
     if window == "handler_blocked_after_effect":
         a = procs.worker(0)
         entries = producer.enqueue("hold_post", range(1, 6))
     else:
-        # The handler returned; the ack waits up to ack_flush_ms to be coalesced.
-        a = procs.worker(0, {"ack_flush_ms": 1000})
+        # The handlers returned; their XACKs never reach Redis (a proxy swallows every
+        # XACK write, alone or riding on a read), as when the process dies right then.
+        proxy = FaultProxy(server.port).start()
+        request.addfinalizer(proxy.close)
+        rule = proxy.add(Rule(b"XACK", "blackhole", times=10**6))
+        a = procs.worker(0, url=proxy.url)
         entries = producer.enqueue("ledger", range(1, 6))
     wait_for(lambda: ledger.done() >= set(range(1, 6)), what="side effects and done lines")
+    if window == "returned_ack_unsent":
+        wait_for(lambda: rule.hits >= 1, what="an ack to be swallowed")
     a.signal(signal.SIGKILL)
     a.wait()
+    if window == "returned_ack_unsent":
+        proxy.close()
     pending = pending_ids(client, fsettings)
     assert set(entries) <= set(pending), "killed before the ack: must still be pending"
     assert ledger.effects() == set(range(1, 6))
