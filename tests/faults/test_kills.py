@@ -160,11 +160,14 @@ def test_slow_handler_past_claim_threshold_is_run_twice_effect_once(
     while it runs; idempotency by outbox_id keeps the side effect single."""
     opts = {"claim_idle_ms": 500, "job_timeout": 0.4}
     env = {"FAULTS_SLOW_S": "3"}
-    workers = [procs.worker(k, opts, env=env) for k in (0, 1)]
+    # A never reclaims (it would re-claim its own running job and reset its idle time,
+    # racing B); B reclaims every 100 ms.
+    a = procs.worker(0, {**opts, "reclaim_interval": 3600}, env=env)
     producer.enqueue("slow", [1])
-    wait_for(lambda: ledger.starts()[1] == 1, what="one worker started the slow job")
-    [first] = [e["pid"] for e in ledger.events() if e["event"] == "start"]
-    [other] = [w.pid for w in workers if w.pid != first]
+    wait_for(lambda: ledger.starts()[1] == 1, what="A started the slow job")
+    b = procs.worker(1, opts, env=env)
+    first, other = a.pid, b.pid
+    assert ledger.starts(first)[1] == 1
     wait_for(lambda: ledger.starts(other)[1] == 1, 5, what="the other to take it over")
     wait_for(lambda: sum(1 for e in ledger.events() if e["event"] == "done") == 2, 10,
              what="both runs to finish")

@@ -138,7 +138,7 @@ def test_sigterm_while_the_blocking_read_is_served_handles_those_entries(
     w = procs.worker(0, url=proxy.url)
     [entry] = producer.enqueue("ledger", [1])
     wait_for(lambda: entry in pending_ids(client, fsettings), what="Redis delivered it")
-    assert rule.hits == 1  # ... and the reply is in flight
+    wait_for(lambda: rule.hits == 1, what="the reply held in the proxy")
     w.signal(signal.SIGTERM)
     assert w.wait(10) == 0
     assert entry not in pending_ids(client, fsettings), \
