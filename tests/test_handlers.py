@@ -111,3 +111,42 @@ def test_registry_from_module_attr() -> None:
 def test_bad_handler_spec_is_a_config_error(spec: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_registry([spec])
+
+
+async def test_two_deliveries_of_one_job_never_run_their_side_effect_at_once(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    """The relay duplicated an XADD and two workers got one copy each."""
+    import asyncio
+
+    from stagedoor.handlers import Registry
+    from stagedoor.job import Job
+
+    effects: list[str] = []
+    running_now: list[int] = []
+    overlap = [False]
+    reg = Registry()
+
+    @reg.register("effect")
+    async def effect(job: Job, ctx: object) -> None:
+        from stagedoor.handlers import Context
+
+        assert isinstance(ctx, Context)
+        if await ctx.already_done(job):
+            return
+        overlap[0] = overlap[0] or bool(running_now)
+        running_now.append(job.outbox_id)
+        await asyncio.sleep(0.3)
+        effects.append(ctx.consumer)
+        running_now.remove(job.outbox_id)
+        await ctx.mark_done(job)
+
+    add_jobs(settings, "effect", [9])
+    add_jobs(settings, "effect", [9])
+    s = settings.replace(**{**FAST, "concurrency": 1, "retries": 10, "retry_backoff": 0.05})
+    async with running(s, reg, slot=1) as a, running(s, reg, slot=2) as b:
+        await eventually(lambda: a.stats.total("handled") + b.stats.total("handled") == 2,
+                         what="both deliveries settled")
+    assert len(effects) == 1 and not overlap[0]
+    assert a.stats.total("retried") + b.stats.total("retried") >= 1
+    assert a.stats.total("duplicates") + b.stats.total("duplicates") == 1
+    assert not sync_redis.exists(settings.key("running", 9))

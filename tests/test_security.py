@@ -139,7 +139,8 @@ def test_acl_user_runs_the_whole_worker_path_with_no_denials(
 REFUSED: list[tuple[str, ...]] = [
     ("FLUSHALL",), ("FLUSHDB",), ("KEYS", "*"), ("SCAN", "0"), ("CONFIG", "GET", "*"),
     ("CONFIG", "SET", "appendonly", "no"), ("SCRIPT", "FLUSH"), ("EVAL", "return 1", "0"),
-    ("DEL", "jobs"), ("XDEL", "jobs", "1-0"), ("XTRIM", "jobs", "MAXLEN", "0"),
+    ("DEL", "jobs"), ("SET", "jobs", "x"), ("EXPIRE", "jobs", "0"), ("HSET", "jobs", "a", "b"),
+    ("XDEL", "jobs", "1-0"), ("XTRIM", "jobs", "MAXLEN", "0"), ("XADD", "stagedoor:x", "*", "a", "b"),
     ("XGROUP", "DESTROY", "jobs", "workers"), ("XGROUP", "DELCONSUMER", "jobs", "workers", "x"),
     ("XGROUP", "SETID", "jobs", "workers", "$"), ("CLIENT", "LIST"), ("CLIENT", "KILL", "ID", "1"),
     ("ACL", "LIST"), ("ACL", "SETUSER", "x"), ("MONITOR",), ("SUBSCRIBE", "c"),

@@ -4,6 +4,13 @@ Idempotency is by outbox_id (the job's identity, the seed's Topic 45): a handler
 that has side effects calls `already_done` first and `mark_done` last.  The loop
 itself does not check it, so a no-op handler pays nothing, and a handler that is
 naturally idempotent need not care.
+
+already_done also takes a lease on the outbox id (stagedoor:running:<id>, held for
+the job's time limit), so two deliveries of one job cannot run their side effects
+at once: the second gets a TransientError and is retried after the first finished
+(and is then skipped as done).  A lease held under this worker's own consumer name
+is taken over: it is a previous life of this worker, killed mid-job, and its
+successor must not wait for the lease to run out.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import redis.asyncio as aioredis
 from ..config import Settings
 from ..job import Job
 from ..metrics import WorkerStats
+from ..policy import TransientError
 
 T = TypeVar("T")
 
@@ -43,16 +51,51 @@ class Context:
     def done_key(self, job: Job) -> str:
         return self.settings.key("done", job.outbox_id)
 
-    async def already_done(self, job: Job) -> bool:
-        if await self.redis.exists(self.done_key(job)):
+    def lease_key(self, job: Job) -> str:
+        return self.settings.key("running", job.outbox_id)
+
+    async def already_done(self, job: Job, *, lease_ms: int | None = None) -> bool:
+        """True if this outbox id was handled; else take its lease (or TransientError)."""
+        scripts = self._scripts()
+        ms = lease_ms or int(self.settings.job_timeout * 1000)
+        state = await scripts[0](keys=[self.done_key(job), self.lease_key(job)],
+                                 args=[self.consumer, ms])
+        if state == b"done":
             self.stats.inc("duplicates", job.kind)
             self.log.info("outbox_id %d already handled; skipping", job.outbox_id,
                           extra=log_extra(job))
             return True
+        if state != b"ok":
+            raise TransientError(f"outbox_id {job.outbox_id} is running on "
+                                 f"{state.decode(errors='replace')}")
         return False
 
     async def mark_done(self, job: Job) -> None:
-        await self.redis.set(self.done_key(job), job.kind, ex=self.settings.idempotency_ttl)
+        await self._scripts()[1](keys=[self.done_key(job), self.lease_key(job)],
+                                 args=[job.kind, self.settings.idempotency_ttl])
+
+    def _scripts(self) -> tuple[Any, Any]:
+        scripts = self.state.get("idempotency")
+        if scripts is None:
+            scripts = self.state["idempotency"] = (self.redis.register_script(_BEGIN),
+                                                   self.redis.register_script(_FINISH))
+        return scripts
+
+
+# KEYS: done mark, lease. ARGV: consumer, lease ms. -> 'done' | 'ok' | holder's name
+_BEGIN = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 'done' end
+local holder = redis.call('GET', KEYS[2])
+if holder and holder ~= ARGV[1] then return holder end
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+return 'ok'
+"""
+# KEYS: done mark, lease. ARGV: kind, ttl s.
+_FINISH = """
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+redis.call('DEL', KEYS[2])
+return 1
+"""
 
 
 def log_extra(job: Job, **more: object) -> dict[str, object]:
