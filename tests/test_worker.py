@@ -55,7 +55,10 @@ async def test_malformed_payload_is_dead_lettered_with_fields_and_acked(
         await eventually(lambda: pending_summary(sync_redis, settings)[0] == 0, what="acks")
     assert seen == []
     raw_entries = raw(sync_redis).execute_command("XRANGE", "jobs:dead", "-", "+")
-    first, second = raw_entries[0][1], raw_entries[1][1]
+    # Both were handled at once: find each by its source id, not by position.
+    by_source = {dict(zip(f[-10::2], f[-9::2], strict=True))[b"dead:source_id"]: f
+                 for _id, f in raw_entries}
+    first, second = by_source[bad_id.encode()], by_source[dup_id.encode()]
     assert first[:10] == [b"kind", b"noop", b"order_id", b"44x71", b"outbox_id", b"1",
                           b"request_id", b"r", b"trace", b"t"]
     meta = dict(zip(first[10::2], first[11::2], strict=True))

@@ -23,7 +23,7 @@ from redis.backoff import NoBackoff
 
 from .config import ConfigError, Settings
 
-RAW_COMMANDS = ("XREADGROUP", "XAUTOCLAIM", "XRANGE", "XREVRANGE", "XPENDING")
+RAW_COMMANDS = ("XREADGROUP", "XAUTOCLAIM", "XRANGE", "XREVRANGE", "XPENDING", "HELLO")
 MIN_SERVER = (7, 0, 5)
 # Errors that mean "Redis is away or slow": retry with backoff, re-read own pending.
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (

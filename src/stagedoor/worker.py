@@ -310,8 +310,11 @@ class Worker:
         backoff = Backoff(0.05, 1.0)
         while True:
             try:
-                info = await self.cmd.info("server")
-                connection.check_version(info)
+                # HELLO, not INFO: INFO is @dangerous and cannot be granted for one
+                # section, and the least-privilege ACL should not need it.
+                hello = await self.cmd.execute_command("HELLO", "2")
+                connection.check_version({"redis_version": dict(
+                    zip(hello[::2], hello[1::2], strict=False)).get(b"version", b"")})
                 await ensure_group(self.cmd, s)
                 # Open the hot-path connections now: READY means all of them work, and
                 # the first burst of jobs does not pay for connects and TLS handshakes.
