@@ -264,6 +264,11 @@ class Worker:
             if self._on_ready:
                 self._on_ready()
             self._warn_if_render_is_slow()
+            for h in self.registry:
+                if h.timeout and h.timeout * 1000 >= s.claim_idle_ms:
+                    log.warning("handler %s has a %gs time limit, not below claim_idle_ms=%d: "
+                                "other workers will reclaim its jobs while they run",
+                                h.kind, h.timeout, s.claim_idle_ms)
             log.info("worker %s ready (concurrency %d, count %d, block %d ms)", self.consumer,
                      s.concurrency, s.count, s.block_ms, extra={"consumer": self.consumer})
             # Everything alive now lives for the whole process: keep the collector off it.
