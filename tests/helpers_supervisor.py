@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import psutil
 import redis
+from tests.workerkit import poll
 
 from stagedoor.config import Settings
 from stagedoor.job import Job
@@ -36,14 +37,8 @@ T = TypeVar("T")
 def wait_for(predicate: Callable[[], T | None], timeout: float = 10.0,
              interval: float = 0.02, what: str = "condition") -> T:
     """Poll until predicate() is truthy; return its value or fail after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(interval)
+    value: T = poll(predicate, timeout, what, interval=interval)
+    return value
 
 
 def fast_flags() -> list[str]:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import redis
-from tests.workerkit import add_jobs, pending_summary, wait_sync
+from tests.workerkit import add_jobs, pending_summary, poll
 
 from stagedoor.config import Settings
 
@@ -31,7 +31,7 @@ def test_kill_9_mid_handler_leaves_the_entry_pending_and_it_is_handled_again(
     [entry] = add_jobs(settings, "slow", [41])
     first = start_worker(settings, tmp_path)
     try:
-        wait_sync(lambda: list(tmp_path.glob("start-41-*")), 20, "first run started")
+        poll(lambda: list(tmp_path.glob("start-41-*")), 20, "first run started")
         os.kill(first.pid, signal.SIGKILL)
         first.wait(10)
     finally:

@@ -49,16 +49,17 @@ async def eventually(predicate: Callable[[], Any | Awaitable[Any]], limit: float
         await asyncio.sleep(0.01)
 
 
-def wait_sync(predicate: Callable[[], Any], timeout: float = 10, what: str = "condition"
-              ) -> Any:
+def poll(predicate: Callable[[], Any], timeout: float = 10, what: str = "condition", *,
+         interval: float = 0.01) -> Any:
+    """Poll a condition until it is truthy and return it (never a bare sleep as sync)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.01)
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(interval)
 
 
 def add_jobs(settings: Settings, kind: str, ids: range | list[int]) -> list[str]:

@@ -13,7 +13,7 @@ twice; the script makes the retry a no-op, so a poison job lands there exactly o
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import redis
@@ -104,12 +104,7 @@ async def enqueue_many(client: aioredis.Redis, settings: Settings, jobs: Iterabl
                        *, chunk: int = 1000) -> list[str]:
     """The bulk form: pipelined XADDs, `chunk` per round trip."""
     ids: list[str] = []
-    batch = list(jobs)
-    for start in range(0, len(batch), chunk):
-        pipe = client.pipeline(transaction=False)
-        pipe.execute_command(*group_create_args(settings))
-        for job in batch[start:start + chunk]:
-            pipe.execute_command(*xadd_args(settings, job.fields()))
+    for pipe in _pipelines(client, settings, jobs, chunk):
         ids.extend(_ids(await pipe.execute(raise_on_error=False)))
     return ids
 
@@ -118,14 +113,21 @@ def enqueue_sync(client: redis.Redis, settings: Settings, jobs: Iterable[Job],
                  *, chunk: int = 1000) -> list[str]:
     """enqueue_many for callers without an event loop (the CLI, a sync api)."""
     ids: list[str] = []
+    for pipe in _pipelines(client, settings, jobs, chunk):
+        ids.extend(_ids(pipe.execute(raise_on_error=False)))
+    return ids
+
+
+def _pipelines(client: Any, settings: Settings, jobs: Iterable[Job], chunk: int
+               ) -> Iterator[Any]:
+    """Pipelines of [XGROUP CREATE, XADD x chunk], for a sync or an asyncio client."""
     batch = list(jobs)
     for start in range(0, len(batch), chunk):
         pipe = client.pipeline(transaction=False)
         pipe.execute_command(*group_create_args(settings))
         for job in batch[start:start + chunk]:
             pipe.execute_command(*xadd_args(settings, job.fields()))
-        ids.extend(_ids(pipe.execute(raise_on_error=False)))
-    return ids
+        yield pipe
 
 
 def dead_letter_fields(fields: Sequence[bytes] | None, *, error: str, source_id: str,

@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 import redis
+from tests.workerkit import poll
 
 from stagedoor.config import Settings
 from stagedoor.job import make_job
@@ -50,15 +51,8 @@ def flags(options: dict[str, Any]) -> list[str]:
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 20, what: str = "condition",
              every: float = 0.01) -> Any:
-    """Poll a condition (never a bare sleep as synchronisation)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(every)
+    """Poll a condition (never a bare sleep as synchronisation); faults wait longer."""
+    return poll(predicate, timeout, what, interval=every)
 
 
 class Proc:
