@@ -833,12 +833,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _setup_logging(settings: Settings) -> None:
-    setup: Callable[..., Any]
-    try:
-        from .logs import setup_logging as setup
-    except ImportError:  # pragma: no cover - logs.py is part of the package
-        logging.basicConfig(level=settings.log_level.upper(), stream=sys.stderr,
-                            format="%(asctime)s %(levelname)s %(name)s[%(process)d] "
-                                   "%(message)s")
-        return
-    setup(settings.log_format, settings.log_level, stream=sys.stderr)
+    from .logs import setup_logging
+
+    setup_logging(settings.log_format, settings.log_level, stream=sys.stderr)

@@ -71,13 +71,8 @@ def reset_signals() -> None:
 
 
 def setup_logging(settings: Settings) -> None:
-    try:
-        from .logs import setup_logging as setup
-    except ImportError:  # logs.py not there yet: plain stderr lines
-        logging.basicConfig(level=settings.log_level.upper(), stream=sys.stderr, force=True,
-                            format="%(asctime)s %(levelname)s %(name)s[%(process)d] "
-                                   "%(message)s")
-        return
+    from .logs import setup_logging as setup
+
     setup(settings.log_format, settings.log_level, stream=sys.stderr)
 
 
