@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 import redis.asyncio as aioredis
+from tests.aclmode import server_args
 
 from stagedoor.config import Settings
 from stagedoor.embedded import EmbeddedRedis
@@ -22,7 +23,7 @@ from stagedoor.embedded import EmbeddedRedis
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
-    server = EmbeddedRedis(tmp_path_factory.mktemp("redis"))
+    server = EmbeddedRedis(tmp_path_factory.mktemp("redis"), extra_args=server_args())
     server.start()
     try:
         yield server
@@ -32,7 +33,8 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedR
 
 @pytest.fixture
 def own_redis(tmp_path: Path) -> Iterator[EmbeddedRedis]:
-    server = EmbeddedRedis(tmp_path / "own-redis", appendonly=True, appendfsync="always")
+    server = EmbeddedRedis(tmp_path / "own-redis", appendonly=True, appendfsync="always",
+                           extra_args=server_args())
     server.start()
     try:
         yield server

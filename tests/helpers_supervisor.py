@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import psutil
 import redis
+from tests.aclmode import worker_url
 from tests.workerkit import poll
 
 from stagedoor.config import Settings
@@ -57,7 +58,8 @@ class Sup:
         self.marks.mkdir(exist_ok=True)
         self.status_path = tmp_path / "status.json"
         self.err_path = tmp_path / "supervisor.err"
-        self.cmd = [sys.executable, "-c", ENTRY, "--redis-url", redis_url, *fast_flags(),
+        self.cmd = [sys.executable, "-c", ENTRY, "--redis-url", worker_url(redis_url),
+                    *fast_flags(),
                     "--state-dir", str(tmp_path / "state"),
                     "--tickets-dir", str(tmp_path / "tickets"),
                     "--status-file", str(self.status_path)]

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import redis
+from tests.aclmode import worker_url
 from tests.workerkit import add_jobs, pending_summary, poll
 
 from stagedoor.config import Settings
@@ -18,7 +19,7 @@ ROOT = Path(__file__).parents[1]
 
 def start_worker(settings: Settings, tmp: Path, *extra: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}", "CRASH_TEST_DIR": str(tmp),
-           "STAGEDOOR_REDIS_URL": settings.redis_url, "STAGEDOOR_CONSUMER": "crash",
+           "STAGEDOOR_REDIS_URL": worker_url(settings.redis_url), "STAGEDOOR_CONSUMER": "crash",
            "STAGEDOOR_LOG_FORMAT": "json"}
     return subprocess.Popen(
         [sys.executable, "-m", "stagedoor.cli", "work", "--handlers",
@@ -51,3 +52,20 @@ def test_kill_9_mid_handler_leaves_the_entry_pending_and_it_is_handled_again(
     # The restart found it on its own pending list (id 0), not by a reclaim.
     assert "handled 1," in err.decode() and "recovered 1" in err.decode()
     assert entry
+
+
+def test_wrong_password_is_a_config_error_not_an_outage(tmp_path: Path) -> None:
+    """redis-py files a refused AUTH under ConnectionError; retrying it would only
+    turn a bad credential into exit 69 after boot_timeout."""
+    from stagedoor.embedded import EmbeddedRedis
+
+    with EmbeddedRedis(tmp_path / "auth-redis", password="right-password") as server:
+        url = f"redis://:wrong-password@127.0.0.1:{server.port}/0"
+        env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}",
+               "STAGEDOOR_REDIS_URL": url}
+        r = subprocess.run([sys.executable, "-m", "stagedoor.cli", "work", "--burst",
+                            "--boot-timeout", "20"], env=env, capture_output=True, text=True,
+                           timeout=60)
+    assert r.returncode == 78, r.stderr
+    assert "Redis refused the credentials" in r.stderr
+    assert "wrong-password" not in r.stderr

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import redis
+from tests.aclmode import worker_url
 
 from stagedoor import connection
 from stagedoor.config import Settings
@@ -21,7 +22,8 @@ from stagedoor.worker import Worker
 @contextlib.asynccontextmanager
 async def running(settings: Settings, registry: Registry, *, slot: int = 0,
                   consumer: str | None = None) -> AsyncIterator[Worker]:
-    worker = Worker(settings, registry, slot=slot, consumer=consumer)
+    worker = Worker(settings.replace(redis_url=worker_url(settings.redis_url)), registry,
+                    slot=slot, consumer=consumer)
     task = asyncio.create_task(worker.run())
     ready = asyncio.create_task(worker.ready.wait())
     await asyncio.wait([task, ready], return_when=asyncio.FIRST_COMPLETED, timeout=10)

@@ -37,7 +37,7 @@ import hiredis
 import redis
 
 from . import connection
-from .config import Settings
+from .config import ConfigError, Settings
 from .handlers import Context, Registry, load_registry
 from .job import MalformedJob, parse_job
 from .metrics import WorkerStats
@@ -326,6 +326,9 @@ class Worker:
                 await self.reader.connect()
                 await self.acker.connect()
                 return
+            except (redis.AuthenticationError, redis.exceptions.AuthorizationError) as e:
+                # redis-py files these under ConnectionError; no retry makes them right.
+                raise ConfigError(f"Redis refused the credentials: {e}") from None
             except connection.TRANSIENT_ERRORS as e:
                 if time.monotonic() > deadline:
                     raise BootError(f"Redis unreachable for {s.boot_timeout:g}s: {e}") from e

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from tests.aclmode import worker_url
 
 from stagedoor.config import Settings
 from stagedoor.embedded import EmbeddedRedis
@@ -46,7 +47,7 @@ def client(server: EmbeddedRedis) -> Iterator[redis.Redis]:
 
 @pytest.fixture
 def procs(tmp_path: Path, server: EmbeddedRedis, ledger: Ledger) -> Iterator[Procs]:
-    p = Procs(tmp_path, server.url, ledger.directory)
+    p = Procs(tmp_path, worker_url(server.url), ledger.directory)
     try:
         yield p
     finally:

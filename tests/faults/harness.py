@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 import redis
+from tests.aclmode import worker_url
 from tests.workerkit import poll
 
 from stagedoor.config import Settings
@@ -129,7 +130,7 @@ class Procs:
                                 "tickets_dir": str(self.tmp_path / "tickets"),
                                 "state_dir": str(self.tmp_path / "state"), **FAST}
         if url is not False:
-            opts["redis_url"] = url or self.url
+            opts["redis_url"] = worker_url(url) if url else self.url
         opts.update(options or {})
         return flags({k: v for k, v in opts.items() if v is not None})
 

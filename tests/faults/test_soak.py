@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from tests.aclmode import server_args
 
 from stagedoor.config import Settings
 from stagedoor.embedded import EmbeddedRedis
@@ -32,7 +33,7 @@ OPTS = {"concurrency": 8, "claim_idle_ms": 2000, "job_timeout": 1.5}
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[EmbeddedRedis]:
     """Workers are killed here, not Redis: no AOF, so fsyncs do not slow the soak."""
-    with EmbeddedRedis(tmp_path / "soak-redis") as s:
+    with EmbeddedRedis(tmp_path / "soak-redis", extra_args=server_args()) as s:
         yield s
 
 
