@@ -14,6 +14,7 @@ need_apt=()
 command -v redis-server >/dev/null || need_apt+=(redis-server)
 command -v qpdf >/dev/null || need_apt+=(qpdf)
 command -v pdftoppm >/dev/null || need_apt+=(poppler-utils)
+command -v systemd-analyze >/dev/null || need_apt+=(systemd)  # the unit file test
 command -v cc >/dev/null || need_apt+=(build-essential)
 [ -e /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
 if ! "$PYTHON" -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null; then
