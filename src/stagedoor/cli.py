@@ -16,9 +16,9 @@ from typing import NoReturn
 
 import redis
 
-from .config import EX_CONFIG, ConfigError
+from .config import ConfigError
+from .exitcodes import EX_CONFIG, EX_UNAVAILABLE
 
-EX_UNAVAILABLE = 69
 COMMANDS = ("enqueue", "work", "demo", "status", "dead", "render")
 
 

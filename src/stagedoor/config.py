@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-EX_CONFIG = 78
 ENV_PREFIX = "STAGEDOOR_"
 
 

@@ -24,7 +24,8 @@ import sys
 import traceback
 from collections.abc import Callable, Iterable
 
-EX_SOFTWARE = 70
+from .exitcodes import EX_SOFTWARE
+
 USE_PIDFD = not os.environ.get("_STAGEDOOR_NO_PIDFD")  # tests force the fallback with it
 
 

@@ -57,16 +57,14 @@ import orjson
 import psutil
 
 from . import config
-from .config import EX_CONFIG, ConfigError, Settings
+from .config import ConfigError, Settings
+from .exitcodes import EX_CONFIG, EX_OK, EX_SOFTWARE, EX_UNAVAILABLE
 from .exporter import empty_totals, retire
 from .process import Process, describe_status
 from .systemd import Notifier
 
 log = logging.getLogger("stagedoor.supervisor")
 
-EX_OK = 0
-EX_UNAVAILABLE = 69
-EX_SOFTWARE = 70
 
 BACKOFF_FIRST = 0.1     # first respawn delay after a crash: a kill -9 is back within 1 s
 BACKOFF_MAX = 10.0

@@ -40,13 +40,10 @@ import psutil
 import redis
 
 from .config import ConfigError, Settings
+from .exitcodes import EX_CONFIG, EX_OK, EX_SOFTWARE, EX_UNAVAILABLE
 
 log = logging.getLogger("stagedoor.worker_process")
 
-EX_OK = 0
-EX_UNAVAILABLE = 69
-EX_SOFTWARE = 70
-EX_CONFIG = 78
 QUEUE_STATUS_EVERY = 5.0  # seconds between queue status reports from slot 0
 NUDGE_AFTER = 1.0   # a stopping worker's loops still alive this long after the stop ...
 NUDGE_EVERY = 0.25  # ... are re-cancelled this often, if a cancel was swallowed (nudge)

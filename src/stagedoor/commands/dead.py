@@ -32,11 +32,11 @@ import orjson
 import redis
 
 from .. import config
+from ..exitcodes import EX_USAGE
 from ..inspect import parse_id
 from ..queue import DEAD_FIELD_PREFIX
 from .status import CONNECTION_SETTINGS, cli_client, unreachable
 
-EX_USAGE = 2
 _ENTRY_ID = re.compile(r"^[0-9]{1,20}-[0-9]{1,20}$")
 PAGE = 100
 

@@ -22,11 +22,10 @@ from typing import Any
 
 from .. import config, connection
 from ..embedded import EmbeddedRedis
+from ..exitcodes import EX_SOFTWARE
 from ..job import make_job
 from ..orders import demo_order, put_orders_sync
 from ..queue import enqueue_sync, ensure_group_sync
-
-EX_SOFTWARE = 70
 
 
 def register(sub: Any) -> None:

@@ -16,10 +16,9 @@ from typing import Any, TextIO
 import orjson
 
 from .. import config, connection
+from ..exitcodes import EX_DATAERR
 from ..job import FIELDS, Job, make_job
 from ..queue import enqueue_sync
-
-EX_DATAERR = 65
 
 
 def register(sub: Any) -> None:

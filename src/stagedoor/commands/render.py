@@ -15,11 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import render
+from ..exitcodes import EX_CANTCREAT, EX_DATAERR, EX_NOINPUT
 from ..orders import Order, OrderDataError
-
-EX_DATAERR = 65
-EX_NOINPUT = 66
-EX_CANTCREAT = 73
 
 
 def register(sub: Any) -> None:

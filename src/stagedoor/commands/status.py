@@ -17,9 +17,9 @@ import redis
 
 from .. import config
 from ..connection import sync_client
+from ..exitcodes import EX_UNAVAILABLE
 from ..inspect import InspectError, queue_status
 
-EX_UNAVAILABLE = 69
 # Settings an operator may need to point the tool at the right queue.
 CONNECTION_SETTINGS = ("redis_url", "redis_password_file", "stream", "group", "dead_stream",
                        "socket_timeout", "connect_timeout")

@@ -14,10 +14,9 @@ import sys
 from typing import Any
 
 from .. import config
+from ..exitcodes import EX_UNAVAILABLE
 from ..handlers import load_registry
 from ..worker import BootError, Worker
-
-EX_UNAVAILABLE = 69
 
 
 def register(sub: Any) -> None:

@@ -1,0 +1,19 @@
+"""Exit codes of every stagedoor command and process, in one place (sysexits.h).
+
+The systemd unit names EX_CONFIG in RestartPreventExitStatus, and the supervisor
+tells a worker's boot failure from a crash by these codes, so they must agree
+everywhere: import them from here.
+"""
+
+from __future__ import annotations
+
+import os
+
+EX_OK = 0
+EX_USAGE = 2  # argparse's code for a wrong argument, kept for every command
+EX_DATAERR = os.EX_DATAERR  # 65: input data (a job line, an order file) is wrong
+EX_NOINPUT = os.EX_NOINPUT  # 66: an input file cannot be read
+EX_UNAVAILABLE = os.EX_UNAVAILABLE  # 69: Redis cannot be reached
+EX_SOFTWARE = os.EX_SOFTWARE  # 70: a bug, a flapping pool, an unfinished demo
+EX_CANTCREAT = os.EX_CANTCREAT  # 73: an output file cannot be written
+EX_CONFIG = os.EX_CONFIG  # 78: a bad setting; systemd does not restart on it
