@@ -34,12 +34,8 @@ def quick(request: pytest.FixtureRequest) -> bool:
 
 @pytest.fixture(scope="session")
 def bench_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
-    server = EmbeddedRedis(tmp_path_factory.mktemp("bench-redis"))
-    server.start()
-    try:
+    with EmbeddedRedis(tmp_path_factory.mktemp("bench-redis")) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

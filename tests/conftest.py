@@ -23,12 +23,8 @@ from stagedoor.embedded import EmbeddedRedis
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
-    server = EmbeddedRedis(tmp_path_factory.mktemp("redis"), extra_args=server_args())
-    server.start()
-    try:
+    with EmbeddedRedis(tmp_path_factory.mktemp("redis"), extra_args=server_args()) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -8,14 +8,13 @@ on the same port and data directory, which is how the fault tests restart Redis.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import redis
@@ -143,12 +142,3 @@ class EmbeddedRedis:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-
-@contextlib.contextmanager
-def embedded_redis(directory: str | Path, **kwargs: object) -> Iterator[EmbeddedRedis]:
-    server = EmbeddedRedis(directory, **kwargs)  # type: ignore[arg-type]
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()

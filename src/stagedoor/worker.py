@@ -145,7 +145,6 @@ class Acker:
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
-        self.acked = 0
         self._backoff = Backoff()
 
     def add(self, entry_id: bytes) -> None:
@@ -168,7 +167,6 @@ class Acker:
     def settle(self, batch: list[bytes], error: BaseException | None) -> None:
         self.flushing.difference_update(batch)
         if error is None:
-            self.acked += len(batch)
             self._backoff.reset()
         else:
             log.warning("XACK of %d ids failed (%s); will retry", len(batch), error)
@@ -671,10 +669,3 @@ def _kind(fields: Sequence[bytes], kinds: frozenset[str]) -> str:
             return value if value in kinds else "invalid"
     return "invalid"
 
-
-async def run_worker(settings: Settings, *, slot: int = 0, burst: bool = False,
-                     registry: Registry | None = None) -> WorkerStats:
-    """Run one worker in the current loop until stopped (or drained, in burst mode)."""
-    worker = Worker(settings, registry, slot=slot, burst=burst)
-    await worker.run()
-    return worker.stats
