@@ -42,9 +42,16 @@ def _check_toolchain() -> None:
 def _extensions() -> list[Extension]:
     from Cython.Build import cythonize
 
+    # _render.pyx includes its units from render/_native/ (paths relative to the .pyx,
+    # so the build finds them from a checkout, an sdist or pip's build copy alike);
+    # depends makes a change to any of them, or to the .pxd, rebuild the extension.
+    native = "src/stagedoor/render/_native"
     ext = Extension(
         "stagedoor._render",
         sources=["src/stagedoor/_render.pyx"],
+        depends=["src/stagedoor/_render.pxd",
+                 *sorted(os.path.join(native, f) for f in os.listdir(native)
+                         if f.endswith(".pxi"))],
         libraries=["z"],
         extra_compile_args=["-O2"],
     )

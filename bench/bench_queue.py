@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from stagedoor.queue import enqueue_sync
+from stagedoor.stream.queue import enqueue_sync
 
 from . import measure_common as mc
 from .measure_drain import drain

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from stagedoor import _render, render
+from stagedoor import _render
+from stagedoor.render import reference as render
 
 from . import render_measure as rm
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from stagedoor.embedded import EmbeddedRedis
+from stagedoor.demo.embedded_redis import EmbeddedRedis
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

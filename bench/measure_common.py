@@ -21,9 +21,9 @@ from typing import Any
 import redis
 
 from stagedoor.config import Settings
-from stagedoor.embedded import EmbeddedRedis
-from stagedoor.job import Job
-from stagedoor.queue import enqueue_sync
+from stagedoor.demo.embedded_redis import EmbeddedRedis
+from stagedoor.stream.job import Job
+from stagedoor.stream.queue import enqueue_sync
 
 from . import ROOT, SRC
 
@@ -101,7 +101,7 @@ def common_flags(url: str) -> list[str]:
 
 
 def supervise_cmd(url: str, workers: int = 1) -> list[str]:
-    return [PY, "-c", "import sys; from stagedoor.cli import supervise_main; "
+    return [PY, "-c", "import sys; from stagedoor.cli.supervise import main as supervise_main; "
             "sys.exit(supervise_main(sys.argv[1:]))", *common_flags(url),
             "--workers", str(workers)]
 

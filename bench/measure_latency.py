@@ -2,7 +2,7 @@
 
 The producer (this process) sends on a fixed timetable, i/rate after the start,
 whatever the replies do: an open-loop producer.  It writes the library's own XADD
-(`stagedoor.queue.xadd_args`: MAXLEN ~ 100000 *) on a plain socket and a second
+(`stagedoor.stream.queue.xadd_args`: MAXLEN ~ 100000 *) on a plain socket and a second
 thread reads the replies, so a slow reply never delays the next send (a closed-loop
 `enqueue` call per job costs ~1 ms here and could not hold 1,000/s on this box).
 Each job's `trace` field carries the producer's `time.time_ns()` taken just before the
@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 import hiredis
 
-from stagedoor.queue import xadd_args
+from stagedoor.stream.queue import xadd_args
 
 from . import measure_common as mc
 

@@ -1,6 +1,6 @@
 """Enqueue rate: single `enqueue` calls (one round trip each) and pipelined `enqueue_many`.
 
-Both are the library's own producer API (stagedoor.queue), against a fresh server;
+Both are the library's own producer API (stagedoor.stream.queue), against a fresh server;
 each XADD carries MAXLEN ~ 100000 and the group is ensured in the same round trip.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from stagedoor.queue import enqueue, enqueue_many, enqueue_sync
+from stagedoor.stream.queue import enqueue, enqueue_many, enqueue_sync
 
 from . import measure_common as mc
 

@@ -5,7 +5,7 @@ stream and taken by worker slot 0, so all eight are on its pending list, running
 Then SIGKILL; the marker is removed; and the worker comes back under the same name:
 
   supervisor   `stagedoor-supervise --workers 1` respawns the slot by itself (used
-               when src/stagedoor/supervisor.py exists and mode="auto"/"supervisor")
+               when src/stagedoor/supervisor/ exists and mode="auto"/"supervisor")
   restart      no supervisor: this benchmark starts `stagedoor work --slot 0` again
                right after the kill (labelled "manual restart" in the report)
 
@@ -27,7 +27,7 @@ from typing import Any
 
 import psutil
 
-from stagedoor.queue import enqueue_sync
+from stagedoor.stream.queue import enqueue_sync
 
 from . import measure_common as mc
 
@@ -35,7 +35,7 @@ HOLD_JOBS = 8
 
 
 def supervisor_available() -> bool:
-    return importlib.util.find_spec("stagedoor.supervisor") is not None
+    return importlib.util.find_spec("stagedoor.supervisor.loop") is not None
 
 
 def _wait(pred: Any, timeout: float, what: str) -> None:

@@ -20,8 +20,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from stagedoor import render
-from stagedoor.orders import Order, demo_order
+from stagedoor.demo.orders import demo_order
+from stagedoor.render import reference as render
+from stagedoor.render.order import Order
 
 RenderFn = Callable[[Order], bytes]
 

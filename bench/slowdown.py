@@ -3,7 +3,7 @@
     python -m bench.slowdown --inject ack-sleep-ms=0.5 -- work --burst --redis-url ...
 
 Nothing in src/ is edited: this module monkeypatches the imported worker in this
-process only, then runs the normal `stagedoor` command line (stagedoor.cli.main).
+process only, then runs the normal `stagedoor` command line (stagedoor.cli.main.main).
 
   ack-sleep-ms=X     await asyncio.sleep(X ms) before every write carrying an XACK on the
                      Acker's connection and on the reader's (where XACK rides along
@@ -42,7 +42,7 @@ class _SlowCommands:
     """A connection proxy: sleeps before the named command, the rest passes through.
 
     Covers both shapes the worker has used: a redis-py client (`execute_command`) and
-    the lean hot-path connection of stagedoor.resp (`call`)."""
+    the lean hot-path connection of stagedoor.stream.resp (`call`)."""
 
     def __init__(self, inner: Any, command: str, delay_s: float) -> None:
         self._inner, self._command, self._delay = inner, command, delay_s
@@ -62,7 +62,7 @@ class _SlowCommands:
         await self._maybe_sleep(args)
         return await self._inner.call(*args, **kwargs)
 
-    # pre-packed RESP commands (stagedoor.resp.FastConnection.send / send_many)
+    # pre-packed RESP commands (stagedoor.stream.resp.FastConnection.send / send_many)
     async def send(self, data: bytes, **kwargs: Any) -> Any:
         await self._maybe_sleep((_packed_name(data),))
         return await self._inner.send(data, **kwargs)
@@ -80,7 +80,7 @@ def _packed_name(data: bytes) -> str:
 
 
 def _wrap_fast_connection(worker: Any, command: str, delay: float, *, read_only: bool) -> None:
-    """Wrap the worker's hot-path connections (stagedoor.resp), where it has them.
+    """Wrap the worker's hot-path connections (stagedoor.stream.resp), where it has them.
 
     read_only: only the reader's connection (name ending ':read'); the Acker's own
     connection is wrapped through Acker.__init__."""
@@ -109,8 +109,9 @@ def parse_specs(specs: Sequence[str]) -> dict[str, float]:
 
 
 def install(specs: Sequence[str]) -> dict[str, float]:
-    """Patch stagedoor.worker in this process according to the specs."""
-    from stagedoor import connection, worker
+    """Patch stagedoor.worker.loop in this process according to the specs."""
+    from stagedoor.stream import connection
+    from stagedoor.worker import loop as worker
 
     conf = parse_specs(specs)
     if "ack-sleep-ms" in conf:
@@ -156,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
     conf = install(a.inject)
     print(f"bench.slowdown: injected {conf}", file=sys.stderr)
-    from stagedoor.cli import main as stagedoor_main
+    from stagedoor.cli.main import main as stagedoor_main
 
     return stagedoor_main(rest)
 

@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 from tests.aclmode import server_args
 
 from stagedoor.config import Settings
-from stagedoor.embedded import EmbeddedRedis
+from stagedoor.demo.embedded_redis import EmbeddedRedis
 
 
 @pytest.fixture(scope="session")

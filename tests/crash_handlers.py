@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from stagedoor.handlers import Registry
-from stagedoor.job import Job
+from stagedoor.stream.job import Job
 
 registry = Registry()
 

@@ -14,7 +14,7 @@ import signal
 import time
 
 from stagedoor.handlers import Context, Registry
-from stagedoor.job import Job
+from stagedoor.stream.job import Job
 
 registry = Registry()
 

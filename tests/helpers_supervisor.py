@@ -1,6 +1,6 @@
 """Running the real supervisor as a subprocess, and looking at it from outside.
 
-`Sup` starts `stagedoor-supervise` through its entry point (`supervise_main`, via
+`Sup` starts `stagedoor-supervise` through its entry point (`stagedoor.cli.supervise.main`, via
 `python -c`) with PYTHONPATH=src:<repo>, short intervals, a --status-file to learn
 which pid serves which slot, and stderr in a file (the workers' stderr too: it is
 inherited, as under systemd).  `NotifySocket` is a fake systemd: a datagram socket
@@ -27,11 +27,11 @@ from tests.aclmode import worker_url
 from tests.workerkit import poll
 
 from stagedoor.config import Settings
-from stagedoor.job import Job
-from stagedoor.queue import enqueue_sync
+from stagedoor.stream.job import Job
+from stagedoor.stream.queue import enqueue_sync
 
 REPO = Path(__file__).resolve().parents[1]
-ENTRY = "import sys; from stagedoor.cli import supervise_main; sys.exit(supervise_main())"
+ENTRY = "import sys; from stagedoor.cli.supervise import main; sys.exit(main())"
 T = TypeVar("T")
 
 

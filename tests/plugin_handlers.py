@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stagedoor.handlers import Registry
 from stagedoor.handlers.registry import handler
-from stagedoor.job import Job
+from stagedoor.stream.job import Job
 
 registry = Registry()
 

@@ -13,9 +13,9 @@ import pytest
 import redis
 
 from stagedoor.config import Settings
-from stagedoor.connection import sync_client
-from stagedoor.embedded import free_port
-from stagedoor.queue import dead_letter_fields
+from stagedoor.demo.embedded_redis import free_port
+from stagedoor.stream.connection import sync_client
+from stagedoor.stream.queue import dead_letter_fields
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,8 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from stagedoor.config import Settings
-from stagedoor.connection import async_client, sync_client
-from stagedoor.exporter import (
+from stagedoor.ops.exporter import (
     CONTENT_TYPE,
     MetricsBindError,
     MetricsEndpoint,
@@ -24,8 +23,9 @@ from stagedoor.exporter import (
     render_metrics,
     retire,
 )
-from stagedoor.inspect import aqueue_status
-from stagedoor.metrics import DURATION_BUCKETS, WorkerStats
+from stagedoor.ops.inspect import aqueue_status
+from stagedoor.ops.metrics import DURATION_BUCKETS, WorkerStats
+from stagedoor.stream.connection import async_client, sync_client
 
 
 def samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

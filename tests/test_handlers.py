@@ -11,9 +11,10 @@ import redis
 from tests.workerkit import add_jobs, dead_entries, eventually, pending_summary, running
 
 from stagedoor.config import ConfigError, Settings
+from stagedoor.demo.orders import demo_order
 from stagedoor.handlers import load_registry
-from stagedoor.orders import demo_order, put_orders_sync
-from stagedoor.queue import ensure_group_sync
+from stagedoor.handlers.orders import put_orders_sync
+from stagedoor.stream.queue import ensure_group_sync
 
 FAST = {"block_ms": 100, "reclaim_interval": 0.05, "retry_backoff": 0.001}
 
@@ -53,8 +54,8 @@ async def test_refund_cancels_rendered_tickets(settings: Settings,
     async with running(settings.replace(**FAST), load_registry()) as w:
         await eventually(pdf.exists, what="PDF rendered")
         # The refund job for the same order, with its own outbox id.
-        from stagedoor.job import make_job
-        from stagedoor.queue import enqueue_sync
+        from stagedoor.stream.job import make_job
+        from stagedoor.stream.queue import enqueue_sync
 
         enqueue_sync(sync_redis, settings, [make_job("refund", 5, 1005, "r", "t")])
         await eventually(lambda: w.stats.total("handled") == 2, what="refund handled")
@@ -119,7 +120,7 @@ async def test_two_deliveries_of_one_job_never_run_their_side_effect_at_once(
     import asyncio
 
     from stagedoor.handlers import Registry
-    from stagedoor.job import Job
+    from stagedoor.stream.job import Job
 
     effects: list[str] = []
     running_now: list[int] = []

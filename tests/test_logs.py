@@ -1,4 +1,4 @@
-"""stagedoor.logs: JSON lines, text on a terminal, job extras, passwords redacted."""
+"""stagedoor.ops.logs: JSON lines, text on a terminal, job extras, passwords redacted."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from stagedoor.config import Settings
-from stagedoor.logs import EXTRA_KEYS, JsonFormatter, TextFormatter, redact, setup_logging
+from stagedoor.ops.logs import EXTRA_KEYS, JsonFormatter, TextFormatter, redact, setup_logging
 
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 

@@ -1,4 +1,4 @@
-"""The QR encoders (stagedoor.qr and the C one in stagedoor._render) against zxing-cpp.
+"""The QR encoders (stagedoor.render.qr and the C one in stagedoor._render) against zxing-cpp.
 
 zxing-cpp is an independent decoder: a symbol it reads back to the same bytes, with the
 version and error correction level we meant, was encoded right (format and version
@@ -14,7 +14,8 @@ import pytest
 import zxingcpp
 from PIL import Image
 
-from stagedoor import _render, qr
+from stagedoor import _render
+from stagedoor.render import qr
 
 
 def symbol_image(matrix: list[list[bool]], scale: int = 4) -> Image.Image:

@@ -12,10 +12,10 @@ import redis
 import redis.asyncio as aioredis
 from tests.workerkit import raw
 
-from stagedoor import connection
 from stagedoor.config import Settings
-from stagedoor.job import make_job
-from stagedoor.queue import DeadLetter, enqueue, enqueue_many, enqueue_sync, original_fields
+from stagedoor.stream import connection
+from stagedoor.stream.job import make_job
+from stagedoor.stream.queue import DeadLetter, enqueue, enqueue_many, enqueue_sync, original_fields
 
 ROOT = Path(__file__).parents[1]
 

@@ -24,8 +24,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from stagedoor import _render, render
-from stagedoor.orders import Order, Ticket, demo_order
+import stagedoor
+from stagedoor import _render
+from stagedoor.demo.orders import demo_order
+from stagedoor.render import native_available, native_import_error, renderer
+from stagedoor.render import reference as render
+from stagedoor.render.order import Order, Ticket
 
 BASE = Ticket(event="Die Zauberflöte", venue="Staatsoper Unter den Linden",
               starts_at="2026-12-19 19:30", section="Parkett", row="7", seat="12",
@@ -91,9 +95,9 @@ def content_streams(data: bytes) -> list[bytes]:
 
 
 def test_native_is_built_and_chosen() -> None:
-    assert render.native_available(), render.NATIVE_IMPORT_ERROR
-    assert render.NATIVE_IMPORT_ERROR is None
-    assert render.renderer() is _render.render_order
+    assert native_available(), native_import_error()
+    assert native_import_error() is None
+    assert renderer() is _render.render_order
 
 
 def test_valid_pdf(tmp_path: Path) -> None:
@@ -318,8 +322,8 @@ def test_without_the_extension_the_reference_is_used_and_the_reason_given() -> N
             "from stagedoor import render\n"
             "assert not render.native_available()\n"
             "assert render.renderer() is render.render_order\n"
-            "print(render.NATIVE_IMPORT_ERROR)\n")
-    src = str(Path(render.__file__).parent.parent)
+            "print(render.native_import_error())\n")
+    src = str(Path(stagedoor.__file__).parent.parent)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": src}, timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -11,9 +11,11 @@ from pathlib import Path
 import pypdf
 import pytest
 
-from stagedoor import _render, render
-from stagedoor.cli import main
-from stagedoor.orders import Order
+import stagedoor
+from stagedoor import _render
+from stagedoor.cli.main import main
+from stagedoor.render import reference as render
+from stagedoor.render.order import Order
 
 DEMO = Path(__file__).resolve().parent.parent / "src" / "stagedoor" / "demo" / "order.json"
 
@@ -88,7 +90,7 @@ def test_output_is_required(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_stdin_and_the_module_entry_point(tmp_path: Path) -> None:
     out = tmp_path / "stdin.pdf"
-    env = {**os.environ, "PYTHONPATH": str(Path(render.__file__).parent.parent)}
+    env = {**os.environ, "PYTHONPATH": str(Path(stagedoor.__file__).parent.parent)}
     proc = subprocess.run([sys.executable, "-m", "stagedoor.cli", "render", "-", "-o", str(out)],
                           input=DEMO.read_bytes(), capture_output=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr

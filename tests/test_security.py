@@ -35,8 +35,10 @@ from tests.faults.invariants import (
 )
 
 from stagedoor.config import Settings
-from stagedoor.embedded import EmbeddedRedis, free_port
-from stagedoor.orders import Order, OrderStore, Ticket, demo_order
+from stagedoor.demo.embedded_redis import EmbeddedRedis, free_port
+from stagedoor.demo.orders import demo_order
+from stagedoor.handlers.orders import OrderStore
+from stagedoor.render.order import Order, Ticket
 
 DOC = REPO / "docs" / "security.md"
 USER = "stagedoor-worker"
@@ -441,7 +443,8 @@ def _page_text(pdf: bytes) -> str:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(buyer=NAME, event=NAME)
 def test_pdf_escaping_fuzzed_names_extract_intact(buyer: str, event: str) -> None:
-    from stagedoor.render import render_order, renderer
+    from stagedoor.render import renderer
+    from stagedoor.render.reference import render_order
 
     order = _ticket(buyer, event)
     native = renderer()(order)

@@ -1,4 +1,4 @@
-"""stagedoor.inspect and `stagedoor status` against the suite's real Redis."""
+"""stagedoor.ops.inspect and `stagedoor status` against the suite's real Redis."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import redis
 import redis.asyncio as aioredis
 
 from stagedoor.config import Settings
-from stagedoor.connection import async_client, sync_client
-from stagedoor.embedded import free_port
-from stagedoor.inspect import InspectError, aqueue_status, build_status, id_ms, queue_status
+from stagedoor.demo.embedded_redis import free_port
+from stagedoor.ops.inspect import InspectError, aqueue_status, build_status, id_ms, queue_status
+from stagedoor.stream.connection import async_client, sync_client
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -34,7 +34,7 @@ from tests.helpers_supervisor import (
     wait_for,
 )
 
-from stagedoor.embedded import EmbeddedRedis, free_port
+from stagedoor.demo.embedded_redis import EmbeddedRedis, free_port
 
 RESULTS = REPO / "var" / "supervisor-timings.json"
 
@@ -492,7 +492,7 @@ def test_assert_fork_safe_refuses_threads_and_loops() -> None:
     import asyncio
     import threading
 
-    from stagedoor.supervisor import ForkUnsafe, assert_fork_safe
+    from stagedoor.supervisor.loop import ForkUnsafe, assert_fork_safe
 
     assert_fork_safe()
     stop = threading.Event()

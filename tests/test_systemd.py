@@ -15,7 +15,7 @@ import pytest
 from tests.helpers_supervisor import REPO, supervisor, wait_for
 
 from stagedoor import config
-from stagedoor.systemd import Notifier, socket_address, watchdog_interval
+from stagedoor.supervisor.systemd import Notifier, socket_address, watchdog_interval
 
 UNIT = REPO / "systemd" / "stagedoor.service"
 
@@ -34,8 +34,8 @@ def unit_directives(text: str) -> dict[str, list[str]]:
 def verify(tmp_path: Path, text: str, name: str = "stagedoor.service") -> str:
     """systemd-analyze verify on a copy whose ExecStart exists; returns its complaints."""
     exe = tmp_path / "stagedoor-supervise"
-    exe.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import sys; from stagedoor.cli "
-                   f"import supervise_main; sys.exit(supervise_main())' \"$@\"\n")
+    exe.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import sys; from stagedoor.cli.supervise "
+                   f"import main; sys.exit(main())' \"$@\"\n")
     exe.chmod(0o755)
     unit = tmp_path / name
     unit.write_text(text.replace("/usr/local/bin/stagedoor-supervise", str(exe)))

@@ -11,9 +11,9 @@ from tests.workerkit import add_jobs, dead_entries, eventually, pending_summary,
 from stagedoor.config import Settings
 from stagedoor.handlers import Registry
 from stagedoor.handlers.registry import Handler
-from stagedoor.job import Job
-from stagedoor.policy import PermanentError, TransientError
-from stagedoor.queue import ensure_group_sync
+from stagedoor.stream.job import Job
+from stagedoor.stream.queue import ensure_group_sync
+from stagedoor.worker.policy import PermanentError, TransientError
 
 FAST = {"block_ms": 100, "reclaim_interval": 0.05, "retry_backoff": 0.001}
 
@@ -307,7 +307,7 @@ async def test_reclaim_skips_jobs_still_running_here(settings: Settings,
 
 async def test_worker_survives_redis_restart_and_recreates_group(
         own_redis: object, tmp_path: object, sync_redis: redis.Redis) -> None:
-    from stagedoor.embedded import EmbeddedRedis
+    from stagedoor.demo.embedded_redis import EmbeddedRedis
 
     assert isinstance(own_redis, EmbeddedRedis)
     reg, seen = recorder()

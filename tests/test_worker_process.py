@@ -57,7 +57,7 @@ def test_kill_9_mid_handler_leaves_the_entry_pending_and_it_is_handled_again(
 def test_wrong_password_is_a_config_error_not_an_outage(tmp_path: Path) -> None:
     """redis-py files a refused AUTH under ConnectionError; retrying it would only
     turn a bad credential into exit 69 after boot_timeout."""
-    from stagedoor.embedded import EmbeddedRedis
+    from stagedoor.demo.embedded_redis import EmbeddedRedis
 
     with EmbeddedRedis(tmp_path / "auth-redis", password="right-password") as server:
         url = f"redis://:wrong-password@127.0.0.1:{server.port}/0"

@@ -11,12 +11,12 @@ from typing import Any
 import redis
 from tests.aclmode import worker_url
 
-from stagedoor import connection
 from stagedoor.config import Settings
 from stagedoor.handlers import Registry
-from stagedoor.job import make_job
-from stagedoor.queue import enqueue_sync
-from stagedoor.worker import Worker
+from stagedoor.stream import connection
+from stagedoor.stream.job import make_job
+from stagedoor.stream.queue import enqueue_sync
+from stagedoor.worker.loop import Worker
 
 
 @contextlib.asynccontextmanager

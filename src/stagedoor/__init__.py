@@ -1,3 +1,83 @@
-"""stagedoor: a supervised fleet of Redis-stream workers that render ticket PDFs."""
+"""stagedoor: a supervised fleet of Redis-stream workers that render ticket PDFs.
+
+The public API, for producers and handler authors (README "Producing jobs", "Handlers"):
+
+    from stagedoor import config, make_job, sync_client, enqueue_sync
+    from stagedoor import handler, Registry, Context, TransientError, PermanentError
+
+The names are resolved on first use, so `import stagedoor` stays cheap for the
+supervisor (which must not load redis-py's machinery it does not use) and for the
+native extension.  Where each lives:
+
+    stream/      job boundary, producer, Redis clients, the lean hot-path connection
+    worker/      one worker process: the loop, the retry policy, the child entry
+    handlers/    registry, context, the built-in handlers, the order store
+    render/      renderer(), the pure-Python reference, QR; _render.pyx is native
+    supervisor/  the process tree: select loop, worker processes, systemd
+    ops/         status, Prometheus exporter, metrics, logs
+    cli/         `stagedoor` and `stagedoor-supervise`
+    demo/        demo orders and an embedded redis-server (demo and tests only)
+    config.py    settings (every layer reads them); exitcodes.py (the exit code contract
+                 between workers, the supervisor, the cli and the systemd unit)
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
+
+# public name -> the module that defines it
+_PUBLIC = {
+    "Job": "stagedoor.stream.job",
+    "MalformedJob": "stagedoor.stream.job",
+    "make_job": "stagedoor.stream.job",
+    "parse_job": "stagedoor.stream.job",
+    "enqueue": "stagedoor.stream.queue",
+    "enqueue_many": "stagedoor.stream.queue",
+    "enqueue_sync": "stagedoor.stream.queue",
+    "ensure_group": "stagedoor.stream.queue",
+    "ensure_group_sync": "stagedoor.stream.queue",
+    "async_client": "stagedoor.stream.connection",
+    "sync_client": "stagedoor.stream.connection",
+    "TransientError": "stagedoor.worker.policy",
+    "PermanentError": "stagedoor.worker.policy",
+    "Context": "stagedoor.handlers",
+    "Registry": "stagedoor.handlers",
+    "handler": "stagedoor.handlers",
+}
+
+__all__ = [  # noqa: RUF022 (grouped by module, as _PUBLIC)
+    "__version__", "config",
+    "Job", "MalformedJob", "make_job", "parse_job",
+    "enqueue", "enqueue_many", "enqueue_sync", "ensure_group", "ensure_group_sync",
+    "async_client", "sync_client",
+    "TransientError", "PermanentError",
+    "Context", "Registry", "handler",
+]
+
+if TYPE_CHECKING:
+    from . import config
+    from .handlers import Context, Registry, handler
+    from .stream.connection import async_client, sync_client
+    from .stream.job import Job, MalformedJob, make_job, parse_job
+    from .stream.queue import (
+        enqueue,
+        enqueue_many,
+        enqueue_sync,
+        ensure_group,
+        ensure_group_sync,
+    )
+    from .worker.policy import PermanentError, TransientError
+
+
+def __getattr__(name: str) -> object:
+    if name == "config":
+        return importlib.import_module("stagedoor.config")
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'stagedoor' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

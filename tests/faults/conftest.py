@@ -14,7 +14,7 @@ import redis
 from tests.aclmode import worker_url
 
 from stagedoor.config import Settings
-from stagedoor.embedded import EmbeddedRedis
+from stagedoor.demo.embedded_redis import EmbeddedRedis
 
 from .harness import Procs, Producer
 from .invariants import Ledger

@@ -23,8 +23,8 @@ from tests.aclmode import worker_url
 from tests.workerkit import poll
 
 from stagedoor.config import Settings
-from stagedoor.job import make_job
-from stagedoor.queue import enqueue_sync
+from stagedoor.stream.job import make_job
+from stagedoor.stream.queue import enqueue_sync
 
 from .ledger_handlers import ENV_DIR, append_line
 
@@ -148,7 +148,7 @@ class Procs:
                    url: str | None = None, env: dict[str, str] | None = None,
                    extra: Sequence[str] = ()) -> Proc:
         argv = [sys.executable, "-c",
-                "import sys; from stagedoor.cli import supervise_main; "
+                "import sys; from stagedoor.cli.supervise import main as supervise_main; "
                 "sys.exit(supervise_main())",
                 "--workers", str(workers), *self.common(options, url), *extra]
         return self._start(argv, env, "supervisor")
@@ -183,7 +183,7 @@ class Producer:
 
     def enqueue_raw(self, fields: Sequence[bytes | str], outbox_id: int | None) -> str:
         """A hand-made entry (malformed payloads); outbox_id None if it has none."""
-        from stagedoor.queue import ensure_group_sync
+        from stagedoor.stream.queue import ensure_group_sync
 
         ensure_group_sync(self.client, self.settings)
         entry_id = self.client.execute_command("XADD", self.settings.stream, "*", *fields)

@@ -31,7 +31,7 @@ import psutil
 import redis
 
 from stagedoor.config import Settings
-from stagedoor.inspect import parse_id
+from stagedoor.ops.inspect import parse_id
 
 from .harness import wait_for
 

@@ -42,7 +42,7 @@ from typing import Any
 import orjson
 
 from stagedoor.handlers import Context, Registry
-from stagedoor.job import Job
+from stagedoor.stream.job import Job
 
 ENV_DIR = "FAULTS_LEDGER_DIR"
 registry = Registry()

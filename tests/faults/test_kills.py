@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from stagedoor.config import Settings
-from stagedoor.embedded import EmbeddedRedis
+from stagedoor.demo.embedded_redis import EmbeddedRedis
 
 from .harness import Procs, Producer, wait_for
 from .invariants import Ledger, assert_idle, check_all, check_no_early_ack, pending_ids

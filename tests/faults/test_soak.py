@@ -17,7 +17,7 @@ import redis
 from tests.aclmode import server_args
 
 from stagedoor.config import Settings
-from stagedoor.embedded import EmbeddedRedis
+from stagedoor.demo.embedded_redis import EmbeddedRedis
 
 from .harness import Proc, Procs, Producer, wait_for
 from .invariants import Ledger, assert_idle, check_all, check_no_early_ack

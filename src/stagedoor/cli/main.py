@@ -1,6 +1,6 @@
-"""The `stagedoor` command and its subcommands, and the `stagedoor-supervise` entry.
+"""The `stagedoor` command: its parser and the error mapping around every subcommand.
 
-Each subcommand lives in stagedoor/commands/<name>.py and exposes
+Each subcommand lives in stagedoor/cli/commands/<name>.py and exposes
 `register(subparsers)`, which adds its parser and sets `func(args) -> int`.
 Errors an operator can fix are one line on stderr: exit 2 for wrong arguments,
 78 (EX_CONFIG) for a bad setting, 69 (EX_UNAVAILABLE) when Redis cannot be reached.
@@ -16,8 +16,8 @@ from typing import NoReturn
 
 import redis
 
-from .config import ConfigError
-from .exitcodes import EX_CONFIG, EX_UNAVAILABLE
+from ..config import ConfigError
+from ..exitcodes import EX_CONFIG, EX_UNAVAILABLE
 
 COMMANDS = ("enqueue", "work", "demo", "status", "dead", "render")
 
@@ -35,7 +35,7 @@ def build_parser() -> Parser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     for name in COMMANDS:
-        importlib.import_module(f"stagedoor.commands.{name}").register(sub)
+        importlib.import_module(f"stagedoor.cli.commands.{name}").register(sub)
     return parser
 
 
@@ -55,12 +55,6 @@ def run(func: object, args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     return run(args.func, args)
-
-
-def supervise_main(argv: Sequence[str] | None = None) -> int:
-    from .supervisor import main as supervisor_main
-
-    return int(supervisor_main(argv))
 
 
 if __name__ == "__main__":  # pragma: no cover

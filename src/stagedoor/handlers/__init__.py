@@ -1,6 +1,17 @@
-"""Handlers by kind: the registry, the context a handler runs with, the built-ins."""
+"""Handlers by kind: what a handler author imports.
 
+    from stagedoor.handlers import handler, Registry, Context, TransientError, PermanentError
+
+- registry.py  Registry (kind -> handler), @handler, loading `module:attr` plugins
+- context.py   Context: what a handler gets besides its job (Redis, settings, the
+               thread pool, idempotency by outbox_id)
+- tickets.py   the built-in handlers, render_tickets and refund
+- orders.py    the order store they read (a Redis hash per order)
+"""
+
+from ..worker.policy import PermanentError, TransientError
 from .context import Context
-from .registry import Handler, Registry, load_registry
+from .registry import Handler, Registry, handler, load_registry
 
-__all__ = ["Context", "Handler", "Registry", "load_registry"]
+__all__ = ["Context", "Handler", "PermanentError", "Registry", "TransientError", "handler",
+           "load_registry"]

@@ -26,9 +26,9 @@ from typing import Any, TypeVar
 import redis.asyncio as aioredis
 
 from ..config import Settings
-from ..job import Job
-from ..metrics import WorkerStats
-from ..policy import TransientError
+from ..ops.metrics import WorkerStats
+from ..stream.job import Job
+from ..worker.policy import TransientError
 
 T = TypeVar("T")
 

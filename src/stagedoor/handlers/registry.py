@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import ConfigError
 
 if TYPE_CHECKING:
-    from ..job import Job
+    from ..stream.job import Job
     from .context import Context
 
 HandlerFn = Callable[["Job", "Context"], Awaitable[None]]

@@ -13,10 +13,11 @@ import os
 import threading
 from pathlib import Path
 
-from ..job import Job
-from ..orders import OrderDataError, OrderStore
-from ..policy import PermanentError
+from ..render.order import OrderDataError
+from ..stream.job import Job
+from ..worker.policy import PermanentError
 from .context import Context, log_extra
+from .orders import OrderStore
 from .registry import Registry
 
 registry = Registry()

@@ -47,7 +47,7 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 
-from .config import Settings
+from ..config import Settings
 
 __all__ = ["InspectError", "aqueue_status", "build_status", "id_ms", "parse_id",
            "queue_gauges", "queue_status"]

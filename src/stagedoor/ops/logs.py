@@ -29,7 +29,7 @@ from typing import IO, Any
 
 import orjson
 
-from .config import Settings
+from ..config import Settings
 
 __all__ = ["EXTRA_KEYS", "JsonFormatter", "TextFormatter", "redact", "setup_logging"]
 

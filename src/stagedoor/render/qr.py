@@ -14,13 +14,8 @@ zone counts as light) on at least one side scores 40.
 
 from __future__ import annotations
 
-# Error correction codewords per block and number of blocks at level M, by version.
-ECC_M_PER_BLOCK = (
-    -1, 10, 16, 26, 18, 24, 16, 18, 22, 22, 26, 30, 22, 22, 24, 24, 28, 28, 26, 26, 26,
-    26, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28)
-ECC_M_BLOCKS = (
-    -1, 1, 1, 1, 2, 2, 4, 4, 4, 5, 5, 5, 8, 9, 9, 10, 10, 11, 13, 14, 16,
-    17, 17, 18, 20, 21, 23, 25, 26, 28, 29, 31, 33, 35, 37, 38, 40, 43, 45, 47, 49)
+from .tables import ECC_M_BLOCKS, ECC_M_PER_BLOCK
+
 MAX_VERSION = 40
 FORMAT_ECC_M = 0  # the two ECC level bits of the format information for M
 

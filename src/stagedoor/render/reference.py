@@ -49,12 +49,18 @@ from __future__ import annotations
 
 import unicodedata
 import zlib
-from collections.abc import Callable
 
 from . import qr
-from .orders import Order, Ticket
-
-RenderFn = Callable[[Order], bytes]
+from .order import Order, Ticket
+from .tables import (
+    EXTRA_CODES,
+    EXTRA_GLYPHS,
+    FIELDS,
+    HEADER,
+    SMALL_PRINT_OPS,
+    STATIC_CONTENT,
+    STATIC_OBJECTS,
+)
 
 PAGE_W, PAGE_H = 420, 298
 # deflate parameters, as in _render.pyx: level 1 (Z_BEST_SPEED) is 2.5x faster than 6
@@ -63,73 +69,11 @@ PAGE_W, PAGE_H = 420, 298
 ZLIB_LEVEL, ZLIB_WBITS, ZLIB_MEMLEVEL = 1, 15, 4
 WRAP = 110
 
-# Static content: drawn once, shared by every page (object 6).
-STATIC_CONTENT = (
-    b"q\n0.8 w 0 0 0 RG\n12 12 396 274 re S\n0.11 0.16 0.29 rg\n12 250 396 36 re f\nQ\n"
-    b"BT\n/F2 8 Tf 1 1 1 rg\n1 0 0 1 340 264 Tm (STAGEDOOR) Tj\n"
-    b"/F1 6.5 Tf 0.4 0.4 0.4 rg\n"
-    b"1 0 0 1 24 238 Tm (VENUE) Tj\n"
-    b"1 0 0 1 24 212 Tm (DATE / TIME) Tj\n"
-    b"1 0 0 1 24 186 Tm (SECTION) Tj\n"
-    b"1 0 0 1 130 186 Tm (ROW) Tj\n"
-    b"1 0 0 1 180 186 Tm (SEAT) Tj\n"
-    b"1 0 0 1 24 160 Tm (BUYER) Tj\n"
-    b"1 0 0 1 24 134 Tm (PRICE) Tj\n"
-    b"1 0 0 1 130 134 Tm (ORDER) Tj\n"
-    b"1 0 0 1 24 108 Tm (ADMISSION CODE) Tj\n"
-    b"ET\n"
-)
-
-# (font, size, colour, x, y) of each field, in Ticket order as drawn.
-FIELDS: tuple[tuple[str, bytes], ...] = (
-    ("event", b"/F2 14 Tf 1 1 1 rg 24 262 Td"),
-    ("venue", b"/F2 11 Tf 0 0 0 rg 24 227 Td"),
-    ("starts_at", b"/F1 11 Tf 0 0 0 rg 24 201 Td"),
-    ("section", b"/F2 11 Tf 0 0 0 rg 24 175 Td"),
-    ("row", b"/F2 11 Tf 0 0 0 rg 130 175 Td"),
-    ("seat", b"/F2 11 Tf 0 0 0 rg 180 175 Td"),
-    ("buyer", b"/F2 11 Tf 0 0 0 rg 24 149 Td"),
-    ("price", b"/F1 11 Tf 0 0 0 rg 24 123 Td"),
-    ("order_id", b"/F1 11 Tf 0 0 0 rg 130 123 Td"),
-    ("admission_code", b"/F2 10 Tf 0 0 0 rg 24 97 Td"),
-)
-SMALL_PRINT_OPS = b"/F1 5 Tf 0.3 0.3 0.3 rg 6 TL 24 80 Td"
-
 # The QR box: left edge, top edge and side in points; quiet zone of 4 modules inside.
 QR_X, QR_TOP, QR_SIDE = 288, 246, 116
 
-HEADER = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n"
-# Central European letters that WinAnsi lacks but the standard Helvetica fonts have:
-# they take the codes WinAnsi leaves unused (C0 controls print as spaces, so 1-31 are
-# free), through /Differences on top of /WinAnsiEncoding.  Order = code order.
-EXTRA_GLYPHS = (
-    ("Ą", "Aogonek"), ("ą", "aogonek"), ("Ć", "Cacute"), ("ć", "cacute"),
-    ("Ę", "Eogonek"), ("ę", "eogonek"), ("Ł", "Lslash"), ("ł", "lslash"),
-    ("Ń", "Nacute"), ("ń", "nacute"), ("Ś", "Sacute"), ("ś", "sacute"),
-    ("Ź", "Zacute"), ("ź", "zacute"), ("Ż", "Zdotaccent"), ("ż", "zdotaccent"),
-    ("Č", "Ccaron"), ("č", "ccaron"), ("Ď", "Dcaron"), ("ď", "dcaron"),
-    ("Ě", "Ecaron"), ("ě", "ecaron"), ("Ň", "Ncaron"), ("ň", "ncaron"),
-    ("Ř", "Rcaron"), ("ř", "rcaron"), ("Ť", "Tcaron"), ("ť", "tcaron"),
-    ("Ů", "Uring"), ("ů", "uring"), ("Ő", "Ohungarumlaut"), ("ő", "ohungarumlaut"),
-    ("Ű", "Uhungarumlaut"), ("ű", "uhungarumlaut"), ("Đ", "Dcroat"), ("đ", "dcroat"),
-)
-EXTRA_CODES = (*range(1, 32), 0x7F, 0x81, 0x8D, 0x8F, 0x90)
-EXTRA_BYTE = {ch: code for (ch, _), code in zip(EXTRA_GLYPHS, EXTRA_CODES, strict=True)}
-ENCODING = (b"<< /Type /Encoding /BaseEncoding /WinAnsiEncoding /Differences [1 "
-            + b" ".join(b"/" + name.encode() for _, name in EXTRA_GLYPHS[:31])
-            + b" 127 /" + EXTRA_GLYPHS[31][1].encode() + b" 129 /" + EXTRA_GLYPHS[32][1].encode()
-            + b" 141 /" + EXTRA_GLYPHS[33][1].encode() + b" 143 /"
-            + EXTRA_GLYPHS[34][1].encode() + b" /" + EXTRA_GLYPHS[35][1].encode() + b"] >>")
-
-STATIC_OBJECTS = (
-    b"1 0 obj\n<< /Type /Catalog /Pages 2 0 R >>\nendobj\n",
-    b"3 0 obj\n<< /Font << /F1 4 0 R /F2 5 0 R >> >>\nendobj\n",
-    b"4 0 obj\n<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding "
-    + ENCODING + b" >>\nendobj\n",
-    b"5 0 obj\n<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding "
-    + ENCODING + b" >>\nendobj\n",
-)
 FIRST_PAGE_OBJ = 7
+EXTRA_BYTE = {ch: code for (ch, _), code in zip(EXTRA_GLYPHS, EXTRA_CODES, strict=True)}
 
 # Letters with no NFKD decomposition, and what the page shows for them.
 _NO_DECOMPOSITION = {
@@ -325,27 +269,3 @@ def render_order(order: Order) -> bytes:
     xref += [b"%010d 00000 n \n" % off for off in offsets]
     xref.append(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (size, pos))
     return b"".join(parts) + b"".join(xref)
-
-
-# -- choosing the renderer ----------------------------------------------------------
-
-NATIVE_IMPORT_ERROR: str | None
-try:
-    from ._render import render_order as _native_render_order
-except ImportError as e:  # not built: say why, the caller logs it loudly
-    _native: RenderFn | None = None
-    NATIVE_IMPORT_ERROR = (f"native renderer stagedoor._render not importable ({e}); "
-                           "using the pure-Python reference renderer, about 100x slower. "
-                           "Build it with: pip install . (needs a C compiler and zlib1g-dev)")
-else:
-    _native = _native_render_order
-    NATIVE_IMPORT_ERROR = None
-
-
-def native_available() -> bool:
-    return _native is not None
-
-
-def renderer() -> RenderFn:
-    """The native render_order when it imports, else the reference in this module."""
-    return _native if _native is not None else render_order

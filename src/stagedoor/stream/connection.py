@@ -21,7 +21,7 @@ import redis
 import redis.asyncio as aioredis
 from redis.backoff import NoBackoff
 
-from .config import ConfigError, Settings
+from ..config import ConfigError, Settings
 
 RAW_COMMANDS = ("XREADGROUP", "XAUTOCLAIM", "XRANGE", "XREVRANGE", "XPENDING", "HELLO")
 MIN_SERVER = (7, 0, 5)

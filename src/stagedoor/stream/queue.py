@@ -19,7 +19,7 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 
-from .config import Settings
+from ..config import Settings
 from .job import Job
 
 DEAD_FIELD_PREFIX = b"dead:"

@@ -30,7 +30,7 @@ import hiredis
 import redis
 from redis.connection import parse_url
 
-from .config import Settings
+from ..config import Settings
 
 _NO_REPLY = False  # what hiredis.Reader.gets() returns when no whole reply is buffered
 

@@ -24,7 +24,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterable
 
-from .exitcodes import EX_SOFTWARE
+from ..exitcodes import EX_SOFTWARE
 
 USE_PIDFD = not os.environ.get("_STAGEDOOR_NO_PIDFD")  # tests force the fallback with it
 

@@ -39,8 +39,8 @@ import orjson
 import psutil
 import redis
 
-from .config import ConfigError, Settings
-from .exitcodes import EX_CONFIG, EX_OK, EX_SOFTWARE, EX_UNAVAILABLE
+from ..config import ConfigError, Settings
+from ..exitcodes import EX_CONFIG, EX_OK, EX_SOFTWARE, EX_UNAVAILABLE
 
 log = logging.getLogger("stagedoor.worker_process")
 
@@ -68,7 +68,7 @@ def reset_signals() -> None:
 
 
 def setup_logging(settings: Settings) -> None:
-    from .logs import setup_logging as setup
+    from ..ops.logs import setup_logging as setup
 
     setup(settings.log_format, settings.log_level, stream=sys.stderr)
 
@@ -86,9 +86,9 @@ def child_main(settings: Settings, slot: int, heartbeat_fd: int, lifeline_fd: in
     try:
         import uvloop
 
-        from .connection import ServerTooOld
-        from .handlers import load_registry
-        from .worker import BootError
+        from ..handlers import load_registry
+        from ..stream.connection import ServerTooOld
+        from .loop import BootError
         registry = load_registry(settings.handlers)
     except ConfigError as e:
         log.error("worker slot %d: config error: %s", slot, e)
@@ -156,7 +156,7 @@ class Heartbeat:
 
     async def queue_status(self, worker: Any, settings: Settings) -> None:
         """Slot 0 only: the queue's numbers for the exporter, every few seconds."""
-        from .inspect import aqueue_status
+        from ..ops.inspect import aqueue_status
 
         await worker.ready.wait()
         every = max(QUEUE_STATUS_EVERY, settings.heartbeat_interval)
@@ -176,7 +176,7 @@ class _PipeProtocol(asyncio.BaseProtocol):
 
 async def _amain(settings: Settings, registry: Any, slot: int, heartbeat_fd: int,
                  lifeline_fd: int) -> None:
-    from .worker import Worker
+    from .loop import Worker
 
     loop = asyncio.get_running_loop()
     pipe = os.fdopen(heartbeat_fd, "wb", buffering=0)

@@ -36,14 +36,14 @@ from typing import Any
 import hiredis
 import redis
 
-from . import connection
-from .config import ConfigError, Settings
-from .handlers import Context, Registry, load_registry
-from .job import MalformedJob, parse_job
-from .metrics import WorkerStats
+from ..config import ConfigError, Settings
+from ..handlers import Context, Registry, load_registry
+from ..ops.metrics import WorkerStats
+from ..stream import connection
+from ..stream.job import MalformedJob, parse_job
+from ..stream.queue import DeadLetter, ensure_group, is_nogroup
+from ..stream.resp import FastConnection
 from .policy import Deadlines, Verdict, run_with_policy
-from .queue import DeadLetter, ensure_group, is_nogroup
-from .resp import FastConnection
 
 log = logging.getLogger("stagedoor.worker")
 
@@ -300,12 +300,13 @@ class Worker:
     def _warn_if_render_is_slow(self) -> None:
         if "render_tickets" not in self._kinds:
             return
-        from .render import NATIVE_IMPORT_ERROR
+        from ..render import native_import_error
 
-        if NATIVE_IMPORT_ERROR:
+        why = native_import_error()
+        if why:
             log.error("NATIVE RENDERER MISSING (%s): render_tickets falls back to the "
                       "pure-Python reference, ~30x slower; rebuild with `pip install -e .`",
-                      NATIVE_IMPORT_ERROR, extra={"consumer": self.consumer})
+                      why, extra={"consumer": self.consumer})
 
     async def _boot(self) -> None:
         s = self.settings

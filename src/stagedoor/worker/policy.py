@@ -23,9 +23,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .config import Settings
-from .connection import TRANSIENT_ERRORS
-from .metrics import WorkerStats
+from ..config import Settings
+from ..ops.metrics import WorkerStats
+from ..stream.connection import TRANSIENT_ERRORS
 
 log = logging.getLogger("stagedoor.policy")
 

@@ -31,10 +31,10 @@ from typing import Any
 import orjson
 import redis
 
-from .. import config
-from ..exitcodes import EX_USAGE
-from ..inspect import parse_id
-from ..queue import DEAD_FIELD_PREFIX
+from ... import config
+from ...exitcodes import EX_USAGE
+from ...ops.inspect import parse_id
+from ...stream.queue import DEAD_FIELD_PREFIX
 from .status import CONNECTION_SETTINGS, cli_client, unreachable
 
 _ENTRY_ID = re.compile(r"^[0-9]{1,20}-[0-9]{1,20}$")

@@ -20,12 +20,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .. import config, connection
-from ..embedded import EmbeddedRedis
-from ..exitcodes import EX_SOFTWARE
-from ..job import make_job
-from ..orders import demo_order, put_orders_sync
-from ..queue import enqueue_sync, ensure_group_sync
+from ... import config
+from ...demo.embedded_redis import EmbeddedRedis
+from ...demo.orders import demo_order
+from ...exitcodes import EX_SOFTWARE
+from ...handlers.orders import put_orders_sync
+from ...stream import connection
+from ...stream.job import make_job
+from ...stream.queue import enqueue_sync, ensure_group_sync
 
 
 def register(sub: Any) -> None:
@@ -110,8 +112,8 @@ def _run(args: argparse.Namespace, settings: config.Settings, tickets: Path) -> 
             env["STAGEDOOR_CONFIG"] = args.config
         started = time.monotonic()
         sup = subprocess.Popen(
-            [sys.executable, "-c", "import sys; from stagedoor.cli import supervise_main; "
-             "sys.exit(supervise_main())", "--workers", str(settings.workers)], env=env)
+            [sys.executable, "-c", "import sys; from stagedoor.cli.supervise import main; "
+             "sys.exit(main())", "--workers", str(settings.workers)], env=env)
         try:
             ok = _wait_drained(client, settings, sup, started, args.timeout)
         finally:

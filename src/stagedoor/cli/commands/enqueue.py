@@ -15,10 +15,11 @@ from typing import Any, TextIO
 
 import orjson
 
-from .. import config, connection
-from ..exitcodes import EX_DATAERR
-from ..job import FIELDS, Job, make_job
-from ..queue import enqueue_sync
+from ... import config
+from ...exitcodes import EX_DATAERR
+from ...stream import connection
+from ...stream.job import FIELDS, Job, make_job
+from ...stream.queue import enqueue_sync
 
 
 def register(sub: Any) -> None:

@@ -14,9 +14,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import render
-from ..exitcodes import EX_CANTCREAT, EX_DATAERR, EX_NOINPUT
-from ..orders import Order, OrderDataError
+from ... import render
+from ...exitcodes import EX_CANTCREAT, EX_DATAERR, EX_NOINPUT
+from ...render import reference
+from ...render.order import Order, OrderDataError
 
 
 def register(sub: Any) -> None:
@@ -53,12 +54,13 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(e), EX_DATAERR)
     fn: render.RenderFn
     if args.reference:
-        fn, which = render.render_order, "reference"
+        fn, which = reference.render_order, "reference"
     else:
         fn = render.renderer()
         which = "native" if render.native_available() else "reference"
-        if render.NATIVE_IMPORT_ERROR:
-            print(f"stagedoor render: warning: {render.NATIVE_IMPORT_ERROR}", file=sys.stderr)
+        why = render.native_import_error()
+        if why:
+            print(f"stagedoor render: warning: {why}", file=sys.stderr)
     try:
         pdf = fn(order)
     except ValueError as e:

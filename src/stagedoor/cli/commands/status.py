@@ -15,10 +15,10 @@ from typing import Any
 import orjson
 import redis
 
-from .. import config
-from ..connection import sync_client
-from ..exitcodes import EX_UNAVAILABLE
-from ..inspect import InspectError, queue_status
+from ... import config
+from ...exitcodes import EX_UNAVAILABLE
+from ...ops.inspect import InspectError, queue_status
+from ...stream.connection import sync_client
 
 # Settings an operator may need to point the tool at the right queue.
 CONNECTION_SETTINGS = ("redis_url", "redis_password_file", "stream", "group", "dead_stream",

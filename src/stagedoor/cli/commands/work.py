@@ -13,10 +13,10 @@ import signal
 import sys
 from typing import Any
 
-from .. import config
-from ..exitcodes import EX_UNAVAILABLE
-from ..handlers import load_registry
-from ..worker import BootError, Worker
+from ... import config
+from ...exitcodes import EX_UNAVAILABLE
+from ...handlers import load_registry
+from ...worker.loop import BootError, Worker
 
 
 def register(sub: Any) -> None:
@@ -32,7 +32,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..logs import setup_logging
+    from ...ops.logs import setup_logging
 
     settings = config.from_args(args)
     setup_logging(settings.log_format, settings.log_level)

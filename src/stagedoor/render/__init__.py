@@ -1,0 +1,56 @@
+"""Ticket PDFs: `renderer()` picks the native extension, else the pure-Python reference.
+
+The package, one job per module:
+
+- order.py      Order and Ticket, parsed and bounded: what a PDF is rendered from
+- reference.py  the pure-Python renderer, byte-identical to the native one: test oracle
+                and fallback
+- qr.py         the QR encoder in pure Python (reference for the native one)
+- tables.py     the tables both read: QR error correction, the static page content
+- _native/      the native extension's source units (.pxi), included by
+                stagedoor/_render.pyx and compiled as `stagedoor._render`
+
+`renderer()` returns the native `render_order` when the extension imports; when it does
+not, the reference, and native_import_error() says why (the worker logs it loudly).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from .order import Order
+from .reference import render_order
+
+RenderFn = Callable[[Order], bytes]
+
+__all__ = ["RenderFn", "native_available", "native_import_error", "renderer"]
+
+
+@functools.cache
+def _native() -> tuple[RenderFn | None, str | None]:
+    """(the native render_order or None, why not).  Looked up on first use, not at import:
+    the extension reads tables.py from this package when it initialises, so importing
+    it from here at import time would see it half-initialised when it is imported first."""
+    try:
+        from .._render import render_order as native
+    except ImportError as e:  # not built: say why, the caller logs it loudly
+        return None, (f"native renderer stagedoor._render not importable ({e}); "
+                      "using the pure-Python reference renderer, about 100x slower. "
+                      "Build it with: pip install . (needs a C compiler and zlib1g-dev)")
+    return native, None
+
+
+def native_available() -> bool:
+    return _native()[0] is not None
+
+
+def native_import_error() -> str | None:
+    """Why the native renderer is not used (None when it is)."""
+    return _native()[1]
+
+
+def renderer() -> RenderFn:
+    """The native render_order when it imports, else the pure-Python reference."""
+    native = _native()[0]
+    return native if native is not None else render_order

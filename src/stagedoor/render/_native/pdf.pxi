@@ -1,0 +1,209 @@
+# Included by stagedoor/_render.pyx.  The PDF file around the pages: the fixed objects,
+# deflate streams through zlib's C API with pooled per-call scratch memory, the
+# object table and the xref; render_c writes a whole order inside `with nogil:`.
+
+cdef enum:
+    ZLIB_LEVEL = 1               # Z_BEST_SPEED: 2.5x faster than 6, streams ~16% larger
+    ZLIB_WBITS = 15
+    ZLIB_MEMLEVEL = 4            # a 4 KB hash instead of 64 KB: deflateReset clears it per stream
+    FIRST_PAGE_OBJ = 7
+
+# The fixed objects are stagedoor.render.tables' bytes (one copy for both renderers).
+cdef bytes _HEADER = _tables.HEADER
+cdef const char* HEADER = _HEADER
+# STATIC_OBJECTS: 1 the catalog, 3 the resources, 4 Helvetica, 5 Helvetica-Bold
+cdef tuple _OBJECTS = tuple(_tables.STATIC_OBJECTS)
+cdef const char* OBJ_CATALOG = <bytes>_OBJECTS[0]
+cdef const char* OBJ_FONTS = <bytes>_OBJECTS[1]
+cdef const char* OBJ_HELVETICA = <bytes>_OBJECTS[2]
+cdef const char* OBJ_HELVETICA_BOLD = <bytes>_OBJECTS[3]
+
+
+# object 6, built and compressed once at import
+cdef Buf STATIC_STREAM
+
+
+# -- scratch pool -------------------------------------------------------------------------
+
+cdef enum:
+    POOL_MAX = 16                 # idle scratch areas kept (more threads allocate more)
+    KEEP_BUF_MAX = 1 << 20        # buffers grown beyond this are freed, not pooled
+
+cdef PyThread_type_lock POOL_LOCK = PyThread_allocate_lock()
+cdef Scratch* POOL = NULL
+cdef int POOL_SIZE = 0
+
+
+cdef inline void buf_trim(Buf* b) noexcept nogil:
+    if b.failed or b.cap > KEEP_BUF_MAX:
+        free(b.data)
+        memset(b, 0, sizeof(Buf))
+    b.len = 0
+
+
+cdef void scratch_free(Scratch* s) noexcept nogil:
+    if s.zinit:
+        deflateEnd(&s.zs)
+    free(s.content.data)
+    free(s.z.data)
+    free(s.out.data)
+    free(s)
+
+
+cdef Scratch* scratch_get() noexcept nogil:
+    global POOL, POOL_SIZE
+    cdef Scratch* s = NULL
+    PyThread_acquire_lock(POOL_LOCK, WAIT_LOCK)
+    if POOL != NULL:
+        s = POOL
+        POOL = s.next
+        POOL_SIZE -= 1
+    PyThread_release_lock(POOL_LOCK)
+    if s == NULL:
+        s = <Scratch*>calloc(1, sizeof(Scratch))
+    return s
+
+
+cdef void scratch_put(Scratch* s) noexcept nogil:
+    global POOL, POOL_SIZE
+    buf_trim(&s.content)
+    buf_trim(&s.z)
+    buf_trim(&s.out)
+    PyThread_acquire_lock(POOL_LOCK, WAIT_LOCK)
+    if POOL_SIZE < POOL_MAX:
+        s.next = POOL
+        POOL = s
+        POOL_SIZE += 1
+        s = NULL
+    PyThread_release_lock(POOL_LOCK)
+    if s != NULL:
+        scratch_free(s)
+
+
+cdef int put_stream(Buf* out, int num, const char* content, Py_ssize_t n,
+                    Scratch* s) noexcept nogil:
+    """Object `num`: content deflated (zlib format, ZLIB_* parameters) into out."""
+    cdef uLong bound
+    cdef int rc
+    if not s.zinit:
+        if deflateInit2(&s.zs, ZLIB_LEVEL, Z_DEFLATED, ZLIB_WBITS, ZLIB_MEMLEVEL,
+                        Z_DEFAULT_STRATEGY) != Z_OK:
+            return -2
+        s.zinit = 1
+    elif deflateReset(&s.zs) != Z_OK:
+        return -2
+    bound = deflateBound(&s.zs, <uLong>n)
+    s.z.len = 0
+    if buf_reserve(&s.z, <Py_ssize_t>bound) != 0:
+        return -1
+    s.zs.next_in = <Bytef*>content
+    s.zs.avail_in = <uInt>n
+    s.zs.next_out = <Bytef*>s.z.data
+    s.zs.avail_out = <uInt>bound
+    rc = deflate(&s.zs, Z_FINISH)
+    if rc != Z_STREAM_END:
+        return -2
+    s.z.len = <Py_ssize_t>(bound - s.zs.avail_out)
+    buf_int(out, num)
+    buf_puts(out, b" 0 obj\n<< /Length ")
+    buf_int(out, <long>s.z.len)
+    buf_puts(out, b" /Filter /FlateDecode >>\nstream\n")
+    buf_put(out, s.z.data, s.z.len)
+    buf_puts(out, b"\nendstream\nendobj\n")
+    return 0
+
+
+cdef int render_c(const TicketC* tickets, Py_ssize_t n, Scratch* s,
+                  Py_ssize_t* offsets) noexcept nogil:
+    """The whole PDF into s.out. 0, -1 out of memory, -2 zlib error, -3 QR too long."""
+    cdef Buf* out = &s.out
+    cdef Buf* content = &s.content
+    cdef Py_ssize_t k, i, nobj = 0
+    cdef int page, rc = 0
+    cdef const TicketC* t
+    out.len = 0
+    buf_puts(out, HEADER)
+    offsets[nobj] = out.len; nobj += 1
+    buf_puts(out, OBJ_CATALOG)
+    offsets[nobj] = out.len; nobj += 1
+    buf_puts(out, b"2 0 obj\n<< /Type /Pages /Kids [")
+    for k in range(n):
+        if k:
+            buf_byte(out, b' ')
+        buf_int(out, FIRST_PAGE_OBJ + 2 * k)
+        buf_puts(out, b" 0 R")
+    buf_puts(out, b"] /Count ")
+    buf_int(out, n)
+    buf_puts(out, b" >>\nendobj\n")
+    offsets[nobj] = out.len; nobj += 1
+    buf_puts(out, OBJ_FONTS)
+    offsets[nobj] = out.len; nobj += 1
+    buf_puts(out, OBJ_HELVETICA)
+    offsets[nobj] = out.len; nobj += 1
+    buf_puts(out, OBJ_HELVETICA_BOLD)
+    offsets[nobj] = out.len; nobj += 1
+    buf_put(out, STATIC_STREAM.data, STATIC_STREAM.len)
+    for k in range(n):
+        t = &tickets[k]
+        page = FIRST_PAGE_OBJ + 2 * <int>k
+        offsets[nobj] = out.len; nobj += 1
+        buf_int(out, page)
+        buf_puts(out, b" 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox [0 0 ")
+        buf_int(out, PAGE_W)
+        buf_byte(out, b' ')
+        buf_int(out, PAGE_H)
+        buf_puts(out, b"] /Resources 3 0 R /Contents [6 0 R ")
+        buf_int(out, page + 1)
+        buf_puts(out, b" 0 R] >>\nendobj\n")
+        content.len = 0
+        for i in range(NFIELDS):
+            span_open(content, &t.text[i])
+            buf_puts(content, b"BT ")
+            buf_puts(content, FIELD_OPS[i])
+            buf_puts(content, b" (")
+            put_escaped(content, t.text[i].s, t.text[i].n)
+            buf_puts(content, b") Tj ET\n")
+            span_close(content, &t.text[i])
+        put_small_print(content, &t.text[SMALL_PRINT])
+        if qr_encode(&s.q, t.qr, t.nqr) != 0:
+            rc = -3
+            break
+        put_qr(content, &s.q, s.used)
+        if content.failed:
+            rc = -1
+            break
+        offsets[nobj] = out.len; nobj += 1
+        rc = put_stream(out, page + 1, content.data, content.len, s)
+        if rc != 0:
+            break
+    if rc == 0:
+        k = out.len
+        buf_puts(out, b"xref\n0 ")
+        buf_int(out, nobj + 1)
+        buf_puts(out, b"\n0000000000 65535 f \n")
+        for i in range(nobj):
+            buf_int10(out, offsets[i])
+            buf_puts(out, b" 00000 n \n")
+        buf_puts(out, b"trailer\n<< /Size ")
+        buf_int(out, nobj + 1)
+        buf_puts(out, b" /Root 1 0 R >>\nstartxref\n")
+        buf_int(out, k)
+        buf_puts(out, b"\n%%EOF\n")
+        if out.failed:
+            rc = -1
+    return rc
+
+
+cdef void _init_static() except *:
+    cdef Scratch* s = scratch_get()
+    cdef int rc
+    if s == NULL:
+        raise MemoryError()
+    memset(&STATIC_STREAM, 0, sizeof(Buf))
+    rc = put_stream(&STATIC_STREAM, 6, STATIC_CONTENT, <Py_ssize_t>strlen(STATIC_CONTENT), s)
+    scratch_put(s)
+    if rc != 0 or STATIC_STREAM.failed:
+        raise MemoryError("cannot build the static page content")
+
+
+_init_static()

@@ -1,0 +1,86 @@
+"""Orders and their tickets: what a PDF is rendered from, parsed and bounded.
+
+`Order.from_json` / `order_from_dict` turn the api's JSON into an Order or raise
+OrderDataError naming the field; the limits (MAX_TICKETS, MAX_TEXT) bound what one
+render costs.  The store that keeps orders in Redis is stagedoor.handlers.orders.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import orjson
+
+
+class OrderDataError(ValueError):
+    """Order JSON that does not make an order; the message says which field."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    event: str
+    venue: str
+    starts_at: str  # "2026-12-19 19:30", local time of the venue, as printed
+    section: str
+    row: str
+    seat: str
+    buyer: str
+    price: str  # "EUR 49.00", as printed
+    order_id: int
+    admission_code: str
+    small_print: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Order:
+    order_id: int
+    tickets: tuple[Ticket, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> bytes:
+        return orjson.dumps({"order_id": self.order_id,
+                             "tickets": [asdict(t) for t in self.tickets]})
+
+    @staticmethod
+    def from_json(raw: bytes | str) -> Order:
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError as e:
+            raise OrderDataError(f"order is not JSON: {e}") from None
+        return order_from_dict(data)
+
+
+_TICKET_TEXT = ("event", "venue", "starts_at", "section", "row", "seat", "buyer", "price",
+                "admission_code")
+MAX_TEXT = 200
+MAX_TICKETS = 100
+
+
+def order_from_dict(data: Any) -> Order:
+    if not isinstance(data, dict):
+        raise OrderDataError("order must be a JSON object")
+    order_id = data.get("order_id")
+    if not isinstance(order_id, int) or isinstance(order_id, bool) or order_id < 1:
+        raise OrderDataError("order_id must be a positive integer")
+    raw_tickets = data.get("tickets")
+    if not isinstance(raw_tickets, list) or not raw_tickets:
+        raise OrderDataError("tickets must be a non-empty list")
+    if len(raw_tickets) > MAX_TICKETS:
+        raise OrderDataError(f"at most {MAX_TICKETS} tickets per order")
+    tickets = []
+    for i, t in enumerate(raw_tickets):
+        if not isinstance(t, dict):
+            raise OrderDataError(f"tickets[{i}] must be an object")
+        values: dict[str, Any] = {}
+        for name in (*_TICKET_TEXT, "small_print"):
+            value = t.get(name, "" if name == "small_print" else None)
+            if not isinstance(value, str):
+                raise OrderDataError(f"tickets[{i}].{name} must be a string")
+            limit = 1000 if name == "small_print" else MAX_TEXT
+            if len(value) > limit:
+                raise OrderDataError(f"tickets[{i}].{name} longer than {limit} characters")
+            values[name] = value
+        if not values["admission_code"]:
+            raise OrderDataError(f"tickets[{i}].admission_code is empty")
+        tickets.append(Ticket(order_id=order_id, **values))
+    return Order(order_id=order_id, tickets=tuple(tickets))
