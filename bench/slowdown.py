@@ -109,19 +109,20 @@ def parse_specs(specs: Sequence[str]) -> dict[str, float]:
 
 
 def install(specs: Sequence[str]) -> dict[str, float]:
-    """Patch stagedoor.worker.loop in this process according to the specs."""
+    """Patch the worker's parts (stagedoor.worker.*) in this process according to the specs."""
     from stagedoor.stream import connection
+    from stagedoor.worker import acks, dispatch
     from stagedoor.worker import loop as worker
 
     conf = parse_specs(specs)
     if "ack-sleep-ms" in conf:
         delay = conf["ack-sleep-ms"] / 1000
-        orig_init = worker.Acker.__init__
+        orig_init = acks.Acker.__init__
 
         def acker_init(self: Any, conn: Any, *args: Any, **kwargs: Any) -> None:
             orig_init(self, _SlowCommands(conn, "XACK", delay), *args, **kwargs)
 
-        worker.Acker.__init__ = acker_init  # type: ignore[method-assign]
+        acks.Acker.__init__ = acker_init  # type: ignore[method-assign]
         _wrap_fast_connection(worker, "XACK", delay, read_only=True)
     if "read-sleep-ms" in conf:
         delay_r = conf["read-sleep-ms"] / 1000
@@ -134,7 +135,7 @@ def install(specs: Sequence[str]) -> dict[str, float]:
         _wrap_fast_connection(worker, "XREADGROUP", delay_r, read_only=False)
     if "handle-cpu-us" in conf:
         burn = conf["handle-cpu-us"] / 1e6
-        orig_parse = worker.parse_job
+        orig_parse = dispatch.parse_job
 
         def parse_job(*args: Any, **kwargs: Any) -> Any:
             end = time.perf_counter() + burn
@@ -142,7 +143,7 @@ def install(specs: Sequence[str]) -> dict[str, float]:
                 pass
             return orig_parse(*args, **kwargs)
 
-        worker.parse_job = parse_job  # type: ignore[assignment]
+        dispatch.parse_job = parse_job  # type: ignore[assignment]
     return conf
 
 

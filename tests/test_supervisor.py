@@ -492,7 +492,7 @@ def test_assert_fork_safe_refuses_threads_and_loops() -> None:
     import asyncio
     import threading
 
-    from stagedoor.supervisor.loop import ForkUnsafe, assert_fork_safe
+    from stagedoor.supervisor.process import ForkUnsafe, assert_fork_safe
 
     assert_fork_safe()
     stop = threading.Event()

@@ -10,15 +10,16 @@ supervisor (which must not load redis-py's machinery it does not use) and for th
 native extension.  Where each lives:
 
     stream/      job boundary, producer, Redis clients, the lean hot-path connection
-    worker/      one worker process: the loop, the retry policy, the child entry
+    worker/      one worker process: lifecycle, reader, redelivery, dispatch, acks, policy
     handlers/    registry, context, the built-in handlers, the order store
     render/      renderer(), the pure-Python reference, QR; _render.pyx is native
-    supervisor/  the process tree: select loop, worker processes, systemd
+    supervisor/  the process tree: select loop, pool, pure decisions, reporting, systemd
     ops/         status, Prometheus exporter, metrics, logs
     cli/         `stagedoor` and `stagedoor-supervise`
     demo/        demo orders and an embedded redis-server (demo and tests only)
     config.py    settings (every layer reads them); exitcodes.py (the exit code contract
-                 between workers, the supervisor, the cli and the systemd unit)
+                 between workers, the supervisor, the cli and the systemd unit);
+                 backoff.py (the one exponential backoff every layer waits with)
 """
 
 from __future__ import annotations

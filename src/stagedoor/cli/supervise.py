@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from .. import config
 from ..config import ConfigError, Settings
 from ..exitcodes import EX_CONFIG
-from ..supervisor.loop import Options, Supervisor
+from ..supervisor.loop import Supervisor
+from ..supervisor.state import Options
 from ..supervisor.systemd import Notifier
 from .main import Parser
 

@@ -35,6 +35,25 @@ T = TypeVar("T")
 
 @dataclass
 class Context:
+    """What a handler gets besides its job; one per worker, shared by its handlers.
+
+    Attributes:
+        settings: the worker's Settings (stream names, time limits, ...).
+        redis: the worker's asyncio redis-py client (100 ms calls); use it for the
+            handler's own keys (settings.key(...) names them under the prefix).
+        consumer: this worker's consumer name (stable per supervisor slot).
+        executor: the worker's thread pool (render_threads); reach it through
+            `to_thread`, never block the event loop with CPU or file work.
+        stats: the worker's counters; `stats.inc(name, kind)` counts in the metrics.
+        log: a logger; pass `extra=log_extra(job)` so the line joins the checkout.
+        state: per-worker handler state (clients, caches) built on first use.
+
+    Idempotency is by the job's outbox_id: call `already_done(job)` first (it also
+    takes the lease that keeps two deliveries of one job from running at once) and
+    `mark_done(job)` last.  A handler raises TransientError to be retried,
+    PermanentError to be dead-lettered.
+    """
+
     settings: Settings
     redis: aioredis.Redis  # the 100 ms client
     consumer: str

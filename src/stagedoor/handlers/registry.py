@@ -24,12 +24,27 @@ HandlerFn = Callable[["Job", "Context"], Awaitable[None]]
 
 @dataclass(frozen=True, slots=True)
 class Handler:
+    """One registered handler: its kind, the coroutine function, its time limit."""
+
     kind: str
     fn: HandlerFn
     timeout: float | None = None  # None: settings.job_timeout
 
 
 class Registry:
+    """Handlers by job kind: what a worker can run.
+
+        registry = Registry()
+
+        @registry.register("send_receipt", timeout=10)
+        async def send_receipt(job: Job, ctx: Context) -> None: ...
+
+    A worker runs the built-ins merged with every `--handlers module:attr` (a later
+    registration of a kind replaces an earlier one; see load_registry).  An entry of a
+    kind no handler is registered for is malformed for this worker: dead-lettered.
+    `timeout` is the kind's time limit per attempt (None: settings.job_timeout).
+    """
+
     def __init__(self, handlers: Iterable[Handler] = ()) -> None:
         self._by_kind: dict[str, Handler] = {}
         for h in handlers:

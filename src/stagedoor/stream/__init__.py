@@ -3,8 +3,8 @@
 - job.py         Job and parse_job: five fields of bytes -> a typed job or a reason
 - queue.py       the producer side: ensure the group, enqueue (single, bulk), and the
                  dead-letter script the worker uses
-- connection.py  redis-py clients with the seed's timeouts, TLS and password; the
-                 server version floor
+- connection.py  redis-py clients with the seed's timeouts; the server version floor
+- auth.py        the password file and TLS, once for both kinds of connection
 - resp.py        the lean hot-path connection (hiredis on an asyncio protocol) the
                  worker reads and acks through
 """

@@ -1,5 +1,7 @@
 """Redis clients with the timeouts the seed asks for, and nothing hidden.
 
+The password file and TLS are auth.py's (shared with the hot-path connection, resp.py).
+
 redis-py 8 defaults are a 5 s socket timeout, library retries and RESP3.  We pin
 RESP2 (its XREADGROUP/XAUTOCLAIM shapes are what the worker parses), turn off the
 library's retries (they can duplicate an XADD and hide an outage; we retry with our
@@ -13,15 +15,14 @@ field lists (a dict would hide a duplicated field) and skips the dict building.
 from __future__ import annotations
 
 import re
-import ssl
-from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import redis
 import redis.asyncio as aioredis
 from redis.backoff import NoBackoff
 
 from ..config import ConfigError, Settings
+from . import auth
 
 RAW_COMMANDS = ("XREADGROUP", "XAUTOCLAIM", "XRANGE", "XREVRANGE", "XPENDING", "HELLO")
 MIN_SERVER = (7, 0, 5)
@@ -36,16 +37,6 @@ class ServerTooOld(RuntimeError):
     pass
 
 
-def _password(settings: Settings) -> str | None:
-    if not settings.redis_password_file:
-        return None
-    path = Path(settings.redis_password_file)
-    try:
-        return path.read_text().strip()
-    except OSError as e:
-        raise ConfigError(f"redis_password_file={str(path)!r}: {e.strerror}") from None
-
-
 def client_kwargs(settings: Settings, *, blocking: bool = False) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "protocol": 2,
@@ -56,30 +47,24 @@ def client_kwargs(settings: Settings, *, blocking: bool = False) -> dict[str, An
         "health_check_interval": 0,
         "decode_responses": False,
     }
-    password = _password(settings)
+    password = auth.password(settings)
     if password is not None:
         kwargs["password"] = password
     return kwargs
 
 
 class SharedContextSSLConnection(aioredis.SSLConnection):
-    """A TLS connection whose SSLContext is built once per settings, not per connection.
+    """A TLS connection on the process's shared SSLContext for its options (auth.py).
 
     redis-py builds a context (the system CA store: ~0.13 s of CPU) for every new
     connection, on the event loop; 8 jobs arriving on a cold pool then stall the loop
-    for a second and 100 ms calls time out.  The context is immutable once built, so
-    one per set of TLS options is shared by all connections of the process.
+    for a second and 100 ms calls time out.  The hot-path connections (resp.py) use
+    the same context.
     """
-
-    _contexts: ClassVar[dict[tuple[Any, ...], ssl.SSLContext]] = {}
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        key = tuple(sorted((k, str(v)) for k, v in kwargs.items() if k.startswith("ssl_")))
-        context = self._contexts.get(key)
-        if context is None:
-            context = self._contexts[key] = self.ssl_context.get()
-        self.ssl_context.context = context
+        self.ssl_context.context = auth.tls_context(kwargs)
 
 
 def _strip_callbacks(client: Any) -> None:

@@ -22,39 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import ssl
 from typing import Any, cast
-from urllib.parse import unquote
 
 import hiredis
 import redis
 from redis.connection import parse_url
 
 from ..config import Settings
+from . import auth
 
 _NO_REPLY = False  # what hiredis.Reader.gets() returns when no whole reply is buffered
-
-
-def _truthy(value: Any) -> bool:
-    return str(value).lower() not in ("0", "false", "no", "off", "")
-
-
-def ssl_context(options: dict[str, Any]) -> ssl.SSLContext:
-    """The TLS context for a rediss:// URL, from the same query options redis-py takes."""
-    ctx = ssl.create_default_context(cafile=options.get("ssl_ca_certs"),
-                                     capath=options.get("ssl_ca_path"))
-    if options.get("ssl_certfile"):
-        ctx.load_cert_chain(options["ssl_certfile"], options.get("ssl_keyfile"),
-                            options.get("ssl_password"))
-    reqs = str(options.get("ssl_cert_reqs", "required")).lower()
-    if "ssl_check_hostname" in options:
-        ctx.check_hostname = _truthy(options["ssl_check_hostname"])
-    if reqs == "none":
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    elif reqs == "optional":
-        ctx.verify_mode = ssl.CERT_OPTIONAL
-    return ctx
 
 
 class _Protocol(asyncio.Protocol):
@@ -131,7 +108,6 @@ class FastConnection:
         self._connecting: asyncio.Future[None] | None = None
         self._packed: dict[tuple[Any, ...], bytes] = {}
         self.client_id: int | None = None
-        self._tls: ssl.SSLContext | None = None
 
     @property
     def connected(self) -> bool:
@@ -225,8 +201,6 @@ class FastConnection:
             self._connecting = None
 
     async def _open(self) -> _Protocol:
-        from .connection import _password  # the password file, shared with redis-py clients
-
         options = parse_url(self._settings.redis_url)
         loop = asyncio.get_running_loop()
         proto = _Protocol()
@@ -236,16 +210,13 @@ class FastConnection:
             else:
                 tls = None
                 if self._settings.redis_url.startswith("rediss:"):
-                    if self._tls is None:  # built once: it costs ~0.13 s of CPU
-                        self._tls = ssl_context(options)
-                    tls = self._tls
+                    tls = auth.tls_context(options)  # shared: built once per process
                 await loop.create_connection(lambda: proto, options.get("host", "localhost"),
                                              int(options.get("port", 6379)), ssl=tls)
-            password = _password(self._settings) or options.get("password")
+            username, password = auth.credentials(self._settings, options)
             handshake: list[tuple[Any, ...]] = []
             if password:
-                username = options.get("username")
-                handshake.append(("AUTH", unquote(username), password) if username
+                handshake.append(("AUTH", username, password) if username
                                  else ("AUTH", password))
             if options.get("db"):
                 handshake.append(("SELECT", int(options["db"])))

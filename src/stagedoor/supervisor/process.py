@@ -1,6 +1,6 @@
 """One forked child and the OS calls around it: fork, pipes, pidfd, signals, reaping.
 
-No policy lives here (that is supervisor.py); this module only knows how to start a
+No policy lives here (that is loop.py and decisions.py); this module only knows how to start a
 child with two pipes and how to ask the kernel about it:
 
     heartbeat pipe   child writes, supervisor reads (non-blocking, in the selector)
@@ -17,10 +17,12 @@ alive after the supervisor died) or the supervisor's sockets.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Iterable
 
@@ -56,6 +58,18 @@ def describe_status(code: int | None) -> str:
         except ValueError:
             return f"signal {-code}"
     return f"exit {code}"
+
+
+class ForkUnsafe(RuntimeError):
+    """A thread or an event loop exists in the supervisor: forking would copy it."""
+
+
+def assert_fork_safe() -> None:
+    if threading.active_count() != 1:
+        names = ", ".join(t.name for t in threading.enumerate())
+        raise ForkUnsafe(f"refusing to fork: the supervisor has threads ({names})")
+    if asyncio.events._get_running_loop() is not None:
+        raise ForkUnsafe("refusing to fork: an asyncio loop is running in the supervisor")
 
 
 class Process:

@@ -1,7 +1,13 @@
 """One worker process: read jobs from the stream, run their handlers, ack.
 
-- loop.py    the Worker: boot, the read/handle/ack loop, reclaim, slots, drain
-- policy.py  a job's time limit, retries with backoff and jitter, the verdict
-- child.py   the worker process's entry under the supervisor: heartbeats over the
-             pipe, exit codes, the boot report
+- loop.py        the Worker: composes the parts below and runs them
+- lifecycle.py   boot (Redis, group, connections), drain, stop
+- reader.py      own-pending recovery, consume '>', reclaim (XAUTOCLAIM)
+- slots.py       at most `concurrency` entries held, reserved before a read
+- redelivery.py  delivery and start counts, isolation of suspicious entries (poison)
+- dispatch.py    entry -> parse -> handler under policy -> ack, dead letter or pending
+- acks.py        XACK, coalesced and piggybacked on the next read
+- policy.py      a job's time limit, retries with backoff and jitter, the verdict
+- child.py       the worker process's entry under the supervisor: heartbeats over the
+                 pipe, exit codes, the boot report
 """

@@ -88,7 +88,7 @@ def child_main(settings: Settings, slot: int, heartbeat_fd: int, lifeline_fd: in
 
         from ..handlers import load_registry
         from ..stream.connection import ServerTooOld
-        from .loop import BootError
+        from .lifecycle import BootError
         registry = load_registry(settings.handlers)
     except ConfigError as e:
         log.error("worker slot %d: config error: %s", slot, e)

@@ -17,12 +17,12 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..backoff import Schedule
 from ..config import Settings
 from ..ops.metrics import WorkerStats
 from ..stream.connection import TRANSIENT_ERRORS
@@ -90,13 +90,6 @@ class Deadlines:
                     task.cancel()
 
 
-def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random | None = None
-                  ) -> float:
-    """Full jitter (AWS architecture blog): uniform in [0, min(cap, base * 2**attempt)]."""
-    r = rng or random
-    return r.uniform(0, min(cap, base * (2 ** attempt)))
-
-
 async def run_with_policy(run: Callable[[], Awaitable[None]], *, kind: str, time_limit: float,
                           settings: Settings, stats: WorkerStats, deadlines: Deadlines,
                           extra: Callable[[], dict[str, object]] | None = None) -> Outcome:
@@ -135,7 +128,8 @@ async def run_with_policy(run: Callable[[], Awaitable[None]], *, kind: str, time
         if attempt >= settings.retries:
             return Outcome(Verdict.PENDING, reason, attempt + 1)
         stats.inc("retried", kind)
-        delay = backoff_delay(attempt, settings.retry_backoff, settings.retry_backoff_max)
+        # full jitter from 0 (backoff.py): spreads a burst of retries across the pool
+        delay = Schedule(settings.retry_backoff, settings.retry_backoff_max).delay(attempt)
         log.warning("retrying in %.3fs: %s", delay, reason, extra=extra() if extra else None)
         attempt += 1
         await asyncio.sleep(delay)

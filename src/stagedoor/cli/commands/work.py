@@ -16,7 +16,8 @@ from typing import Any
 from ... import config
 from ...exitcodes import EX_UNAVAILABLE
 from ...handlers import load_registry
-from ...worker.loop import BootError, Worker
+from ...worker.lifecycle import BootError
+from ...worker.loop import Worker
 
 
 def register(sub: Any) -> None:

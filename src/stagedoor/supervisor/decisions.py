@@ -1,0 +1,167 @@
+"""The supervisor's decisions, as plain functions of numbers: no clock, no OS calls.
+
+The loop (loop.py) measures (monotonic time, heartbeats, exit codes, RSS), asks
+here what that means, and acts (fork, signal, exit).  So every rule can be tested in
+microseconds (tests/test_supervisor_decisions.py) beside the subprocess tests that
+show the loop applies them.
+
+- respawn backoff: 0.1 s, 0.2 s, ... 10 s per slot, no jitter (backoff.py), reset
+  after STABLE_AFTER seconds of good health;
+- flapping: more than flap_max restarts across the pool within flap_window: exit 70;
+- boot verdicts: every slot failed to boot boot_retries times in a row, or no worker
+  was ever ready within boot_timeout: exit with the children's code (69/78, else 70);
+- hang detection and kill deadlines: silent past heartbeat_timeout (or no sign of
+  life boot_timeout + 5 s after the fork) -> SIGABRT; still alive ABORT_GRACE later,
+  or past its graceful stop deadline -> SIGKILL;
+- recycling: a ready worker over max_worker_memory gets a replacement, one at a time;
+- rolling restart (SIGHUP): one slot at a time, in slot order, each replaced once its
+  current process is ready; settings that shape the pool are kept.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ..backoff import Schedule
+from ..config import Settings
+from ..exitcodes import EX_CONFIG, EX_SOFTWARE, EX_UNAVAILABLE
+
+RESPAWN = Schedule(base=0.1, cap=10.0, jitter=False)  # a kill -9 is back within 0.1 s
+STABLE_AFTER = 30.0     # seconds of good health that reset a slot's backoff
+ABORT_GRACE = 2.0       # SIGABRT (thread dump) -> SIGKILL, at most this long
+STOP_MARGIN = 2.0       # graceful_timeout + this, then SIGKILL (the acks need a moment)
+NO_LIFE_MARGIN = 5.0    # boot_timeout + this without a line on the pipe: hung at boot
+FORK_RETRY = 1.0        # a failed fork (EAGAIN, ENOMEM) is retried this much later
+# Settings that shape the pool: a SIGHUP cannot change them (that takes a restart).
+POOL_SHAPE = ("workers", "consumer", "metrics_port", "metrics_host")
+
+
+# -- respawning, flapping, boot --------------------------------------------------------
+
+def respawn_delay(failures: int) -> float:
+    """Delay before the next fork of a slot after `failures` (>= 1) in a row."""
+    return RESPAWN.delay(failures - 1)
+
+
+def is_stable(ready_at: float | None, now: float) -> bool:
+    """Ran long enough since READY that its slot's crash count starts over."""
+    return ready_at is not None and now - ready_at > STABLE_AFTER
+
+
+def crashes_after_exit(crashes: int, ready_at: float, now: float) -> int:
+    """The slot's consecutive crashes, counting this one (it was READY at ready_at)."""
+    return (0 if is_stable(ready_at, now) else crashes) + 1
+
+
+class RestartWindow:
+    """Runtime restarts across the pool in the last `window` seconds (flapping)."""
+
+    def __init__(self, limit: int, window: float) -> None:
+        self.limit = limit
+        self.window = window
+        self.times: collections.deque[float] = collections.deque()
+
+    def record(self, now: float) -> bool:
+        """Count a restart at `now`; True when that makes the pool flap."""
+        self.times.append(now)
+        while self.times and self.times[0] < now - self.window:
+            self.times.popleft()
+        return len(self.times) > self.limit
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+
+def boot_exit_code(child_code: int) -> int:
+    """A boot failure's child exit code -> the supervisor's exit code."""
+    return child_code if child_code in (EX_CONFIG, EX_UNAVAILABLE) else EX_SOFTWARE
+
+
+def every_slot_failed_boot(boot_failures: Iterable[int], retries: int) -> bool:
+    return all(n >= retries for n in boot_failures)
+
+
+def boot_timeout_code(last_boot_codes: Sequence[int]) -> int:
+    """Exit code when no worker became ready within boot_timeout."""
+    return boot_exit_code(last_boot_codes[-1]) if last_boot_codes else EX_UNAVAILABLE
+
+
+# -- hangs and deadlines ---------------------------------------------------------------
+
+class Act(enum.Enum):
+    NOTHING = "nothing"
+    ABORT = "abort"            # SIGABRT: dump the stacks, then die
+    KILL_HUNG = "kill-hung"    # SIGKILL: still alive ABORT_GRACE after SIGABRT
+    KILL_STOP = "kill-stop"    # SIGKILL: past its graceful stop deadline
+
+
+def watch(now: float, *, started: float, last_hb: float | None,
+          stop_deadline: float | None, abort_deadline: float | None,
+          heartbeat_timeout: float, boot_timeout: float) -> tuple[Act, str]:
+    """What to do about one worker process now, and why (for ABORT)."""
+    if abort_deadline is not None:
+        return (Act.KILL_HUNG, "") if now >= abort_deadline else (Act.NOTHING, "")
+    if stop_deadline is not None and now >= stop_deadline:
+        return Act.KILL_STOP, ""
+    if last_hb is not None:
+        silent = now - last_hb
+        if silent > heartbeat_timeout:
+            return Act.ABORT, f"no heartbeat for {silent:.1f}s"
+    elif now - started > boot_timeout + NO_LIFE_MARGIN:
+        return Act.ABORT, f"no sign of life {now - started:.1f}s after fork"
+    return Act.NOTHING, ""
+
+
+def abort_deadline(now: float, heartbeat_timeout: float) -> float:
+    return now + min(ABORT_GRACE, heartbeat_timeout)
+
+
+def stop_deadline(now: float, graceful_timeout: float) -> float:
+    return now + graceful_timeout + STOP_MARGIN
+
+
+def wants_recycle(now: float, *, limit_mb: int, rss: int, ready: bool, replacing: bool,
+                  aborting: bool, recycle_after: float) -> bool:
+    """A ready worker over max_worker_memory (MB) gets a replacement (none running yet)."""
+    return (bool(limit_mb) and ready and not replacing and not aborting
+            and rss > limit_mb * 1024 * 1024 and now >= recycle_after)
+
+
+# -- rolling restart -------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class SlotView:
+    """A slot as the rolling restart sees it."""
+
+    started: float | None   # when its current process was forked; None: no current
+    ready: bool             # its current process is READY
+    replacing: bool         # a replacement is already forked
+
+
+def roll(queue: list[int], slots: Mapping[int, SlotView], reload_t: float
+         ) -> tuple[int | None, bool]:
+    """Advance a rolling restart begun at reload_t over the slots in `queue` (in order).
+
+    Drops from the front of `queue` the slots that are gone, respawning or already
+    forked after reload_t.  Returns (the slot to fork a replacement for now or None,
+    whether the restart is complete: queue empty and every slot's current ready)."""
+    while queue:
+        view = slots.get(queue[0])
+        if view is None or view.started is None or view.started >= reload_t:
+            queue.pop(0)
+            continue
+        return (queue[0] if view.ready and not view.replacing else None), False
+    return None, all(v.started is not None and v.ready for v in slots.values())
+
+
+def pool_shape_changes(running: Settings, reread: Settings) -> list[str]:
+    """Pool-shaping settings a re-read config file would change (they need a restart)."""
+    return [name for name in POOL_SHAPE if getattr(reread, name) != getattr(running, name)]
+
+
+def keep_pool_shape(running: Settings, reread: Settings) -> Settings:
+    """The re-read settings with the running pool's shape (may raise ConfigError)."""
+    return reread.replace(**{name: getattr(running, name) for name in POOL_SHAPE})

@@ -1,0 +1,137 @@
+"""What the supervisor tells the world: systemd's STATUS= line, the periodic resource
+log line, the --status-file JSON, and the Prometheus metrics aggregated over workers.
+
+Reads the supervisor's state, changes none of it (except its own rate limits).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import psutil
+
+from ..ops.exporter import empty_totals, retire
+
+if TYPE_CHECKING:
+    from .loop import Supervisor
+
+log = logging.getLogger("stagedoor.supervisor")
+
+STATUS_EVERY = 1.0      # most often a changed STATUS= goes to systemd
+LOG_EVERY = 60.0        # the periodic resource log line
+
+
+def total(snap: dict[str, Any], counter: str) -> int:
+    return int(sum((snap.get("counters") or {}).get(counter, {}).values()))
+
+
+class Reporter:
+    def __init__(self, sup: Supervisor, now: float) -> None:
+        self.sup = sup
+        self.next_status = 0.0
+        self.last_status = ""
+        self.next_log = now + LOG_EVERY
+        self.last_status_file = b""
+
+    def summary(self) -> str:
+        sup = self.sup
+        pool = sup.pool
+        ready = sum(1 for s in pool.slots.values() if s.current is not None and s.current.ready)
+        live = list(pool.handles.values())
+        handled = total(pool.retired, "handled") + sum(total(h.stats, "handled") for h in live)
+        rss = [h.rss for h in live if h.rss]
+        text = f"workers {ready}/{len(pool.slots)} ready, handled {handled}, " \
+               f"restarts {pool.restarts}"
+        if rss:
+            text += f", rss {sum(rss) / 2**20:.1f} MB (max {max(rss) / 2**20:.1f})"
+        cpu = sum(h.cpu for h in live)
+        if live:
+            text += f", cpu {cpu:.0f}%"
+        return text
+
+    def report(self, now: float) -> None:
+        sup = self.sup
+        pool = sup.pool
+        if now >= self.next_status:
+            for h in pool.handles.values():
+                if h.ps is not None:
+                    with contextlib.suppress(psutil.Error):
+                        h.cpu = h.ps.cpu_percent(None)
+            text = self.summary()
+            if sup.stopping:
+                text = "stopping: " + text
+            if text != self.last_status:
+                sup.notifier.status(text)
+                self.last_status = text
+            self.next_status = now + STATUS_EVERY
+        if now >= self.next_log:
+            self.next_log = now + LOG_EVERY
+            per = ", ".join(f"{h.slot}:{h.pid} {h.rss / 2**20:.1f}MB {h.cpu:.0f}%"
+                            for h in sorted(pool.handles.values(), key=lambda x: x.slot))
+            log.info("%s; per worker: %s", self.summary(), per)
+        self.write_status_file()
+
+    def status(self) -> dict[str, Any]:
+        """Who is running, for --status-file (monitoring scripts and the tests)."""
+        sup = self.sup
+        pool = sup.pool
+        return {
+            "pid": os.getpid(),
+            "ready": pool.ever_ready,
+            "stopping": sup.stopping,
+            "reloading": sup.reloading,
+            "restarts": pool.restarts,
+            "recycled": pool.recycled,
+            "handled": total(pool.retired, "handled")
+            + sum(total(h.stats, "handled") for h in pool.handles.values()),
+            "slots": {str(k): {"pid": s.current.pid if s.current else None,
+                               "ready": bool(s.current and s.current.ready),
+                               "consumer": sup.settings.consumer_name(k),
+                               "replacement": s.replacement.pid if s.replacement else None}
+                      for k, s in sorted(pool.slots.items())},
+            "processes": sorted(({"pid": h.pid, "slot": h.slot, "role": h.role,
+                                  "ready": h.ready, "rss": h.rss}
+                                 for h in pool.handles.values()), key=lambda d: d["pid"]),
+        }
+
+    def write_status_file(self, final: bool = False) -> None:
+        path = self.sup.options.status_file
+        if not path:
+            return
+        status = self.status()
+        if final:
+            status["exit_code"] = self.sup.exit_code
+        data = orjson.dumps(status)
+        if data == self.last_status_file:
+            return
+        self.last_status_file = data
+        tmp = f"{path}.tmp"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except OSError as e:
+            log.warning("cannot write status file %s: %s", path, e)
+
+    def render_metrics(self) -> bytes:
+        from ..ops.exporter import render_metrics
+
+        sup = self.sup
+        pool = sup.pool
+        workers = {h.slot: h.stats for h in pool.handles.values() if h.role != "retiring"}
+        # A copy all the way down: pool.retired must only grow when a worker exits.
+        retired = retire(empty_totals(), pool.retired)
+        for h in pool.handles.values():  # a retiring worker's counters still count
+            if h.role == "retiring":
+                retire(retired, h.stats)
+        extra = {"workers_ready": float(sum(1 for s in pool.slots.values()
+                                            if s.current is not None and s.current.ready)),
+                 "workers_wanted": float(len(pool.slots)),
+                 "worker_rss_bytes": float(sum(h.rss for h in pool.handles.values()))}
+        out: bytes = render_metrics(workers, retired, pool.queue, pool.restarts,
+                                    extra_gauges=extra)
+        return out

@@ -1,0 +1,67 @@
+"""The supervisor's bookkeeping: a worker process (Handle), a slot, the supervisor's options.
+
+A slot k is consumer settings.consumer_name(k) forever; it has one *current* process
+and, during a rolling restart or a memory recycle, a *replacement*.  A process being
+stopped is *retiring*.  Plain data: loop.py changes it, decisions.py reads numbers
+from it, report.py shows it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from .process import Process
+
+
+@dataclass
+class Handle:
+    """A live worker process as the policy sees it."""
+
+    proc: Process
+    slot: int
+    consumer: str
+    role: str                       # "current" | "replacement" | "retiring"
+    started: float
+    reason: str = ""                # why it is a replacement / retiring
+    ready_at: float | None = None
+    last_hb: float | None = None
+    stats: dict[str, Any] = field(default_factory=dict)
+    rss: int = 0
+    cpu: float = 0.0
+    buffer: bytes = b""
+    stop_deadline: float | None = None
+    abort_deadline: float | None = None
+    ps: psutil.Process | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def ready(self) -> bool:
+        return self.ready_at is not None
+
+
+@dataclass
+class Slot:
+    index: int
+    current: Handle | None = None
+    replacement: Handle | None = None
+    next_spawn: float | None = 0.0  # when to fork a current; None: not wanted now
+    crashes: int = 0                # consecutive runtime crashes (backoff exponent)
+    boot_failures: int = 0          # consecutive deaths before READY
+    last_boot_code: int | None = None
+    recycle_after: float = 0.0      # no memory recycle before this (after a failed one)
+
+
+@dataclass(frozen=True)
+class Options:
+    """Supervisor-only knobs (flags, not Settings: they mean nothing to a worker)."""
+
+    flap_max: int = 20
+    flap_window: float = 60.0
+    boot_retries: int = 3
+    status_file: str = ""

@@ -1,0 +1,149 @@
+"""Dispatch: an entry becomes a task in a slot, and a task becomes an ack, a dead letter
+or an entry left pending.
+
+    parse_job -> run_with_policy(handler) -> DONE: ack | DEAD: dead-letter | PENDING: log
+
+Nothing here may crash the loop: an unexpected error leaves the entry pending (it comes
+back), and a cancelled handler acks nothing.  A malformed entry, a permanent error and
+poison (too many starts, decided by redelivery.py) go to the dead-letter stream with
+their reason, and the dead-letter script acks them in the same step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from ..backoff import Backoff
+from ..config import Settings
+from ..handlers import Context, Registry
+from ..ops.metrics import WorkerStats
+from ..stream import connection
+from ..stream.job import MalformedJob, parse_job
+from ..stream.queue import DeadLetter
+from .acks import Acker
+from .policy import Deadlines, Verdict, run_with_policy
+from .slots import Slots
+
+log = logging.getLogger("stagedoor.worker")
+
+Entry = tuple[bytes, list[bytes] | None]
+
+
+class Dispatcher:
+    """Starts handler tasks for entries and settles each one's outcome."""
+
+    def __init__(self, settings: Settings, registry: Registry, ctx: Context, *,
+                 slots: Slots, acker: Acker, dead_letter: DeadLetter, deadlines: Deadlines,
+                 stats: WorkerStats, consumer: str) -> None:
+        self.settings = settings
+        self.registry = registry
+        self.ctx = ctx
+        self.slots = slots
+        self.acker = acker
+        self.dead_letter = dead_letter
+        self.deadlines = deadlines
+        self.stats = stats
+        self.consumer = consumer
+        self.kinds = registry.kinds
+
+    def dispatch(self, entries: Sequence[Entry], reserved: int,
+                 counts: dict[bytes, int] | None, starts: dict[bytes, int] | None = None
+                 ) -> None:
+        """Start a task per entry in the slots `reserved` for them; give back the rest.
+
+        counts: delivery counts (None: first delivery); starts: recorded starts of
+        redelivered entries (see redelivery.py)."""
+        for entry_id, fields in entries:
+            deliveries = 1 if counts is None else counts.get(entry_id, 1)
+            started = 0 if starts is None else starts.get(entry_id, 0)
+            task = asyncio.create_task(self.handle(entry_id, fields, deliveries, started))
+            self.slots.start(entry_id, task)
+        self.slots.unreserve(reserved - len(entries))
+        self.stats.gauges["in_flight"] = len(self.slots.running)
+
+    async def handle(self, entry_id: bytes, fields: list[bytes] | None,
+                     deliveries: int, started: int = 0) -> None:
+        """started: starts recorded since the first delivery (redelivered entries only)."""
+        s = self.settings
+        try:
+            if fields is None:
+                # Trimmed while pending: nothing to run; ack so the PEL stops returning it.
+                self.stats.inc("deleted")
+                log.warning("entry %s was trimmed before it was handled",
+                            entry_id.decode(), extra={"entry_id": entry_id.decode()})
+                self.acker.add(entry_id)
+                return
+            if started and started + 1 > s.max_deliveries:
+                await self.dead(entry_id, fields, deliveries,
+                                f"poison: started {started + 1} times, delivered "
+                                f"{deliveries} times (max_deliveries={s.max_deliveries})",
+                                metric_kind(fields, self.kinds))
+                return
+            try:
+                job = parse_job(fields, self.kinds, max_field_bytes=s.max_field_bytes)
+            except MalformedJob as e:
+                await self.dead(entry_id, fields, deliveries, f"malformed: {e}",
+                                metric_kind(fields, self.kinds))
+                return
+            handler = self.registry.get(job.kind)
+
+            def extra() -> dict[str, object]:  # built only when a line is logged
+                return {"request_id": job.request_id, "trace": job.trace, "kind": job.kind,
+                        "order_id": job.order_id, "outbox_id": job.outbox_id,
+                        "entry_id": entry_id.decode(), "deliveries": deliveries,
+                        "consumer": self.consumer}
+
+            outcome = await run_with_policy(
+                lambda: handler.fn(job, self.ctx), kind=job.kind,
+                time_limit=handler.timeout or s.job_timeout, settings=s, stats=self.stats,
+                deadlines=self.deadlines, extra=extra)
+            if outcome.verdict is Verdict.DONE:
+                self.stats.inc("handled", job.kind)
+                self.acker.add(entry_id)
+            elif outcome.verdict is Verdict.DEAD:
+                await self.dead(entry_id, fields, deliveries, outcome.reason, job.kind)
+            else:
+                self.stats.inc("failed", job.kind)
+                log.error("job failed after %d attempts, left pending for redelivery: %s",
+                          outcome.attempts, outcome.reason, extra=extra())
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # Nothing may crash the loop; the entry stays pending and comes back.
+            log.exception("unexpected error handling %s; left pending", entry_id.decode())
+        finally:
+            self.stats.gauges["in_flight"] = len(self.slots.running) - 1
+
+    async def dead(self, entry_id: bytes, fields: list[bytes], deliveries: int,
+                   reason: str, kind: str) -> None:
+        """Dead-letter (and so ack) the entry, retrying while Redis is away."""
+        backoff = Backoff()
+        for _attempt in range(max(3, self.settings.retries + 1)):
+            try:
+                dead_id = await self.dead_letter(entry_id, fields, error=reason,
+                                                 deliveries=deliveries,
+                                                 consumer=self.consumer)
+            except connection.TRANSIENT_ERRORS as e:
+                await asyncio.sleep(backoff.next())
+                last: BaseException = e
+                continue
+            if dead_id is not None:
+                self.stats.inc("dead_lettered", kind)
+                log.error("dead-lettered %s as %s: %s", entry_id.decode(), dead_id.decode(),
+                          reason, extra={"entry_id": entry_id.decode(), "kind": kind,
+                                         "error": reason, "deliveries": deliveries})
+            return
+        log.error("could not dead-letter %s (%s); left pending", entry_id.decode(), last)
+
+
+def metric_kind(fields: Sequence[bytes], kinds: frozenset[str]) -> str:
+    """The metrics label of an entry that may not parse: a known kind or 'invalid'.
+
+    Never the raw value: a label per garbage payload would blow up the metrics."""
+    for i in range(0, len(fields) - 1, 2):
+        if fields[i] == b"kind":
+            value = fields[i + 1].decode("utf-8", "replace")
+            return value if value in kinds else "invalid"
+    return "invalid"

@@ -1,0 +1,135 @@
+"""The worker's lifecycle around the loop: boot, then drain and stop.
+
+boot   HELLO (server version floor), ensure the group, open the hot-path connections;
+       Redis away: retry with backoff until boot_timeout (BootError -> exit 69); bad
+       credentials or a refused ACL: ConfigError at once (exit 78).
+drain  stop reading without abandoning a read Redis may already have served, let the
+       in-flight jobs finish within graceful_timeout (the rest stay pending), flush
+       the acks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import redis
+import redis.asyncio as aioredis
+
+from ..backoff import Backoff, reconnect
+from ..config import ConfigError, Settings
+from ..handlers import Registry
+from ..stream import connection
+from ..stream.queue import ensure_group
+from .acks import Acker
+from .reader import Reader
+from .slots import Slots
+
+log = logging.getLogger("stagedoor.worker")
+
+_UNBLOCK_FAILED: tuple[type[BaseException], ...] = (
+    TimeoutError, redis.ResponseError, *connection.TRANSIENT_ERRORS)
+
+
+class BootError(RuntimeError):
+    """The worker could not reach a usable Redis within boot_timeout."""
+
+
+async def boot(settings: Settings, cmd: aioredis.Redis, reader: Reader, acker: Acker) -> None:
+    """Until Redis answers and the group exists; then open the hot-path connections."""
+    s = settings
+    deadline = time.monotonic() + s.boot_timeout
+    backoff = Backoff(reconnect(0.05, 1.0))
+    while True:
+        try:
+            # HELLO, not INFO: INFO is @dangerous and cannot be granted for one
+            # section, and the least-privilege ACL should not need it.
+            hello = await cmd.execute_command("HELLO", "2")
+            connection.check_version({"redis_version": dict(
+                zip(hello[::2], hello[1::2], strict=False)).get(b"version", b"")})
+            await ensure_group(cmd, s)
+            # Open the hot-path connections now: READY means all of them work, and
+            # the first burst of jobs does not pay for connects and TLS handshakes.
+            await reader.conn.connect()
+            await acker.connect()
+            return
+        except (redis.AuthenticationError, redis.exceptions.AuthorizationError) as e:
+            # redis-py files these under ConnectionError; no retry makes them right.
+            raise ConfigError(f"Redis refused the credentials: {e}") from None
+        except connection.TRANSIENT_ERRORS as e:
+            if time.monotonic() > deadline:
+                raise BootError(f"Redis unreachable for {s.boot_timeout:g}s: {e}") from e
+            delay = backoff.next()
+            log.warning("Redis not reachable (%s); retrying in %.2fs", e, delay)
+            await asyncio.sleep(delay)
+
+
+def warn_at_start(settings: Settings, registry: Registry, consumer: str) -> None:
+    """Say loudly what will make this worker slow or its jobs run twice."""
+    if "render_tickets" in registry.kinds:
+        from ..render import native_import_error
+
+        why = native_import_error()
+        if why:
+            log.error("NATIVE RENDERER MISSING (%s): render_tickets falls back to the "
+                      "pure-Python reference, ~30x slower; rebuild with `pip install -e .`",
+                      why, extra={"consumer": consumer})
+    for h in registry:
+        if h.timeout and h.timeout * 1000 >= settings.claim_idle_ms:
+            log.warning("handler %s has a %gs time limit, not below claim_idle_ms=%d: "
+                        "other workers will reclaim its jobs while they run",
+                        h.kind, h.timeout, settings.claim_idle_ms)
+
+
+async def drain(settings: Settings, cmd: aioredis.Redis, reader: Reader, slots: Slots,
+                acker: Acker, consume: asyncio.Task[None], reclaim: asyncio.Task[None]
+                ) -> None:
+    """Stop reading, finish in-flight jobs within graceful_timeout, flush acks."""
+    reclaim.cancel()
+    await stop_reading(settings, cmd, reader, consume)
+    await asyncio.gather(consume, reclaim, return_exceptions=True)
+    timeout = settings.graceful_timeout
+    try:
+        async with asyncio.timeout(timeout):
+            await slots.wait_idle()
+    except TimeoutError:
+        log.warning("%d jobs still running after %gs; leaving them pending",
+                    len(slots.running), timeout)
+        for t in slots.running.values():
+            t.cancel()
+        await asyncio.gather(*slots.running.values(), return_exceptions=True)
+    try:
+        async with asyncio.timeout(max(1.0, timeout)):
+            await acker.drain()
+    except TimeoutError:
+        log.error("%d acks could not be sent; those jobs stay pending and will run "
+                  "again", len(acker))
+
+
+async def stop_reading(settings: Settings, cmd: aioredis.Redis, reader: Reader,
+                       consume: asyncio.Task[None]) -> None:
+    """End the consume loop without abandoning a read Redis may already have served.
+
+    Cancelling a BLOCK read whose reply is on its way would leave those entries
+    delivered to us and never started, pending until a worker of this name comes
+    back or the claim threshold passes.  CLIENT UNBLOCK makes a read that is still
+    waiting return empty at once; a reply already sent arrives and is dispatched.
+    """
+    if consume.done():
+        return
+    if reader.reading and reader.conn.client_id is not None:
+        try:
+            await cmd.execute_command("CLIENT", "UNBLOCK", reader.conn.client_id)
+            async with asyncio.timeout(settings.read_socket_timeout):
+                await asyncio.shield(consume)
+            return
+        except _UNBLOCK_FAILED as e:
+            log.warning("could not end the blocking read cleanly (%s); cancelling it", e)
+        except Exception:  # the loop failed on its own; run() reports it
+            return
+    # Repeat the cancel: on Python 3.11 a wait_for inside redis-py can swallow one
+    # that lands as its call completes (CPython gh-86296), and the loop reads on.
+    while not consume.done():
+        consume.cancel()
+        await asyncio.wait([consume], timeout=0.5)

@@ -1,0 +1,202 @@
+"""The reader: what the worker takes from the stream, and when.
+
+    recover   XREADGROUP ... STREAMS jobs <cursor>    own pending first, paged
+    consume   XREADGROUP COUNT n BLOCK 5000 ... >      n = min(COUNT, free slots)
+    reclaim   XAUTOCLAIM ... 60000 <cursor> COUNT n    every 30 s, cursor followed
+
+- Slots are reserved before a read (slots.py), so the consume and reclaim paths
+  together never hold more entries than there are free slots.
+- The '>' read goes over the lean hot-path connection (stream/resp.py) and carries the
+  queued acks in the same write; the other reads use the 100 ms redis-py client.
+- After any timeout or connection error on a read the reply may have been lost with
+  entries in it, so the next read is of our own pending list again, not '>'.
+- Ids that are running here or finished and waiting for their ack are skipped when
+  our own pending list or XAUTOCLAIM hands them back, or they would run twice.
+- A reclaim pass runs between reads, not beside them: the blocking read holds every
+  free slot while it waits, so a pass is late by at most one BLOCK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import redis
+import redis.asyncio as aioredis
+
+from ..backoff import Backoff
+from ..config import Settings
+from ..ops.metrics import WorkerStats
+from ..stream import connection
+from ..stream.queue import ensure_group, is_nogroup
+from ..stream.resp import FastConnection
+from .acks import Acker
+from .dispatch import Dispatcher, Entry
+from .redelivery import Redelivery
+from .slots import Slots
+
+log = logging.getLogger("stagedoor.worker")
+
+
+def stream_entries(reply: Any) -> list[Entry]:
+    """RESP2 XREADGROUP reply -> [(id, fields or None)]; nil (BLOCK timed out) -> []."""
+    if not reply:
+        return []
+    return [(e[0], e[1]) for e in reply[0][1]]
+
+
+class Reader:
+    """The consume loop (with recovery and reclaim passes) and the reclaim timer."""
+
+    def __init__(self, settings: Settings, cmd: aioredis.Redis, conn: FastConnection, *,
+                 consumer: str, slots: Slots, acker: Acker, dispatcher: Dispatcher,
+                 redelivery: Redelivery, stats: WorkerStats, stop: asyncio.Event,
+                 burst: bool = False) -> None:
+        self.settings = settings
+        self.cmd = cmd
+        self.conn = conn
+        self.consumer = consumer
+        self.slots = slots
+        self.acker = acker
+        self.dispatcher = dispatcher
+        self.redelivery = redelivery
+        self.stats = stats
+        self.stop = stop
+        self.burst = burst
+        self.reading = False  # a '>' read is on the wire (the acker then flushes alone)
+        self._recover = True
+        self._recover_cursor = b"0"
+        self._claim_cursor = b"0-0"
+        self._reclaim_due = False
+
+    def _busy(self, entry_id: bytes) -> bool:
+        return entry_id in self.slots.running or entry_id in self.acker
+
+    async def consume(self) -> None:
+        s = self.settings
+        backoff = Backoff()
+        group, stream, me = s.group, s.stream, self.consumer
+        while True:
+            n = await self.slots.reserve(s.count)
+            try:
+                if self._reclaim_due:
+                    self._reclaim_due = False
+                    self.slots.unreserve(n)
+                    n = 0
+                    await self.reclaim_once()
+                elif self._recover:
+                    entries = stream_entries(await self.cmd.execute_command(
+                        "XREADGROUP", "GROUP", group, me, "COUNT", n,
+                        "STREAMS", stream, self._recover_cursor))
+                    if not entries:
+                        self._recover, self._recover_cursor = False, b"0"
+                        self.slots.unreserve(n)
+                        n = 0
+                        continue
+                    self._recover_cursor = entries[-1][0]
+                    fresh = [e for e in entries if not self._busy(e[0])]
+                    self.stats.inc("recovered", n=len(fresh))
+                    counts = await self.redelivery.delivery_counts([e[0] for e in fresh])
+                    held, n = n, 0
+                    await self.redelivery.dispatch(fresh, held, counts)
+                else:
+                    block = ("BLOCK", s.block_ms) if not self.burst else ()
+                    read = self.conn.packed("XREADGROUP", "GROUP", group, me, "COUNT", n,
+                                            *block, "STREAMS", stream, ">")
+                    acks = self.acker.take()
+                    self.reading = True
+                    try:
+                        if acks:
+                            ack_reply, reply = await self.conn.send_many(
+                                [self.acker.xack(acks), read])
+                            self.acker.settle(acks, ack_reply if isinstance(
+                                ack_reply, BaseException) else None)
+                            if isinstance(reply, BaseException):
+                                raise reply
+                        else:
+                            reply = await self.conn.send(read)
+                    except BaseException as e:
+                        if acks and self.acker.flushing.intersection(acks):
+                            self.acker.settle(acks, e)
+                        raise
+                    finally:
+                        self.reading = False
+                    entries = stream_entries(reply)
+                    self.dispatcher.dispatch(entries, n, None)
+                    if self.stop.is_set():
+                        return
+                    n = 0
+                    if not entries and self.burst:
+                        await self._burst_check()
+                backoff.reset()
+            except asyncio.CancelledError:
+                self.slots.unreserve(n)
+                raise
+            except redis.ResponseError as e:
+                self.slots.unreserve(n)
+                if not is_nogroup(e):
+                    raise
+                log.warning("group %s is gone (Redis restarted empty?); recreating", group)
+                await self._ensure_group_quietly()
+                self._recover, self._recover_cursor = True, b"0"
+            except connection.TRANSIENT_ERRORS as e:
+                self.slots.unreserve(n)
+                # The reply may have been lost with entries in it: read our own PEL next.
+                self._recover, self._recover_cursor = True, b"0"
+                delay = backoff.next()
+                log.warning("read failed (%s: %s); re-reading own pending in %.2fs",
+                            type(e).__name__, e, delay)
+                await asyncio.sleep(delay)
+
+    async def _burst_check(self) -> None:
+        await self.slots.wait_idle()
+        await self.acker.drain()
+        if self._recover:
+            return
+        self.stop.set()
+        await asyncio.Event().wait()  # the run() loop cancels us
+
+    async def _ensure_group_quietly(self) -> None:
+        with contextlib.suppress(*connection.TRANSIENT_ERRORS):
+            await ensure_group(self.cmd, self.settings)
+
+    # -- reclaiming ------------------------------------------------------------------
+    async def reclaim_timer(self) -> None:
+        """Mark a reclaim pass due every reclaim_interval; the consume loop runs it."""
+        while True:
+            await asyncio.sleep(self.settings.reclaim_interval)
+            self._reclaim_due = True
+
+    async def reclaim_once(self) -> int:
+        """One pass of XAUTOCLAIM following the cursor; returns how many entries it took."""
+        s = self.settings
+        taken = 0
+        while True:
+            n = self.slots.try_reserve(s.reclaim_count)
+            if n == 0:
+                return taken
+            try:
+                cursor, entries, deleted = await self.cmd.execute_command(
+                    "XAUTOCLAIM", s.stream, s.group, self.consumer, s.claim_idle_ms,
+                    self._claim_cursor, "COUNT", n)
+            except BaseException:
+                self.slots.unreserve(n)
+                raise
+            self._claim_cursor = cursor
+            if deleted:
+                self.stats.inc("deleted", n=len(deleted))
+                log.warning("%d pending entries were trimmed before they were handled: %s",
+                            len(deleted), b", ".join(deleted[:10]).decode())
+            mine = [(e[0], e[1]) for e in entries if not self._busy(e[0])]
+            try:
+                counts = await self.redelivery.delivery_counts([e[0] for e in mine])
+            except BaseException:
+                self.slots.unreserve(n)
+                raise
+            self.stats.inc("reclaimed", n=len(mine))
+            await self.redelivery.dispatch(mine, n, counts)
+            taken += len(mine)
+            if cursor == b"0-0":
+                return taken

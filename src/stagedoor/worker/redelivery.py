@@ -1,0 +1,97 @@
+"""Redelivered entries (own pending list, XAUTOCLAIM): delivery counts, starts, isolation.
+
+The delivery count alone is a poor poison counter: a crash adds 1 to every entry the
+dead worker held, so the innocent jobs that ran beside a worker-killing one would
+reach max_deliveries with it.  Redelivered entries count their starts
+(stagedoor:starts:<id>, one pipelined INCR per batch); one that was started again
+after a redelivery, or is on its last allowed start, runs alone, nothing else in
+flight, so a crash then is its own.  The poison verdict is on starts (dispatch.py
+dead-letters an entry past max_deliveries starts); the first, fresh delivery counts
+as one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import redis.asyncio as aioredis
+
+from ..config import Settings
+from .acks import Acker
+from .dispatch import Dispatcher, Entry
+from .slots import Slots
+
+log = logging.getLogger("stagedoor.worker")
+
+STARTS_TTL = 86_400  # a start count outlives any redelivery cycle; then it expires
+
+
+class Redelivery:
+    """Dispatches entries that were delivered before, isolating the suspicious ones."""
+
+    def __init__(self, settings: Settings, cmd: aioredis.Redis, *, consumer: str,
+                 slots: Slots, acker: Acker, dispatcher: Dispatcher) -> None:
+        self.settings = settings
+        self.cmd = cmd
+        self.consumer = consumer
+        self.slots = slots
+        self.acker = acker
+        self.dispatcher = dispatcher
+
+    async def delivery_counts(self, ids: Sequence[bytes]) -> dict[bytes, int]:
+        """XPENDING's delivery count of each id (ids in stream order)."""
+        if not ids:
+            return {}
+        s = self.settings
+        reply = await self.cmd.execute_command(
+            "XPENDING", s.stream, s.group, ids[0], ids[-1],
+            len(ids) + len(self.slots.running) + len(self.acker) + 1, self.consumer)
+        return {row[0]: int(row[3]) for row in reply}
+
+    async def dispatch(self, entries: Sequence[Entry], reserved: int,
+                       counts: dict[bytes, int]) -> None:
+        """Record the entries' starts; run them, the suspicious ones one at a time."""
+        try:
+            starts = await self.record_starts([e[0] for e in entries if e[1] is not None])
+        except BaseException:
+            self.slots.unreserve(reserved)
+            raise
+        together, alone = isolate(entries, starts, self.settings.max_deliveries)
+        self.dispatcher.dispatch(together, reserved, counts, starts)
+        if alone:
+            log.warning("running %d redelivered entries one at a time: each was started "
+                        "before and may be what killed a worker", len(alone))
+        for entry in alone:
+            # Nothing else running and every finished job acked: if this one kills the
+            # process, it takes no one with it.
+            await self.slots.wait_idle()
+            await self.acker.drain()
+            self.dispatcher.dispatch([entry], await self.slots.reserve(1), counts, starts)
+            await self.slots.wait_idle()
+            await self.acker.drain()
+
+    async def record_starts(self, ids: Sequence[bytes]) -> dict[bytes, int]:
+        if not ids:
+            return {}
+        pipe = self.cmd.pipeline(transaction=False)
+        for entry_id in ids:
+            key = self.settings.key("starts", entry_id.decode())
+            pipe.incr(key)
+            pipe.expire(key, STARTS_TTL)
+        replies = await pipe.execute()
+        return {entry_id: int(replies[2 * i]) for i, entry_id in enumerate(ids)}
+
+
+def isolate(entries: Sequence[Entry], starts: dict[bytes, int], limit: int
+            ) -> tuple[list[Entry], list[Entry]]:
+    """(entries that may run together, entries to run alone).
+
+    Alone: started at least twice already, or about to make its last allowed start."""
+    together: list[Entry] = []
+    alone: list[Entry] = []
+    for entry in entries:
+        recorded = starts.get(entry[0], 0)
+        suspicious = entry[1] is not None and (recorded >= 2 or recorded + 1 == limit)
+        (alone if suspicious else together).append(entry)
+    return together, alone
