@@ -15,14 +15,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from stagedoor.config import Settings
-from stagedoor.ops.exporter import (
-    CONTENT_TYPE,
-    MetricsBindError,
-    MetricsEndpoint,
-    empty_totals,
-    render_metrics,
-    retire,
-)
+from stagedoor.ops.endpoint import MetricsBindError, MetricsEndpoint
+from stagedoor.ops.exporter import CONTENT_TYPE, empty_totals, render_metrics, retire
 from stagedoor.ops.inspect import aqueue_status
 from stagedoor.ops.metrics import DURATION_BUCKETS, WorkerStats
 from stagedoor.stream.connection import async_client, sync_client

@@ -6,4 +6,4 @@ def render_order(order: Order) -> bytes:
     """PDF bytes, one page per ticket; byte-identical to stagedoor.render.reference.render_order."""
 
 def qr_matrix(data: bytes) -> list[list[bool]]:
-    """The QR symbol for `data` as rows of modules (True = dark), like stagedoor.qr.encode."""
+    """The QR symbol for `data` as rows of modules (True = dark), like render.qr.encode."""

@@ -109,7 +109,7 @@ class Supervisor:
         s = self.settings
         if s.metrics_port <= 0:
             return
-        from ..ops.exporter import MetricsBindError, MetricsEndpoint
+        from ..ops.endpoint import MetricsBindError, MetricsEndpoint
 
         try:
             self.metrics = MetricsEndpoint(s.metrics_host, s.metrics_port)

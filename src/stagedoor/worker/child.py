@@ -106,7 +106,7 @@ def child_main(settings: Settings, slot: int, heartbeat_fd: int, lifeline_fd: in
         return EX_UNAVAILABLE
     except redis.ResponseError as e:
         # the ACL user lacks a command: a config error (redis-py strips the NOPERM
-        # prefix of the errors it maps; stagedoor.resp keeps it)
+        # prefix of the errors it maps; stagedoor.stream.resp keeps it)
         if isinstance(e, redis.exceptions.NoPermissionError) or str(e).startswith("NOPERM"):
             log.error("worker slot %d: Redis refused a command: %s", slot, e)
             return EX_CONFIG

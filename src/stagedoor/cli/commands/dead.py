@@ -2,7 +2,7 @@
 
 A dead-letter entry is the job's original fields (as a flat list, duplicates kept)
 followed by dead:error, dead:source_id, dead:deliveries, dead:consumer, dead:time
-(stagedoor.queue).  Replay puts the original fields back on the job stream with a
+(stagedoor.stream.queue).  Replay puts the original fields back on the job stream with a
 new id and deletes the dead entry, in one Lua script:
 
     ensure the group (XGROUP CREATE ... $ MKSTREAM, BUSYGROUP is fine)

@@ -1,6 +1,6 @@
 """`stagedoor status`: the queue at a glance, a table for people or --json for scripts.
 
-Read-only: it sends only XINFO/XPENDING/XRANGE/XLEN/TIME (see stagedoor.inspect).
+Read-only: it sends only XINFO/XPENDING/XRANGE/XLEN/TIME (see stagedoor.ops.inspect).
 Exit 0 when the numbers were read (a missing stream or group is reported, not an
 error), 69 with one line when Redis cannot be reached, 1 when Redis answered with
 something that is not our queue (WRONGTYPE on the key, say).

@@ -87,7 +87,7 @@ cdef int penalty(QR* q) noexcept nogil:
 # PAT_R/PAT_C hold, per version and mask, the bits the mask flips (data modules only)
 # plus the format bits that differ from those of mask 0, so that
 # rows = base ^ PAT_R[ver][mask] is exactly the masked symbol.  Results are the same as
-# penalty() (the tests compare every version against stagedoor.qr).
+# penalty() (the tests compare every version against stagedoor.render.qr).
 cdef enum:
     FAST_MAX_VERSION = 10
 
