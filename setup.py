@@ -4,6 +4,11 @@
 `python setup.py build_ext --inplace` builds it next to the sources for development.
 Without a C compiler or the zlib headers the build stops with a message saying what to
 install, instead of a compiler traceback.
+
+Layout: the extension's source is src/stagedoor/_render.pyx (with its .pxd and .pyi),
+which includes its units from src/stagedoor/render/_native/*.pxi.  A further extension
+lives in the subpackage it serves (say src/stagedoor/worker/_fast.pyx, extension
+stagedoor.worker._fast), with its sources added to package-data in pyproject.toml.
 """
 
 from __future__ import annotations
