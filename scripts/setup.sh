@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up on Debian/Ubuntu with Python >= 3.11: system packages the product
-# and its tests need (redis-server, qpdf, poppler-utils, a C compiler, zlib headers),
-# then .venv with stagedoor installed in editable mode (this builds the Cython
+# and its tests need (redis-server, qpdf, poppler-utils, a C compiler, zlib, HarfBuzz,
+# fribidi and libunibreak headers, Noto and Symbola fonts, tesseract), then .venv with stagedoor installed in editable mode (this builds the Cython
 # renderer).  Fast when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +19,22 @@ command -v openssl >/dev/null || need_apt+=(openssl)       # TLS test certificat
 command -v ps >/dev/null || need_apt+=(procps)             # the password-not-in-ps test
 command -v cc >/dev/null || need_apt+=(build-essential)
 [ -e /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
+# the renderer's text stack (shaping, bidi, line breaks) is linked from C: headers + pkg-config
+command -v pkg-config >/dev/null || need_apt+=(pkg-config)
+[ -e /usr/include/harfbuzz/hb.h ] || need_apt+=(libharfbuzz-dev)
+[ -e /usr/include/fribidi/fribidi.h ] || need_apt+=(libfribidi-dev)
+[ -e /usr/include/linebreak.h ] || need_apt+=(libunibreak-dev)
+# the fonts the default settings name (docs/settings.md, render_font_*): Noto for the
+# scripts, Noto CJK for Han/kana/Hangul, Symbola for monochrome emoji and symbols
+[ -e /usr/share/fonts/truetype/noto/NotoSans-Regular.ttf ] || need_apt+=(fonts-noto-core)
+[ -e /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc ] || need_apt+=(fonts-noto-cjk)
+[ -e /usr/share/fonts/truetype/ancient-scripts/Symbola_hint.ttf ] || need_apt+=(fonts-symbola)
+# OCR of rendered tickets in tests/test_scripts.py: tesseract and one model per script
+command -v tesseract >/dev/null || need_apt+=(tesseract-ocr)
+for lang in rus ell ara heb chi-sim chi-tra jpn kor hin tha vie; do
+    compgen -G "/usr/share/tesseract-ocr/*/tessdata/${lang//-/_}.traineddata" >/dev/null \
+        || need_apt+=("tesseract-ocr-$lang")
+done
 if ! "$PYTHON" -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null; then
     echo "setup: $PYTHON is missing or older than 3.11; set PYTHON=/path/to/python3.11+" >&2
     exit 1
