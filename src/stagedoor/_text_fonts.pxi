@@ -1,0 +1,460 @@
+# Font faces and the per-glyph cache of the shaped-text path (see _text_type3.pxi for why
+# glyphs become Type 3 procedures).
+#
+# A face is one (file, index) of the configured fonts.  It is opened on first use only
+# (hb_blob_create_from_file_or_fail memory-maps the file read-only, so a 19 MB CJK
+# collection costs the pages of the glyphs drawn, not 19 MB), by whichever thread needs
+# it, under the face's lock.  Per glyph the cache keeps the finished PDF stream object of
+# its outline (drawn through hb_font_get_glyph_shape at 1000 units per em, deflated once)
+# and its advance: built once per process on first use, never per order.
+#
+# Never across fork(): configure_fonts() runs in the process that renders, and an
+# os.register_at_fork hook drops every face and glyph in a child (the mmaps and locks of
+# the parent are not the child's to use).
+
+cdef extern from *:
+    """
+    static inline int sd_load_int(int* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+    static inline void sd_store_int(int* p, int v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+    static inline void* sd_load_ptr(void** p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+    static inline void sd_store_ptr(void** p, void* v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+    static inline long sd_add_long(long* p, long v) { return __atomic_add_fetch(p, v, __ATOMIC_RELAXED); }
+    """
+    int sd_load_int(int* p) noexcept nogil
+    void sd_store_int(int* p, int v) noexcept nogil
+    void* sd_load_ptr(void** p) noexcept nogil
+    void sd_store_ptr(void** p, void* v) noexcept nogil
+    long sd_add_long(long* p, long v) noexcept nogil
+
+cdef extern from "hb.h" nogil:
+    # the fields of hb_draw_state_t we read (the current point, for quadratic curves)
+    ctypedef struct hb_draw_state_fields "hb_draw_state_t":
+        hb_bool_t path_open
+        float path_start_x
+        float path_start_y
+        float current_x
+        float current_y
+
+cdef enum:
+    MAX_FACES = 64
+    MAX_SCRIPTS = 64
+    MAX_SCRIPT_FACES = 8
+    MAX_HAN = 8
+    EM = 1000                   # glyph space units per em of every face (hb scale)
+
+cdef struct GlyphProc:
+    char* obj                   # "<< /Length .. >>\nstream\n..\nendstream\nendobj\n"
+    int objlen
+    int width                   # advance, 1/1000 em
+
+cdef struct Face:
+    char* path
+    int index
+    int state                   # 0 not opened yet, 1 open, -1 cannot be opened
+    int bold                    # the face used for bold fields (itself when none)
+    hb_blob_t* blob
+    hb_face_t* face
+    hb_font_t* font
+    unsigned int nglyphs
+    GlyphProc** glyphs          # nglyphs pointers, filled on first use
+    PyThread_type_lock lock
+
+cdef Face FACES[MAX_FACES]
+cdef int NFACES = 0
+cdef hb_script_t SCRIPT_TAG[MAX_SCRIPTS]
+cdef int SCRIPT_FACE[MAX_SCRIPTS][MAX_SCRIPT_FACES]
+cdef int SCRIPT_NFACE[MAX_SCRIPTS]
+cdef int NSCRIPTS = 0
+cdef int FALLBACK[MAX_SCRIPT_FACES]
+cdef int NFALLBACK = 0
+cdef int HAN_DEFAULT[MAX_HAN]
+cdef int NHAN_DEFAULT = 0
+cdef int REPL_FACE = -2           # face and glyph of the replacement mark; -2 not looked up
+cdef unsigned int REPL_GID = 0
+cdef PyThread_type_lock FONT_LOCK = PyThread_allocate_lock()
+cdef long MISSING_GLYPHS = 0      # code points no face covers, drawn as the replacement
+cdef hb_draw_funcs_t* DRAW_FUNCS = NULL
+cdef hb_unicode_funcs_t* UFUNCS = hb_unicode_funcs_get_default()
+
+
+cdef int face_open(int i) noexcept nogil:
+    """1 when face i is usable (opening it on first use), 0 when it cannot be."""
+    cdef Face* f = &FACES[i]
+    cdef int st = sd_load_int(&f.state)
+    cdef hb_blob_t* blob
+    if st != 0:
+        return st > 0
+    PyThread_acquire_lock(f.lock, WAIT_LOCK)
+    if f.state == 0:
+        blob = hb_blob_create_from_file_or_fail(f.path)
+        if blob == NULL or <unsigned int>f.index >= hb_face_count(blob):
+            if blob != NULL:
+                hb_blob_destroy(blob)
+            sd_store_int(&f.state, -1)
+        else:
+            f.blob = blob
+            f.face = hb_face_create(blob, f.index)
+            f.font = hb_font_create(f.face)
+            hb_font_set_scale(f.font, EM, EM)
+            hb_font_make_immutable(f.font)
+            f.nglyphs = hb_face_get_glyph_count(f.face)
+            f.glyphs = <GlyphProc**>calloc(f.nglyphs + 1, sizeof(GlyphProc*))
+            sd_store_int(&f.state, 1 if f.glyphs != NULL else -1)
+    PyThread_release_lock(f.lock)
+    return f.state > 0
+
+
+cdef inline int face_has(int i, Py_UCS4 cp, unsigned int* gid) noexcept nogil:
+    return face_open(i) and hb_font_get_nominal_glyph(FACES[i].font, cp, gid)
+
+
+# -- outlines -> PDF path operators ------------------------------------------------------
+
+cdef struct Pen:
+    Buf* b
+    float x0, y0, x1, y1        # bounding box of the points
+    int any
+
+
+cdef inline void pen_pt(Pen* p, float x, float y) noexcept nogil:
+    if not p.any or x < p.x0:
+        p.x0 = x
+    if not p.any or y < p.y0:
+        p.y0 = y
+    if not p.any or x > p.x1:
+        p.x1 = x
+    if not p.any or y > p.y1:
+        p.y1 = y
+    p.any = 1
+    buf_int(p.b, <long>(x + 0.5 if x >= 0 else x - 0.5))
+    buf_byte(p.b, b' ')
+    buf_int(p.b, <long>(y + 0.5 if y >= 0 else y - 0.5))
+    buf_byte(p.b, b' ')
+
+
+cdef void _move_to(hb_draw_funcs_t* d, void* data, hb_draw_state_t* st, float x, float y,
+                   void* u) noexcept nogil:
+    pen_pt(<Pen*>data, x, y)
+    buf_puts((<Pen*>data).b, b"m\n")
+
+
+cdef void _line_to(hb_draw_funcs_t* d, void* data, hb_draw_state_t* st, float x, float y,
+                   void* u) noexcept nogil:
+    pen_pt(<Pen*>data, x, y)
+    buf_puts((<Pen*>data).b, b"l\n")
+
+
+cdef void _quad_to(hb_draw_funcs_t* d, void* data, hb_draw_state_t* st, float cx, float cy,
+                   float x, float y, void* u) noexcept nogil:
+    # a quadratic Bezier is the cubic with controls 2/3 of the way to its control point
+    cdef hb_draw_state_fields* s = <hb_draw_state_fields*>st
+    cdef Pen* p = <Pen*>data
+    pen_pt(p, s.current_x + 2.0 / 3.0 * (cx - s.current_x),
+           s.current_y + 2.0 / 3.0 * (cy - s.current_y))
+    pen_pt(p, x + 2.0 / 3.0 * (cx - x), y + 2.0 / 3.0 * (cy - y))
+    pen_pt(p, x, y)
+    buf_puts(p.b, b"c\n")
+
+
+cdef void _cubic_to(hb_draw_funcs_t* d, void* data, hb_draw_state_t* st, float c1x,
+                    float c1y, float c2x, float c2y, float x, float y,
+                    void* u) noexcept nogil:
+    cdef Pen* p = <Pen*>data
+    pen_pt(p, c1x, c1y)
+    pen_pt(p, c2x, c2y)
+    pen_pt(p, x, y)
+    buf_puts(p.b, b"c\n")
+
+
+cdef void _close(hb_draw_funcs_t* d, void* data, hb_draw_state_t* st,
+                 void* u) noexcept nogil:
+    buf_puts((<Pen*>data).b, b"h\n")
+
+
+cdef void _init_draw_funcs() noexcept:
+    global DRAW_FUNCS
+    DRAW_FUNCS = hb_draw_funcs_create()
+    hb_draw_funcs_set_move_to_func(DRAW_FUNCS, _move_to, NULL, NULL)
+    hb_draw_funcs_set_line_to_func(DRAW_FUNCS, _line_to, NULL, NULL)
+    hb_draw_funcs_set_quadratic_to_func(DRAW_FUNCS, _quad_to, NULL, NULL)
+    hb_draw_funcs_set_cubic_to_func(DRAW_FUNCS, _cubic_to, NULL, NULL)
+    hb_draw_funcs_set_close_path_func(DRAW_FUNCS, _close, NULL, NULL)
+    hb_draw_funcs_make_immutable(DRAW_FUNCS)
+
+
+_init_draw_funcs()
+
+
+cdef GlyphProc* make_proc(Face* f, unsigned int gid) noexcept nogil:
+    """The glyph's Type 3 procedure as a finished stream object body; NULL: no memory."""
+    cdef Buf path, head, obj
+    cdef Pen pen
+    cdef z_stream zs
+    cdef GlyphProc* g
+    cdef int width = hb_font_get_glyph_h_advance(f.font, gid), use_z = 0
+    cdef uLong bound
+    memset(&path, 0, sizeof(Buf))
+    memset(&head, 0, sizeof(Buf))
+    memset(&obj, 0, sizeof(Buf))
+    memset(&pen, 0, sizeof(Pen))
+    memset(&zs, 0, sizeof(z_stream))
+    pen.b = &path
+    hb_font_get_glyph_shape(f.font, gid, DRAW_FUNCS, &pen)
+    # d1: the glyph is a shape painted in the colour of the text that shows it
+    buf_int(&head, width)
+    buf_puts(&head, b" 0 ")
+    if pen.any:
+        buf_int(&head, <long>pen.x0 - 1)
+        buf_byte(&head, b' ')
+        buf_int(&head, <long>pen.y0 - 1)
+        buf_byte(&head, b' ')
+        buf_int(&head, <long>pen.x1 + 1)
+        buf_byte(&head, b' ')
+        buf_int(&head, <long>pen.y1 + 1)
+        buf_puts(&head, b" d1\n")
+        buf_put(&head, path.data, path.len)
+        buf_puts(&head, b"f\n")
+    else:
+        buf_puts(&head, b"0 0 0 0 d1\n")
+    free(path.data)
+    memset(&path, 0, sizeof(Buf))           # reused below for the deflated bytes
+    if head.failed:
+        free(head.data)
+        return NULL
+    # deflated when that is smaller (it is, but for the emptiest glyphs)
+    if deflateInit2(&zs, 9, Z_DEFLATED, 15, 8, Z_DEFAULT_STRATEGY) == Z_OK:
+        bound = deflateBound(&zs, <uLong>head.len)
+        if buf_reserve(&path, <Py_ssize_t>bound) == 0:
+            zs.next_in = <Bytef*>head.data
+            zs.avail_in = <uInt>head.len
+            zs.next_out = <Bytef*>path.data
+            zs.avail_out = <uInt>bound
+            if deflate(&zs, Z_FINISH) == Z_STREAM_END:
+                path.len = <Py_ssize_t>(bound - zs.avail_out)
+                use_z = path.len + 22 < head.len
+        deflateEnd(&zs)
+    buf_puts(&obj, b"<< /Length ")
+    if use_z:
+        buf_int(&obj, <long>path.len)
+        buf_puts(&obj, b" /Filter /FlateDecode >>\nstream\n")
+        buf_put(&obj, path.data, path.len)
+    else:
+        buf_int(&obj, <long>head.len)
+        buf_puts(&obj, b" >>\nstream\n")
+        buf_put(&obj, head.data, head.len)
+    buf_puts(&obj, b"\nendstream\nendobj\n")
+    free(path.data)
+    free(head.data)
+    g = <GlyphProc*>malloc(sizeof(GlyphProc))
+    if obj.failed or g == NULL:
+        free(obj.data)
+        free(g)
+        return NULL
+    g.obj = obj.data
+    g.objlen = <int>obj.len
+    g.width = width
+    return g
+
+
+cdef GlyphProc* glyph_proc(int face, unsigned int gid) noexcept nogil:
+    """The cached procedure of a glyph of an open face, made on first use; NULL: no memory."""
+    cdef Face* f = &FACES[face]
+    cdef GlyphProc* g
+    if gid >= f.nglyphs:
+        gid = 0
+    g = <GlyphProc*>sd_load_ptr(<void**>&f.glyphs[gid])
+    if g != NULL:
+        return g
+    PyThread_acquire_lock(f.lock, WAIT_LOCK)
+    g = f.glyphs[gid]
+    if g == NULL:
+        g = make_proc(f, gid)
+        sd_store_ptr(<void**>&f.glyphs[gid], g)
+    PyThread_release_lock(f.lock)
+    return g
+
+
+# -- which face draws a character ------------------------------------------------------------
+
+cdef inline int is_han_script(hb_script_t s) noexcept nogil:
+    return (s == HB_SCRIPT_HAN or s == HB_SCRIPT_HIRAGANA or s == HB_SCRIPT_KATAKANA
+            or s == HB_SCRIPT_BOPOMOFO)
+
+
+cdef int pick_face(Py_UCS4 cp, hb_script_t script, int prev, const int* han, int nhan,
+                   int bold, unsigned int* gid) noexcept nogil:
+    """The face for cp: the previous character's face when it has it and cp belongs to no
+    script of its own; else the script's faces (Han: the order's locale face first), then
+    the fallback faces; -1 when none has it."""
+    cdef int i, k, f
+    if prev >= 0 and (script == HB_SCRIPT_COMMON or script == HB_SCRIPT_INHERITED):
+        if hb_font_get_nominal_glyph(FACES[prev].font, cp, gid):
+            return prev
+    if is_han_script(script):
+        for i in range(nhan):
+            f = FACES[han[i]].bold if bold else han[i]
+            if face_has(f, cp, gid):
+                return f
+    for k in range(NSCRIPTS):
+        if SCRIPT_TAG[k] == script:
+            for i in range(SCRIPT_NFACE[k]):
+                f = FACES[SCRIPT_FACE[k][i]].bold if bold else SCRIPT_FACE[k][i]
+                if face_has(f, cp, gid):
+                    return f
+            break
+    for i in range(NFALLBACK):
+        f = FACES[FALLBACK[i]].bold if bold else FALLBACK[i]
+        if face_has(f, cp, gid):
+            return f
+    if prev >= 0 and hb_font_get_nominal_glyph(FACES[prev].font, cp, gid):
+        return prev
+    return -1
+
+
+cdef int replacement(unsigned int* gid) noexcept nogil:
+    """Face of the visible replacement mark: U+FFFD from the first face that has it, else
+    the .notdef box (glyph 0) of the first face that opens; -1 when no face opens."""
+    global REPL_FACE, REPL_GID
+    cdef int i, face = -1
+    cdef unsigned int g = 0
+    if sd_load_int(&REPL_FACE) != -2:
+        gid[0] = REPL_GID
+        return REPL_FACE
+    PyThread_acquire_lock(FONT_LOCK, WAIT_LOCK)
+    if REPL_FACE == -2:
+        for i in range(NFALLBACK):
+            if face_has(FALLBACK[i], 0xFFFD, &g):
+                face = FALLBACK[i]
+                break
+        if face < 0:
+            for i in range(NFACES):
+                if face_has(i, 0xFFFD, &g):
+                    face = i
+                    break
+        if face < 0:
+            g = 0
+            for i in range(NFACES):
+                if face_open(i):
+                    face = i
+                    break
+        REPL_GID = g
+        sd_store_int(&REPL_FACE, face)
+    PyThread_release_lock(FONT_LOCK)
+    gid[0] = REPL_GID
+    return REPL_FACE
+
+
+cdef void drop_faces() noexcept nogil:
+    """Forget every face and glyph (after fork in the child, and on reconfiguration)."""
+    global NFACES, NSCRIPTS, NFALLBACK, NHAN_DEFAULT, REPL_FACE
+    cdef int i
+    cdef unsigned int g
+    cdef Face* f
+    for i in range(NFACES):
+        f = &FACES[i]
+        if f.state > 0:
+            for g in range(f.nglyphs):
+                if f.glyphs[g] != NULL:
+                    free(f.glyphs[g].obj)
+                    free(f.glyphs[g])
+            free(f.glyphs)
+            hb_font_destroy(f.font)
+            hb_face_destroy(f.face)
+            hb_blob_destroy(f.blob)
+        free(f.path)
+        memset(f, 0, sizeof(Face))
+    NFACES = NSCRIPTS = NFALLBACK = NHAN_DEFAULT = 0
+    REPL_FACE = -2
+
+
+def configure_fonts(faces, scripts, fallback, han_default):
+    """Set the faces: faces is [(path, index, bold_face_number)], scripts {tag: [face
+    numbers]}, fallback and han_default [face numbers].  Nothing is opened here."""
+    global NFACES, NSCRIPTS, NFALLBACK, NHAN_DEFAULT, FONT_LOCK
+    cdef int i, k
+    cdef bytes p
+    if len(faces) > MAX_FACES or len(scripts) > MAX_SCRIPTS:
+        raise ValueError("too many fonts configured")
+    drop_faces()
+    for i, (path, index, bold) in enumerate(faces):
+        p = os.fsencode(path)
+        FACES[i].path = <char*>malloc(len(p) + 1)
+        if FACES[i].path == NULL:
+            raise MemoryError()
+        memcpy(FACES[i].path, <const char*>p, len(p) + 1)
+        FACES[i].index = index
+        FACES[i].bold = bold
+        FACES[i].lock = PyThread_allocate_lock()
+        NFACES = i + 1
+    for k, (tag, nums) in enumerate(scripts.items()):
+        SCRIPT_TAG[k] = int.from_bytes(tag.encode("ascii"), "big")
+        SCRIPT_NFACE[k] = min(len(nums), MAX_SCRIPT_FACES)
+        for i in range(SCRIPT_NFACE[k]):
+            SCRIPT_FACE[k][i] = nums[i]
+        NSCRIPTS = k + 1
+    NFALLBACK = min(len(fallback), MAX_SCRIPT_FACES)
+    for i in range(NFALLBACK):
+        FALLBACK[i] = fallback[i]
+    NHAN_DEFAULT = min(len(han_default), MAX_HAN)
+    for i in range(NHAN_DEFAULT):
+        HAN_DEFAULT[i] = han_default[i]
+
+
+def _after_fork_in_child():
+    global FONT_LOCK
+    cdef int i
+    FONT_LOCK = PyThread_allocate_lock()
+    for i in range(NFACES):
+        FACES[i].lock = PyThread_allocate_lock()
+    # the parent's faces and glyphs: closed and forgotten; they are opened again on use
+    drop_faces_keep_config()
+
+
+cdef void drop_faces_keep_config() noexcept nogil:
+    global REPL_FACE
+    cdef int i
+    cdef unsigned int g
+    cdef Face* f
+    for i in range(NFACES):
+        f = &FACES[i]
+        if f.state > 0:
+            for g in range(f.nglyphs):
+                if f.glyphs[g] != NULL:
+                    free(f.glyphs[g].obj)
+                    free(f.glyphs[g])
+            free(f.glyphs)
+            hb_font_destroy(f.font)
+            hb_face_destroy(f.face)
+            hb_blob_destroy(f.blob)
+        f.glyphs = NULL
+        f.font = NULL
+        f.face = NULL
+        f.blob = NULL
+        f.state = 0
+    REPL_FACE = -2
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def font_stats():
+    """{"faces_open": n, "glyphs_cached": n, "missing_glyphs": n} of this process."""
+    cdef int i, open_ = 0
+    cdef unsigned int g
+    cdef long cached = 0
+    for i in range(NFACES):
+        if FACES[i].state > 0:
+            open_ += 1
+            for g in range(FACES[i].nglyphs):
+                cached += FACES[i].glyphs[g] != NULL
+    return {"faces_open": open_, "glyphs_cached": cached,
+            "missing_glyphs": sd_add_long(&MISSING_GLYPHS, 0)}
+
+
+def face_covers(int face, str text):
+    """The characters of text that face does not have (for --check-fonts)."""
+    cdef unsigned int gid
+    if face < 0 or face >= NFACES or not face_open(face):
+        return text
+    return "".join(ch for ch in text if not hb_font_get_nominal_glyph(FACES[face].font,
+                                                                      ord(ch), &gid))

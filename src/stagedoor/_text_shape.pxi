@@ -1,0 +1,261 @@
+# Itemise, order and shape one line of a field: every character gets a face
+# (pick_face), the paragraph gets its bidi levels from fribidi, each line is reordered
+# by fribidi_reorder_line, cut into runs of one face, script and level, and each run is
+# shaped by HarfBuzz with the whole field as context (so Arabic joins across runs).
+# The glyphs come out in visual order, left to right, positions in 1/1000 em.
+
+cdef struct SGlyph:
+    int face
+    unsigned int gid
+    int adv
+    int xoff
+    int yoff
+    int ci                      # the field index of the first character it stands for
+    int cn                      # how many characters it stands for in ToUnicode (0: none)
+    int code                    # font * 256 + code, set by the registry
+    int rtl                     # from a right-to-left run
+
+cdef struct GlyphVec:
+    SGlyph* g
+    int n
+    int cap
+    int failed
+
+cdef struct Para:
+    const unsigned int* u
+    int n
+    int bold
+    int rtl                     # the resolved paragraph direction is right to left
+    FriBidiParType base
+    FriBidiCharType* bt
+    FriBidiBracketType* brt
+    FriBidiLevel* lev
+    FriBidiLevel* lev2          # a line's levels, changed by fribidi_reorder_line
+    FriBidiStrIndex* map
+    hb_script_t* script
+    int* face
+    unsigned int* gid
+    int* adv                    # per character, the advance of its cluster (line breaks)
+    char* brk                   # libunibreak's break classes
+    int cap
+    int any_rtl                 # some character has an odd (right-to-left) level
+    int missing                 # some character is drawn as the replacement mark
+
+
+cdef int gv_reserve(GlyphVec* v, int extra) noexcept nogil:
+    cdef int cap
+    cdef SGlyph* p
+    if v.failed:
+        return -1
+    if v.n + extra <= v.cap:
+        return 0
+    cap = v.cap * 2 if v.cap else 256
+    while cap < v.n + extra:
+        cap *= 2
+    p = <SGlyph*>realloc(v.g, cap * sizeof(SGlyph))
+    if p == NULL:
+        v.failed = 1
+        return -1
+    v.g = p
+    v.cap = cap
+    return 0
+
+
+cdef int para_reserve(Para* p, int n) noexcept nogil:
+    cdef int cap = n + 8
+    if cap <= p.cap:
+        return 0
+    para_free(p)
+    p.bt = <FriBidiCharType*>malloc(cap * sizeof(FriBidiCharType))
+    p.brt = <FriBidiBracketType*>malloc(cap * sizeof(FriBidiBracketType))
+    p.lev = <FriBidiLevel*>malloc(cap * sizeof(FriBidiLevel))
+    p.lev2 = <FriBidiLevel*>malloc(cap * sizeof(FriBidiLevel))
+    p.map = <FriBidiStrIndex*>malloc(cap * sizeof(FriBidiStrIndex))
+    p.script = <hb_script_t*>malloc(cap * sizeof(hb_script_t))
+    p.face = <int*>malloc(cap * sizeof(int))
+    p.gid = <unsigned int*>malloc(cap * sizeof(unsigned int))
+    p.adv = <int*>malloc(cap * sizeof(int))
+    p.brk = <char*>malloc(cap)
+    if (p.bt == NULL or p.brt == NULL or p.lev == NULL or p.lev2 == NULL or p.map == NULL
+            or p.script == NULL or p.face == NULL or p.gid == NULL or p.adv == NULL
+            or p.brk == NULL):
+        para_free(p)
+        return -1
+    p.cap = cap
+    return 0
+
+
+cdef void para_free(Para* p) noexcept nogil:
+    free(p.bt); free(p.brt); free(p.lev); free(p.lev2); free(p.map)
+    free(p.script); free(p.face); free(p.gid); free(p.adv); free(p.brk)
+    p.bt = NULL; p.brt = NULL; p.lev = NULL; p.lev2 = NULL; p.map = NULL
+    p.script = NULL; p.face = NULL; p.gid = NULL; p.adv = NULL; p.brk = NULL
+    p.cap = 0
+
+
+cdef int para_init(Para* p, const unsigned int* u, int n, int bold, const int* han,
+                   int nhan) noexcept nogil:
+    """Scripts, faces and bidi levels of a field's text.  -1: out of memory."""
+    cdef int i, prev = -1, j
+    cdef hb_script_t s, last = HB_SCRIPT_COMMON
+    if para_reserve(p, n) != 0:
+        return -1
+    p.u = u
+    p.n = n
+    p.bold = bold
+    p.missing = 0
+    p.any_rtl = 0
+    # scripts: Common and Inherited characters take the script before them (or, at the
+    # start, the first real one after them)
+    for i in range(n):
+        s = hb_unicode_script(UFUNCS, u[i])
+        p.script[i] = s
+    for i in range(n):
+        if p.script[i] != HB_SCRIPT_COMMON and p.script[i] != HB_SCRIPT_INHERITED:
+            last = p.script[i]
+            break
+    for i in range(n):
+        s = p.script[i]
+        if s == HB_SCRIPT_COMMON or s == HB_SCRIPT_INHERITED or s == HB_SCRIPT_UNKNOWN:
+            # the face choice below still sees the character's own script
+            p.face[i] = pick_face(u[i], s, prev, han, nhan, bold, &p.gid[i])
+            p.script[i] = last
+        else:
+            last = s
+            p.face[i] = pick_face(u[i], s, prev, han, nhan, bold, &p.gid[i])
+        if p.face[i] >= 0:
+            prev = p.face[i]
+        else:
+            p.missing = 1
+    # a character no face has takes the face of its neighbours when shaping (HarfBuzz
+    # gives .notdef); it is drawn as the replacement glyph, see shape_run
+    fribidi_get_bidi_types(<const FriBidiChar*>u, n, p.bt)
+    fribidi_get_bracket_types(<const FriBidiChar*>u, n, p.bt, p.brt)
+    p.base = FRIBIDI_PAR_ON
+    if n and fribidi_get_par_embedding_levels_ex(p.bt, p.brt, n, &p.base, p.lev) == 0:
+        return -1
+    p.rtl = p.base == FRIBIDI_PAR_RTL
+    for j in range(n):
+        if p.lev[j] & 1:
+            p.any_rtl = 1
+            break
+    set_linebreaks_utf32(u, n, NULL, p.brk)
+    for j in range(n):
+        p.adv[j] = 0
+    return 0
+
+
+cdef int shape_run(Para* p, hb_buffer_t* hb, int lo, int hi, int level,
+                   GlyphVec* out) noexcept nogil:
+    """Glyphs of characters lo..hi-1 (one face, script and level) in visual order; their
+    total advance, or -1 when out of memory."""
+    cdef int face = p.face[lo], i, k, width = 0, c, end, rtl = level & 1
+    cdef unsigned int n, gid
+    cdef hb_glyph_info_t* info
+    cdef hb_glyph_position_t* pos
+    cdef SGlyph* g
+    cdef GlyphProc* proc
+    if face < 0:
+        # no face has these characters: one replacement mark each, the text kept
+        face = replacement(&gid)
+        if face < 0:
+            return -1
+        proc = glyph_proc(face, gid)
+        if proc == NULL or gv_reserve(out, hi - lo) != 0:
+            return -1
+        for i in range(hi - lo):
+            g = &out.g[out.n]
+            out.n += 1
+            g.face = face
+            g.gid = gid
+            g.adv = proc.width
+            g.xoff = 0
+            g.yoff = 0
+            g.ci = (hi - 1 - i) if rtl else (lo + i)
+            g.cn = 1
+            g.rtl = rtl
+            p.adv[g.ci] += proc.width
+            width += proc.width
+        return width
+    hb_buffer_clear_contents(hb)
+    hb_buffer_add_utf32(hb, p.u, p.n, lo, hi - lo)
+    hb_buffer_set_direction(hb, HB_DIRECTION_RTL if rtl else HB_DIRECTION_LTR)
+    hb_buffer_set_script(hb, p.script[lo])
+    hb_buffer_set_cluster_level(hb, HB_BUFFER_CLUSTER_LEVEL_MONOTONE_CHARACTERS)
+    hb_shape(FACES[face].font, hb, NULL, 0)
+    if not hb_buffer_allocation_successful(hb):
+        return -1
+    info = hb_buffer_get_glyph_infos(hb, &n)
+    pos = hb_buffer_get_glyph_positions(hb, &n)
+    if gv_reserve(out, <int>n) != 0:
+        return -1
+    for k in range(<int>n):
+        c = <int>info[k].cluster
+        # the cluster's characters: up to the next cluster of the run (clusters are
+        # monotone: increasing along the glyphs left to right, decreasing right to left)
+        end = hi
+        if rtl:
+            i = k - 1
+            while i >= 0 and <int>info[i].cluster == c:
+                i -= 1
+            if i >= 0:
+                end = <int>info[i].cluster
+        else:
+            i = k + 1
+            while i < <int>n and <int>info[i].cluster == c:
+                i += 1
+            if i < <int>n:
+                end = <int>info[i].cluster
+        g = &out.g[out.n]
+        g.face = face
+        g.gid = info[k].codepoint
+        g.adv = pos[k].x_advance
+        g.xoff = pos[k].x_offset
+        g.yoff = pos[k].y_offset
+        g.ci = c
+        g.cn = end - c
+        g.rtl = rtl
+        # the first glyph of a cluster (in the order drawn) stands for its text
+        if k > 0 and <int>info[k - 1].cluster == c:
+            g.cn = 0
+        out.n += 1
+        p.adv[c] += g.adv
+        width += g.adv
+    return width
+
+
+cdef int shape_line(Para* p, hb_buffer_t* hb, int s, int e, GlyphVec* out) noexcept nogil:
+    """Glyphs of the line s..e-1 of p in visual order; its advance (1/1000 em), -1: OOM."""
+    cdef int n = e - s, v, v0, li, prev, lo, hi, lvl, w, width = 0
+    if n <= 0:
+        return 0
+    for v in range(n):
+        p.lev2[v] = p.lev[s + v]
+        p.map[v] = v
+    if fribidi_reorder_line(0, p.bt + s, n, 0, p.base, p.lev2, NULL, p.map) == 0:
+        return -1
+    v0 = 0
+    while v0 < n:
+        li = p.map[v0]
+        lvl = p.lev2[li]
+        lo = hi = li
+        prev = li
+        v = v0 + 1
+        while v < n:
+            li = p.map[v]
+            if (p.lev2[li] != lvl or p.face[s + li] != p.face[s + prev]
+                    or p.script[s + li] != p.script[s + prev]
+                    or li != prev + (-1 if lvl & 1 else 1)):
+                break
+            prev = li
+            if li < lo:
+                lo = li
+            if li > hi:
+                hi = li
+            v += 1
+        w = shape_run(p, hb, s + lo, s + hi + 1, lvl, out)
+        if w < 0:
+            return -1
+        width += w
+        v0 = v
+    return width
