@@ -44,6 +44,30 @@ def _check_toolchain() -> None:
             sys.exit(f"error: compiling against zlib failed:\n{proc.stderr.strip()}\n{NEEDS}")
 
 
+TEXT_LIBS = ("harfbuzz", "fribidi", "libunibreak")
+TEXT_NEEDS = ("stagedoor's renderer shapes text with HarfBuzz, orders it with fribidi and "
+              "breaks lines with libunibreak: apt-get install pkg-config libharfbuzz-dev "
+              "libfribidi-dev libunibreak-dev (or run scripts/setup.sh)")
+
+
+def _pkg_config() -> tuple[list[str], list[str], list[str]]:
+    """(include dirs, library dirs, libraries) of TEXT_LIBS; exits with TEXT_NEEDS when
+    pkg-config or one of them is missing."""
+    if shutil.which("pkg-config") is None:
+        sys.exit(f"error: pkg-config not found: {TEXT_NEEDS}")
+    missing = [lib for lib in TEXT_LIBS
+               if subprocess.run(["pkg-config", "--exists", lib]).returncode != 0]
+    if missing:
+        sys.exit(f"error: {', '.join(missing)} not found by pkg-config: {TEXT_NEEDS}")
+    cflags = subprocess.run(["pkg-config", "--cflags", *TEXT_LIBS], capture_output=True,
+                            text=True, check=True).stdout.split()
+    libs = subprocess.run(["pkg-config", "--libs", *TEXT_LIBS], capture_output=True,
+                          text=True, check=True).stdout.split()
+    return ([f[2:] for f in cflags if f.startswith("-I")],
+            [f[2:] for f in libs if f.startswith("-L")],
+            [f[2:] for f in libs if f.startswith("-l")])
+
+
 def _extensions() -> list[Extension]:
     from Cython.Build import cythonize
 
@@ -51,13 +75,16 @@ def _extensions() -> list[Extension]:
     # so the build finds them from a checkout, an sdist or pip's build copy alike);
     # depends makes a change to any of them, or to the .pxd, rebuild the extension.
     native = "src/stagedoor/render/_native"
+    text_inc, text_libdirs, text_libs = _pkg_config() if _building() else ([], [], [])
     ext = Extension(
         "stagedoor._render",
         sources=["src/stagedoor/_render.pyx"],
         depends=["src/stagedoor/_render.pxd",
                  *sorted(os.path.join(native, f) for f in os.listdir(native)
                          if f.endswith(".pxi"))],
-        libraries=["z"],
+        include_dirs=text_inc,
+        library_dirs=text_libdirs,
+        libraries=["z", *text_libs],
         extra_compile_args=["-O2"],
     )
     return cythonize([ext], language_level=3,  # type: ignore[no-any-return]
@@ -66,7 +93,13 @@ def _extensions() -> list[Extension]:
 
 _BUILD_COMMANDS = {"build_ext", "build", "bdist_wheel", "install", "develop",
                    "editable_wheel", "bdist"}
-if _BUILD_COMMANDS & set(sys.argv[1:]):
+
+
+def _building() -> bool:
+    return bool(_BUILD_COMMANDS & set(sys.argv[1:]))
+
+
+if _building():
     _check_toolchain()
 
 # the generated C file is a build product, not package data

@@ -55,7 +55,8 @@ stamp=.venv/.stagedoor-installed
 # rebuild when the build or any source of the extension (.pyx, .pxd, the .pxi units) changed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
    || [ -n "$(find src/stagedoor/_render.pyx src/stagedoor/_render.pxd \
-                   src/stagedoor/render/_native -name '*.px[dix]' -newer "$stamp")" ]; then
+                   src/stagedoor/render/_native \( -name '*.pyx' -o -name '*.pxd' -o -name '*.pxi' \) \
+                   -newer "$stamp")" ]; then
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null
     .venv/bin/python -m pip install -q -e '.[test,bench,dev]'
     touch "$stamp"

@@ -7,22 +7,25 @@ for the text, pdftoppm + zxing-cpp for the QR code as a scanner at the door sees
 from __future__ import annotations
 
 import dataclasses
-import io
 import os
-import re
 import subprocess
 import sys
 import threading
-import zlib
+import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pypdf
 import pytest
-import zxingcpp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from PIL import Image
+from tests.pdftools import (
+    content_streams,
+    page_texts,
+    pdftotext,
+    qpdf_check,
+    scan,
+    strip_actual_text,
+)
 
 import stagedoor
 from stagedoor import _render
@@ -51,47 +54,6 @@ def pdf_of(*tickets: Ticket) -> bytes:
     data = _render.render_order(order(*tickets))
     assert data == render.render_order(order(*tickets))
     return data
-
-
-def qpdf_check(data: bytes, tmp_path: Path) -> None:
-    path = tmp_path / "check.pdf"
-    path.write_bytes(data)
-    proc = subprocess.run(["qpdf", "--check", str(path)], capture_output=True, text=True)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out
-    assert "No syntax or stream encoding errors found" in out, out
-    assert "WARNING" not in out.upper(), out
-
-
-def page_texts(data: bytes) -> list[str]:
-    return [p.extract_text() for p in pypdf.PdfReader(io.BytesIO(data)).pages]
-
-
-def pdftotext(data: bytes, tmp_path: Path) -> str:
-    path = tmp_path / "text.pdf"
-    path.write_bytes(data)
-    return subprocess.run(["pdftotext", "-enc", "UTF-8", str(path), "-"], check=True,
-                          capture_output=True, text=True).stdout
-
-
-def scan(data: bytes, tmp_path: Path) -> list[list[str]]:
-    """Rasterise at 150 dpi with pdftoppm, decode each page with zxing-cpp."""
-    path = tmp_path / "scan.pdf"
-    path.write_bytes(data)
-    subprocess.run(["pdftoppm", "-r", "150", "-png", str(path), str(tmp_path / "page")],
-                   check=True)
-    pages = sorted(tmp_path.glob("page-*.png"))
-    result = []
-    for p in pages:
-        with Image.open(p) as img:
-            result.append([b.text for b in zxingcpp.read_barcodes(img)])
-    return result
-
-
-def content_streams(data: bytes) -> list[bytes]:
-    """Every stream of the file, inflated."""
-    return [zlib.decompress(m.group(2)) for m in re.finditer(
-        rb"/Length (\d+) /Filter /FlateDecode >>\nstream\n(.*?)\nendstream", data, re.S)]
 
 
 def test_native_is_built_and_chosen() -> None:
@@ -192,32 +154,34 @@ def test_codes_10_and_13_are_escaped() -> None:
     assert ch10 + ch13 in page_texts(data)[0]
 
 
-@pytest.mark.parametrize(("name", "shown"), [
-    ("Łukasz 李", "Łukasz ?"),
-    ("Gökhan Şahin ığ", "Gökhan Sahin ig"),
-    ("李小龍", "???"),
-    ("Дмитрий 🎫 Ivan", "??????? ? Ivan"),
-])
-def test_outside_the_fonts_shows_fallback_and_keeps_exact_text(
-        tmp_path: Path, name: str, shown: str) -> None:
+@pytest.mark.parametrize("name", ["Łukasz 李", "Gökhan Şahin ığ", "李小龍", "Дмитрий 🎫 Ivan",
+                                  "Zoe\u0308 Nguyễn"])
+def test_other_scripts_are_drawn_as_glyphs_and_extract_exactly(
+        tmp_path: Path, name: str) -> None:
     data = pdf_of(ticket(buyer=name))
     qpdf_check(data, tmp_path)
-    # what is drawn (and what pypdf extracts): the WinAnsi fallback
-    assert shown in page_texts(data)[0]
-    # the exact text is in the page as ActualText (UTF-16BE), which pdftotext honours
-    actual = ("\ufeff" + name).encode("utf-16-be").hex().upper().encode()
-    assert b"/Span << /ActualText <" + actual + b"> >> BDC\n" in content_streams(data)[1]
-    assert name in pdftotext(data, tmp_path)
+    nfc = unicodedata.normalize("NFC", name)
+    page = content_streams(data)[1]
+    # drawn with the order's Type 3 font, never the old "?" approximation
+    assert b"/T0 " in page
+    assert b"(" + b"?" not in page.split(b"/T0")[0].split(b"BUYER")[-1]
+    # every glyph stands for one character here: the ToUnicode map gives the text, so
+    # pypdf (which ignores /ActualText) and pdftotext with or without it find it
+    assert nfc in page_texts(data)[0]
+    assert nfc in pdftotext(data, tmp_path)
+    assert nfc in pdftotext(strip_actual_text(data, tmp_path), tmp_path)
 
 
-def test_fallback_rules() -> None:
-    assert render.encode_text("Jürgen") == ("Jürgen".encode("cp1252"), b"")
-    assert render.encode_text("Łx") == (bytes([render.EXTRA_BYTE["Ł"]]) + b"x", b"")
-    text = "Łódź \u0131 ŋ ⅓ 李"  # dotless i; the NFKD of ⅓ has a fraction slash, not cp1252
-    shown, actual = render.encode_text(text)
-    assert shown == (bytes([render.EXTRA_BYTE["Ł"]]) + "ód".encode("cp1252")
-                     + bytes([render.EXTRA_BYTE["ź"]]) + b" i n ? ?")
-    assert bytes.fromhex(actual.decode()).decode("utf-16") == text
+def test_fast_path_rules() -> None:
+    assert render.encode_winansi("Jürgen") == "Jürgen".encode("cp1252")
+    assert render.encode_winansi("Łx") == bytes([render.EXTRA_BYTE["Ł"]]) + b"x"
+    assert render.encode_winansi("a\tb\x7f") == b"a b "
+    for text in ("Łódź \u0131", "ŋ", "⅓", "李", "Zoe\u0308"):
+        assert render.encode_winansi(text) is None
+    # fits: the buyer box is 256 pt wide, Helvetica-Bold 11 pt
+    assert render.fits(b"Jurgen Weiss", 6)
+    assert not render.fits(b"W" * 40, 6)
+    assert render.fits(b"i" * 80, 6)
 
 
 def test_controls_print_as_spaces() -> None:

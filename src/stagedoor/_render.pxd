@@ -45,6 +45,8 @@ cdef struct Text:
     Py_ssize_t n
     const char* act
     Py_ssize_t an
+    const unsigned int* u       # the shaped path: the NFC text as UTF-32 (NULL: Helvetica)
+    int un
 
 
 cdef enum:
@@ -79,6 +81,7 @@ cdef struct Scratch:
     Buf out
     QR q
     unsigned char used[QR_MAX_SIZE * QR_MAX_SIZE]   # modules already in a rectangle
+    void* text                  # TextCtx of the shaped-text path, made on first use
     Scratch* next
 
 

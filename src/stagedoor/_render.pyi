@@ -1,9 +1,22 @@
 """Types of the native renderer (stagedoor/_render.pyx)."""
 
+from stagedoor.render.fonts import FontPlan
 from stagedoor.render.order import Order
 
 def render_order(order: Order) -> bytes:
-    """PDF bytes, one page per ticket; byte-identical to stagedoor.render.reference.render_order."""
+    """PDF bytes, one page per ticket; the same bytes as stagedoor.render.reference.render_order."""
 
 def qr_matrix(data: bytes) -> list[list[bool]]:
     """The QR symbol for `data` as rows of modules (True = dark), like render.qr.encode."""
+
+def configure(plan: FontPlan) -> None:
+    """Use this font plan (stagedoor.render.fonts) from now on; nothing is opened yet."""
+
+def configure_fonts(faces: object, scripts: object, fallback: object,
+                    han_default: object) -> None: ...
+
+def font_stats() -> dict[str, int]:
+    """{"faces_open", "glyphs_cached", "missing_glyphs"} of this process."""
+
+def face_covers(face: int, text: str) -> str:
+    """The characters of text that face (a plan's face number) does not have."""

@@ -34,6 +34,11 @@ This file keeps the imports, the includes (order matters only for the import-tim
 initialisation they run) and the Python entry points.
 """
 
+import array
+import os
+import re
+import unicodedata
+
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy, memset, strlen
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
@@ -63,45 +68,82 @@ include "render/_native/buf.pxi"
 include "render/_native/qr.pxi"
 include "render/_native/qr_mask.pxi"
 include "render/_native/page.pxi"
+include "render/_native/textlibs.pxi"
+include "render/_native/fonts.pxi"
+include "render/_native/shape.pxi"
+include "render/_native/type3.pxi"
+include "render/_native/layout.pxi"
 include "render/_native/pdf.pxi"
 include "render/_native/text.pxi"
 
 # -- Python entry points ----------------------------------------------------------------
 
 
+# -- fonts: configured once per process (the settings, or the defaults) --------------------
+
+cdef object _PLAN = None
+cdef dict _HAN = {}
+
+
+def configure(plan):
+    """Use this font plan (stagedoor.render.fonts.plan(...)) from now on."""
+    global _PLAN
+    configure_fonts(plan.faces, plan.scripts, plan.fallback, plan.han_order)
+    _PLAN = plan
+    _HAN.clear()
+
+
+cdef object han_array(object order, list shaped):
+    """The Han faces of this order as an int array (kept alive by the caller)."""
+    global _PLAN
+    if _PLAN is None:
+        from stagedoor.render import fonts
+        configure(fonts.current())
+    locale = getattr(order, "locale", "") or ""
+    kana = not locale and any(_KANA.search(v) is not None for v in shaped)
+    key = (locale, kana)
+    arr = _HAN.get(key)
+    if arr is None:
+        from stagedoor.render import fonts
+        arr = _HAN[key] = array.array("i", fonts.han_faces(_PLAN, locale, kana))
+    return arr
+
+
 def render_order(order):
-    """PDF bytes, one page per ticket; byte-identical to stagedoor.render.reference.render_order."""
+    """PDF bytes, one page per ticket (see stagedoor.render.reference for the rules)."""
     cdef object tickets = order.tickets
     cdef Py_ssize_t n = len(tickets), k
     cdef TicketC* tc
     cdef Scratch* s = NULL
-    cdef Py_ssize_t* offsets
-    cdef int rc
+    cdef int rc, f, nhan = 0
     cdef list keep = []
+    cdef list shaped = []
+    cdef const int[:] han
+    cdef const int* hanp = NULL
     if n == 0:
         raise ValueError("order has no tickets")
     tc = <TicketC*>malloc(n * sizeof(TicketC))
-    offsets = <Py_ssize_t*>malloc((6 + 2 * n) * sizeof(Py_ssize_t))
     try:
-        if tc == NULL or offsets == NULL:
+        if tc == NULL:
             raise MemoryError()
         for k in range(n):
             t = tickets[k]
-            encode_text(t.event, keep, &tc[k].text[0])
-            encode_text(t.venue, keep, &tc[k].text[1])
-            encode_text(t.starts_at, keep, &tc[k].text[2])
-            encode_text(t.section, keep, &tc[k].text[3])
-            encode_text(t.row, keep, &tc[k].text[4])
-            encode_text(t.seat, keep, &tc[k].text[5])
-            encode_text(t.buyer, keep, &tc[k].text[6])
-            encode_text(t.price, keep, &tc[k].text[7])
-            encode_text(t.order_id, keep, &tc[k].text[8])
-            encode_text(t.admission_code, keep, &tc[k].text[9])
-            encode_text(t.small_print, keep, &tc[k].text[SMALL_PRINT])
+            values = (t.event, t.venue, t.starts_at, t.section, t.row, t.seat, t.buyer,
+                      t.price, t.order_id, t.admission_code, t.small_print)
+            for f in range(NFIELDS + 1):
+                v = encode_text(values[f], keep, &tc[k].text[f], f)
+                if v is not None:
+                    shaped.append(v)
             qr_bytes(t.admission_code, keep, &tc[k].qr, &tc[k].nqr)
+        if shaped:
+            arr = han_array(order, shaped)
+            nhan = len(arr)
+            if nhan:
+                han = arr
+                hanp = &han[0]
         with nogil:
             s = scratch_get()
-            rc = render_c(tc, n, s, offsets) if s != NULL else -1
+            rc = render_c(tc, n, s, hanp, nhan) if s != NULL else -1
         if rc == -1:
             raise MemoryError()
         if rc == -2:
@@ -117,7 +159,6 @@ def render_order(order):
         if s != NULL:
             scratch_put(s)
         free(tc)
-        free(offsets)
 
 
 def qr_matrix(data):

@@ -17,46 +17,51 @@ part of every page (border, header bar, labels), compressed once; then per ticke
 object 7+2k, the page, and 8+2k, its own content stream (the fields and the QR code as
 filled rectangles, see qr_rectangles).
 
-Text, and characters outside WinAnsi
-------------------------------------
-The fonts use /WinAnsiEncoding (cp1252) with /Differences that put 36 Central European
-letters the standard Helvetica fonts also have (Ą Ć Ę Ł Ń Ś Ź Ż Č Ď Ě Ň Ř Ť Ů Ő Ű Đ and
-their small letters, EXTRA_GLYPHS) on codes WinAnsi leaves unused.  So "Zoë
-Ødegaard-Šimić", "Łukasz Żółć" or "Ďurčo Ňeřťů" print and extract (pypdf, pdftotext)
-exactly, and €, Œ, ž are plain WinAnsi.  C0 controls and DEL print as a space.  A
-field with any other character (Turkish ş ğ, Cyrillic, CJK, emoji ...) is never
-dropped:
-
-* the page shows an approximation, character by character: the character itself when
-  the encoding has it, else its NFKD decomposition without combining marks if that is
-  in cp1252 (ş -> s, ğ -> g), else a small table for letters without a decomposition
-  (dotless i -> i, ŋ -> n, ...), else '?';
-* the exact text goes into the page as a marked-content span with /ActualText (a
-  UTF-16BE text string) around the field, so text extraction that honours ActualText
-  (poppler's pdftotext, Acrobat, screen readers) returns the original.  pypdf ignores
-  ActualText and extracts the approximation ("Łukasz 李" -> "Łukasz ?").
-
-Embedding a Unicode font subset would show every script exactly; not done (yet).
+Text: the Helvetica fast path, and shaped glyphs of real fonts for the rest
+--------------------------------------------------------------------------
+The standard fonts use /WinAnsiEncoding (cp1252) with /Differences that put 36 Central
+European letters the standard Helvetica fonts also have (Ą Ć Ę Ł Ń Ś Ź Ż Č Ď Ě Ň Ř Ť Ů Ő
+Ű Đ and their small letters, EXTRA_GLYPHS) on codes WinAnsi leaves unused.  A field
+whose every character has a byte there (C0 controls and DEL print as a space) and that
+fits its box (tables.FIELD_BOXES, measured with the Helvetica metrics) is drawn as
+before: "Zoë Ødegaard-Šimić", "Łukasz Żółć", €, Œ, ž.  Everything else -- Turkish ş ğ
+and the dotless i, Vietnamese, Greek, Cyrillic, Arabic, Hebrew, Devanagari, Thai, CJK,
+Hangul, emoji, combining marks, and text too long for its box -- takes the shaped path
+(shaped.py, and render/_native/ in C): normalised to NFC, every character given a face
+of the configured fonts (render/fonts.py), ordered by the Unicode bidi algorithm, shaped
+with HarfBuzz, fitted into the box (shrunk to 6 pt, wrapped at UAX #14 break
+opportunities, or ended with an ellipsis), and drawn with the glyphs of an order's Type
+3 fonts (objects after the pages: the glyph procedures, then per 256 codes a font and
+its ToUnicode CMap), so that pdftotext and copy-paste give the text back. A character no
+configured font has is drawn as the replacement mark U+FFFD and counted
+(font_stats()["missing_glyphs"] of the extension).  The exact text is also an
+/ActualText span around the field, except for right-to-left text drawn whole (see
+layout.pxi: poppler would reverse it; the glyphs' ToUnicode gives it exactly).
 
 The QR code carries the admission code exactly, as UTF-8 (with an ECI header when it
 is not ASCII).
 
-Small print is wrapped greedily at spaces to lines of at most 110 bytes (longer words
-are cut), leading spaces of a wrapped line are dropped.
+Small print (fast path) is wrapped greedily at spaces to lines of at most 110 bytes
+(longer words are cut), leading spaces of a wrapped line are dropped; when a line would
+not fit the box, or there would be more than 11, it takes the shaped path.
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 import zlib
 
-from . import qr
+from . import fonts, qr, shaped
 from .order import Order, Ticket
 from .tables import (
     EXTRA_CODES,
     EXTRA_GLYPHS,
+    FIELD_BOXES,
     FIELDS,
     HEADER,
+    HELVETICA_BOLD_WIDTHS,
+    HELVETICA_WIDTHS,
     SMALL_PRINT_OPS,
     STATIC_CONTENT,
     STATIC_OBJECTS,
@@ -75,23 +80,19 @@ QR_X, QR_TOP, QR_SIDE = 288, 246, 116
 FIRST_PAGE_OBJ = 7
 EXTRA_BYTE = {ch: code for (ch, _), code in zip(EXTRA_GLYPHS, EXTRA_CODES, strict=True)}
 
-# Letters with no NFKD decomposition, and what the page shows for them.
-_NO_DECOMPOSITION = {
-    "Ł": "L", "ł": "l", "Đ": "D", "đ": "d", "Ħ": "H", "ħ": "h", "\u0131": "i", "ĸ": "k",
-    "Ŋ": "N", "ŋ": "n", "Ŧ": "T", "ŧ": "t", "Ɓ": "B", "ƀ": "b", "Ə": "E", "ə": "e",
-    "\u02bb": "'", "\u02bc": "'", "\u2010": "-", "\u2012": "-", "\u2212": "-",
-}
+SMALL_PRINT = 10
+_CONTROLS = re.compile("[\x00-\x1f\x7f]")
+_SURROGATES = re.compile("[\ud800-\udfff]")
+_KANA = re.compile("[\u3040-\u30ff\u31f0-\u31ff]")
 
 
-def encode_text(text: str) -> tuple[bytes, bytes]:
-    """(the bytes the page shows, in the fonts' encoding; ActualText hex or b"").
+def encode_winansi(text: str) -> bytes | None:
+    """The bytes the standard fonts show for text, or None when a character has none.
 
-    Character by character: C0 controls and DEL -> space; cp1252 -> its byte; one of
-    EXTRA_GLYPHS -> its code; else an approximation (see the module docstring), and
-    then the exact text also goes in as ActualText (hex of FEFF + UTF-16BE).
+    Character by character: C0 controls and DEL -> space; one of EXTRA_GLYPHS -> its
+    code; cp1252 -> its byte.
     """
     out = bytearray()
-    approximated = False
     for ch in text:
         if ch < " " or ch == "\x7f":
             out.append(32)
@@ -102,27 +103,38 @@ def encode_text(text: str) -> tuple[bytes, bytes]:
             continue
         try:
             out += ch.encode("cp1252")
-            continue
         except UnicodeEncodeError:
-            pass
-        approximated = True
-        out += _approximate(ch)
-    if not approximated:
-        return bytes(out), b""
-    shown = "".join(" " if c < " " or c == "\x7f" else c for c in text)
-    actual = ("\ufeff" + shown).encode("utf-16-be", "surrogatepass").hex().upper()
-    return bytes(out), actual.encode("ascii")
+            return None
+    return bytes(out)
 
 
-def _approximate(ch: str) -> bytes:
-    base = "".join(c for c in unicodedata.normalize("NFKD", ch) if not unicodedata.combining(c))
-    for candidate in (base, _NO_DECOMPOSITION.get(ch, "")):
-        if candidate:
-            try:
-                return candidate.encode("cp1252")
-            except UnicodeEncodeError:
-                pass
-    return b"?"
+def fits(raw: bytes, f: int) -> bool:
+    """Whether Helvetica bytes fit field f's box (the small print: its wrapped lines)."""
+    left, right, _, size, bold, lines = FIELD_BOXES[f]
+    widths = HELVETICA_BOLD_WIDTHS if bold else HELVETICA_WIDTHS
+    box = (right - left) * 1000
+    if f != SMALL_PRINT:
+        return sum(widths[b] for b in raw) * size // 1000 <= box
+    wrapped = wrap(raw)
+    return len(wrapped) <= lines and all(
+        sum(HELVETICA_WIDTHS[b] for b in line) * size // 1000 <= box for line in wrapped)
+
+
+def actual_text(text: str) -> bytes:
+    """ActualText hex: FEFF + UTF-16BE."""
+    return ("\ufeff" + text).encode("utf-16-be", "surrogatepass").hex().upper().encode()
+
+
+def shaped_text(value: str) -> str:
+    """The text of the shaped path: NFC, controls as spaces."""
+    if not value.isascii():
+        value = unicodedata.normalize("NFC", value)
+    return _CONTROLS.sub(" ", value)
+
+
+def code_points(text: str) -> list[int]:
+    """What the shaped path lays out: lone surrogates become U+FFFD."""
+    return [ord(c) for c in _SURROGATES.sub("\ufffd", text)]
 
 
 def escape(raw: bytes) -> bytes:
@@ -214,19 +226,60 @@ def qr_ops(data: bytes) -> bytes:
     return b"".join(out)
 
 
-def page_content(ticket: Ticket) -> bytes:
+def _field_values(ticket: Ticket) -> list[str]:
+    return [str(getattr(ticket, name)) for name, _ in FIELDS] + [ticket.small_print]
+
+
+class _Shaped:
+    """The order's shaped fields, laid out before any object is written."""
+
+    def __init__(self, order: Order) -> None:
+        self.plan = fonts.current()
+        self.fonts = shaped.fonts_for(self.plan)
+        self.reg = shaped.Registry()
+        self.fields: dict[tuple[int, int], tuple[shaped.FieldOut, bytes]] = {}
+        self.fast: dict[tuple[int, int], bytes] = {}
+        todo: list[tuple[int, int, str]] = []
+        for k, ticket in enumerate(order.tickets):
+            for f, value in enumerate(_field_values(ticket)):
+                raw = encode_winansi(value)
+                if raw is not None and fits(raw, f):
+                    self.fast[(k, f)] = raw
+                else:
+                    todo.append((k, f, shaped_text(value)))
+        locale = getattr(order, "locale", "") or ""
+        kana = not locale and any(_KANA.search(v) for _, _, v in todo)
+        han = fonts.han_faces(self.plan, locale, kana)
+        for k, f, text in todo:
+            fo = shaped.layout_field(self.fonts, self.reg, f, code_points(text), han)
+            self.fields[(k, f)] = (fo, actual_text(text))
+
+    @property
+    def nfonts(self) -> int:
+        return (len(self.reg.entries) + 255) // 256
+
+
+def page_content(k: int, ticket: Ticket, sh: _Shaped) -> bytes:
     out = []
-    for name, ops in FIELDS:
-        shown, actual = encode_text(str(getattr(ticket, name)))
-        body = b"BT " + ops + b" (" + escape(shown) + b") Tj ET\n"
-        out.append(_span(actual, body))
-    shown, actual = encode_text(ticket.small_print)
-    lines = wrap(shown)
-    if lines:
-        parts = [b"BT " + SMALL_PRINT_OPS + b" (" + escape(lines[0]) + b") Tj"]
-        parts += [b" T* (" + escape(line) + b") Tj" for line in lines[1:]]
-        parts.append(b" ET\n")
-        out.append(_span(actual, b"".join(parts)))
+    for f, (_, ops) in enumerate(FIELDS):
+        if (k, f) in sh.fields:
+            fo, actual = sh.fields[(k, f)]
+            body = shaped.field_ops(sh.fonts, fo, f)
+            out.append(_span(actual, body) if fo.actual else body)
+            continue
+        body = b"BT " + ops + b" (" + escape(sh.fast[(k, f)]) + b") Tj ET\n"
+        out.append(body)
+    if (k, SMALL_PRINT) in sh.fields:
+        fo, actual = sh.fields[(k, SMALL_PRINT)]
+        body = shaped.field_ops(sh.fonts, fo, SMALL_PRINT)
+        out.append(_span(actual, body) if fo.actual else body)
+    else:
+        lines = wrap(sh.fast[(k, SMALL_PRINT)])
+        if lines:
+            parts = [b"BT " + SMALL_PRINT_OPS + b" (" + escape(lines[0]) + b") Tj"]
+            parts += [b" T* (" + escape(line) + b") Tj" for line in lines[1:]]
+            parts.append(b" ET\n")
+            out.append(b"".join(parts))
     out.append(qr_ops(ticket.admission_code.encode("utf-8", "surrogatepass")))
     return b"".join(out)
 
@@ -253,17 +306,29 @@ def render_order(order: Order) -> bytes:
         parts.append(obj)
         pos += len(obj)
 
+    sh = _Shaped(order)
+    first_text = FIRST_PAGE_OBJ + 2 * n
     add(STATIC_OBJECTS[0])
     kids = b" ".join(b"%d 0 R" % (FIRST_PAGE_OBJ + 2 * k) for k in range(n))
     add(b"2 0 obj\n<< /Type /Pages /Kids [" + kids + b"] /Count %d >>\nendobj\n" % n)
-    for obj in STATIC_OBJECTS[1:]:
+    if sh.nfonts:
+        nproc = len(sh.reg.proc_list)
+        add(b"3 0 obj\n<< /Font << /F1 4 0 R /F2 5 0 R"
+            + b"".join(b" /T%d %d 0 R" % (f, first_text + nproc + 2 * f)
+                       for f in range(sh.nfonts))
+            + b" >> >>\nendobj\n")
+    else:
+        add(STATIC_OBJECTS[1])
+    for obj in STATIC_OBJECTS[2:]:
         add(obj)
     add(_stream(6, STATIC_CONTENT))
     for k, ticket in enumerate(order.tickets):
         page = FIRST_PAGE_OBJ + 2 * k
         add(b"%d 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] /Resources 3 0 R "
             b"/Contents [6 0 R %d 0 R] >>\nendobj\n" % (page, PAGE_W, PAGE_H, page + 1))
-        add(_stream(page + 1, page_content(ticket)))
+        add(_stream(page + 1, page_content(k, ticket, sh)))
+    for obj in shaped.font_objects(sh.fonts, sh.reg, first_text):
+        add(obj)
     size = len(offsets) + 1
     xref = [b"xref\n0 %d\n0000000000 65535 f \n" % size]
     xref += [b"%010d 00000 n \n" % off for off in offsets]

@@ -55,6 +55,15 @@ cdef inline void span_close(Buf* b, const Text* t) noexcept nogil:
         buf_puts(b, b"EMC\n")
 
 
+cdef void put_shaped(Buf* b, TextCtx* tc, const FieldOut* fo, const Text* t,
+                     int f) noexcept nogil:
+    if fo.actual:
+        span_open(b, t)
+    put_field_ops(b, tc, fo, f)
+    if fo.actual:
+        span_close(b, t)
+
+
 cdef void put_small_print(Buf* b, const Text* t) noexcept nogil:
     cdef Py_ssize_t pos = 0, n = t.n, i, cut, first = 1
     cdef const char* s = t.s

@@ -44,6 +44,9 @@ cdef inline void buf_trim(Buf* b) noexcept nogil:
 cdef void scratch_free(Scratch* s) noexcept nogil:
     if s.zinit:
         deflateEnd(&s.zs)
+    if s.text != NULL:
+        text_ctx_free(<TextCtx*>s.text)
+        free(s.text)
     free(s.content.data)
     free(s.z.data)
     free(s.out.data)
@@ -114,13 +117,47 @@ cdef int put_stream(Buf* out, int num, const char* content, Py_ssize_t n,
 
 
 cdef int render_c(const TicketC* tickets, Py_ssize_t n, Scratch* s,
-                  Py_ssize_t* offsets) noexcept nogil:
+                  const int* han, int nhan) noexcept nogil:
     """The whole PDF into s.out. 0, -1 out of memory, -2 zlib error, -3 QR too long."""
     cdef Buf* out = &s.out
     cdef Buf* content = &s.content
-    cdef Py_ssize_t k, i, nobj = 0
-    cdef int page, rc = 0
+    cdef Py_ssize_t k, i, nobj = 0, nshaped = 0
+    cdef int page, rc = 0, f, first_text, nfonts = 0
     cdef const TicketC* t
+    cdef TextCtx* tc = NULL
+    cdef FieldOut* fo = NULL
+    cdef Py_ssize_t* offsets = NULL
+    for k in range(n):
+        for f in range(NFIELDS + 1):
+            if tickets[k].text[f].u != NULL:
+                nshaped += 1
+    if nshaped:
+        # phase 1: shape and lay out every shaped field, so that the fonts (their glyphs
+        # and codes) are known before the first object that names them
+        if s.text == NULL:
+            s.text = calloc(1, sizeof(TextCtx))
+            if s.text == NULL:
+                return -1
+        tc = <TextCtx*>s.text
+        fo = <FieldOut*>malloc(n * (NFIELDS + 1) * sizeof(FieldOut))
+        if fo == NULL or text_ctx_reset(tc, han, nhan) != 0:
+            free(fo)
+            return -1
+        for k in range(n):
+            for f in range(NFIELDS + 1):
+                fo[k * (NFIELDS + 1) + f].shaped = 0
+                if tickets[k].text[f].u != NULL:
+                    if layout_field(tc, f, tickets[k].text[f].u, tickets[k].text[f].un,
+                                    &fo[k * (NFIELDS + 1) + f]) != 0:
+                        free(fo)
+                        return -1
+        nfonts = (tc.reg.n + 255) // 256
+    first_text = FIRST_PAGE_OBJ + 2 * <int>n
+    offsets = <Py_ssize_t*>malloc((6 + 2 * n + (tc.reg.nproc + 2 * nfonts if tc != NULL else 0))
+                                  * sizeof(Py_ssize_t))
+    if offsets == NULL:
+        free(fo)
+        return -1
     out.len = 0
     buf_puts(out, HEADER)
     offsets[nobj] = out.len; nobj += 1
@@ -136,7 +173,17 @@ cdef int render_c(const TicketC* tickets, Py_ssize_t n, Scratch* s,
     buf_int(out, n)
     buf_puts(out, b" >>\nendobj\n")
     offsets[nobj] = out.len; nobj += 1
-    buf_puts(out, OBJ_FONTS)
+    if nfonts == 0:
+        buf_puts(out, OBJ_FONTS)
+    else:
+        buf_puts(out, b"3 0 obj\n<< /Font << /F1 4 0 R /F2 5 0 R")
+        for f in range(nfonts):
+            buf_puts(out, b" /T")
+            buf_int(out, f)
+            buf_byte(out, b' ')
+            buf_int(out, first_text + tc.reg.nproc + 2 * f)
+            buf_puts(out, b" 0 R")
+        buf_puts(out, b" >> >>\nendobj\n")
     offsets[nobj] = out.len; nobj += 1
     buf_puts(out, OBJ_HELVETICA)
     offsets[nobj] = out.len; nobj += 1
@@ -157,6 +204,9 @@ cdef int render_c(const TicketC* tickets, Py_ssize_t n, Scratch* s,
         buf_puts(out, b" 0 R] >>\nendobj\n")
         content.len = 0
         for i in range(NFIELDS):
+            if t.text[i].u != NULL:
+                put_shaped(content, tc, &fo[k * (NFIELDS + 1) + i], &t.text[i], <int>i)
+                continue
             span_open(content, &t.text[i])
             buf_puts(content, b"BT ")
             buf_puts(content, FIELD_OPS[i])
@@ -164,7 +214,11 @@ cdef int render_c(const TicketC* tickets, Py_ssize_t n, Scratch* s,
             put_escaped(content, t.text[i].s, t.text[i].n)
             buf_puts(content, b") Tj ET\n")
             span_close(content, &t.text[i])
-        put_small_print(content, &t.text[SMALL_PRINT])
+        if t.text[SMALL_PRINT].u != NULL:
+            put_shaped(content, tc, &fo[k * (NFIELDS + 1) + SMALL_PRINT],
+                       &t.text[SMALL_PRINT], SMALL_PRINT)
+        else:
+            put_small_print(content, &t.text[SMALL_PRINT])
         if qr_encode(&s.q, t.qr, t.nqr) != 0:
             rc = -3
             break
@@ -176,6 +230,9 @@ cdef int render_c(const TicketC* tickets, Py_ssize_t n, Scratch* s,
         rc = put_stream(out, page + 1, content.data, content.len, s)
         if rc != 0:
             break
+    if rc == 0 and nfonts:
+        if put_text_objects(out, tc, first_text, offsets, &nobj) < 0:
+            rc = -1
     if rc == 0:
         k = out.len
         buf_puts(out, b"xref\n0 ")
@@ -191,6 +248,8 @@ cdef int render_c(const TicketC* tickets, Py_ssize_t n, Scratch* s,
         buf_puts(out, b"\n%%EOF\n")
         if out.failed:
             rc = -1
+    free(fo)
+    free(offsets)
     return rc
 
 

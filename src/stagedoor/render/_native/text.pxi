@@ -1,9 +1,8 @@
-# Included by stagedoor/_render.pyx.  Field text to bytes the page shows: cp1252 (WinAnsi)
-# plus the Central European letters of tables.EXTRA_GLYPHS, straight from the str
-# data; anything else goes through reference.encode_text (approximation + ActualText).
-# Also the QR payload's bytes.
-
-cdef object _fallback = None
+# Included by stagedoor/_render.pyx.  Field text to what the page shows: cp1252 (WinAnsi)
+# plus the Central European letters of tables.EXTRA_GLYPHS, straight from the str data,
+# in the standard Helvetica fonts (the fast path) when every character has a byte and
+# the field fits its box; anything else is the shaped path (NFC, UTF-32 for
+# layout.pxi, the exact text as /ActualText).  Also the QR payload's bytes.
 
 # cp1252 bytes 0x80-0x9f (the rest of cp1252 is Latin-1): code point -> byte, taken from
 # Python's own codec so the fast encoder below agrees with str.encode("cp1252").
@@ -73,35 +72,108 @@ cdef inline bint has_controls(const char* p, Py_ssize_t n) noexcept:
     return False
 
 
-cdef object encode_text(object value, list keep, Text* t):
-    """Point t at the shown bytes of value (kept alive in keep), with ActualText if needed."""
-    global _fallback
+# tables.HELVETICA_WIDTHS / HELVETICA_BOLD_WIDTHS, by byte
+cdef short HELV_W[256]
+cdef short HELV_BOLD_W[256]
+for _i in range(256):
+    HELV_W[_i] = _tables.HELVETICA_WIDTHS[_i]
+    HELV_BOLD_W[_i] = _tables.HELVETICA_BOLD_WIDTHS[_i]
+
+
+cdef inline bint fits_helvetica(const char* p, Py_ssize_t n, int f) noexcept:
+    """Whether the fast path's Helvetica text fits field f's box at its size."""
+    cdef const short* w = &HELV_W[0]
+    if FIELD_BOX[f][4]:
+        w = &HELV_BOLD_W[0]
+    cdef long total = 0
+    cdef Py_ssize_t i
+    for i in range(n):
+        total += w[<unsigned char>p[i]]
+    return total * FIELD_BOX[f][3] // 1000 <= (FIELD_BOX[f][1] - FIELD_BOX[f][0]) * 1000
+
+
+cdef bint small_print_fits(const char* s, Py_ssize_t n) noexcept:
+    """Whether put_small_print's lines (WRAP bytes at most) fit the box and its lines."""
+    cdef Py_ssize_t pos = 0, i, cut, end
+    cdef int lines = 0
+    cdef long width, box = (FIELD_BOX[SMALL_PRINT][1] - FIELD_BOX[SMALL_PRINT][0]) * 1000
+    while pos < n:
+        while pos < n and s[pos] == b' ':
+            pos += 1
+        if pos >= n:
+            break
+        if n - pos <= WRAP:
+            end = n
+        else:
+            cut = -1
+            for i in range(pos + WRAP, pos - 1, -1):
+                if s[i] == b' ':
+                    cut = i
+                    break
+            end = pos + WRAP if cut <= pos else cut
+        width = 0
+        for i in range(pos, end):
+            width += HELV_W[<unsigned char>s[i]]
+        lines += 1
+        if width * FIELD_BOX[SMALL_PRINT][3] // 1000 > box or lines > FIELD_BOX[SMALL_PRINT][5]:
+            return False
+        pos = end
+    return True
+
+
+cdef inline bint fits(const char* p, Py_ssize_t n, int f) noexcept:
+    return small_print_fits(p, n) if f == SMALL_PRINT else fits_helvetica(p, n, f)
+
+
+_CONTROLS = re.compile("[\x00-\x1f\x7f]")
+_SURROGATES = re.compile("[\ud800-\udfff]")
+_KANA = re.compile("[\u3040-\u30ff\u31f0-\u31ff]")
+
+
+cdef object shape_text(str value, list keep, Text* t):
+    """The shaped path: NFC, controls as spaces, UTF-32 for the C side, ActualText."""
+    if not PyUnicode_IS_ASCII(value):
+        value = unicodedata.normalize("NFC", value)
+    value = _CONTROLS.sub(" ", value)
+    act = ("\ufeff" + value).encode("utf-16-be", "surrogatepass").hex().upper().encode()
+    raw = _SURROGATES.sub("\ufffd", value).encode("utf-32-le")
+    keep.append(act)
+    keep.append(raw)
+    t.act = <const char*>(<bytes>act)
+    t.an = len(<bytes>act)
+    t.u = <const unsigned int*>(<const char*>(<bytes>raw))
+    t.un = <int>(len(<bytes>raw) // 4)
+    t.s = NULL
+    t.n = 0
+    return value
+
+
+cdef object encode_text(object value, list keep, Text* t, int f):
+    """Point t at the text of field f: Helvetica bytes (the fast path) when every
+    character is in the fonts' encoding and it fits; else the shaped path.  Returns the
+    shaped text, or None."""
     cdef Py_ssize_t n
     cdef const char* p
     if type(value) is not str:
         value = str(value)
     t.act = NULL
     t.an = 0
+    t.u = NULL
+    t.un = 0
     if PyUnicode_IS_ASCII(value):
         p = PyUnicode_AsUTF8AndSize(value, &n)   # the ASCII data itself, no copy
-        if not has_controls(p, n):
+        if not has_controls(p, n) and fits(p, n, f):
             keep.append(value)
             t.s = p
             t.n = n
             return None
     raw = encode_winansi(<str>value)
-    if raw is None:
-        if _fallback is None:
-            from stagedoor.render.reference import encode_text as fallback
-            _fallback = fallback
-        raw, act = _fallback(value)
-        keep.append(act)
-        t.act = <const char*>(<bytes>act)
-        t.an = len(<bytes>act)
-    keep.append(raw)
-    t.s = <const char*>(<bytes>raw)
-    t.n = len(<bytes>raw)
-    return None
+    if raw is not None and fits(<const char*>(<bytes>raw), len(<bytes>raw), f):
+        keep.append(raw)
+        t.s = <const char*>(<bytes>raw)
+        t.n = len(<bytes>raw)
+        return None
+    return shape_text(<str>value, keep, t)
 
 
 cdef object qr_bytes(object code, list keep, const unsigned char** p, Py_ssize_t* n):

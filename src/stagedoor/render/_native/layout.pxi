@@ -1,0 +1,296 @@
+# Included by stagedoor/_render.pyx.  Layout of a shaped field in its box.
+#
+# Every field has a box (tables.FIELD_BOXES: left, right, baseline, size, weight, lines):
+# the text is drawn at its size when it fits; else shrunk to fit, down to 6 pt (the small
+# print, 5 pt, is never shrunk); else wrapped at the UAX #14 break opportunities
+# libunibreak gives (Thai, Lao, Khmer and Myanmar words have none without a dictionary:
+# those are only shrunk and cut), at most FIELD_BOX lines; what still does not fit ends
+# in an ellipsis, and the field's full text is in its /ActualText.  A right-to-left
+# paragraph is aligned right.  stagedoor.render.layout_field makes the same decisions
+# (tests compare them).
+
+cdef extern from "hb.h" nogil:
+    ctypedef enum hb_unicode_general_category_t:
+        HB_UNICODE_GENERAL_CATEGORY_SPACING_MARK
+        HB_UNICODE_GENERAL_CATEGORY_ENCLOSING_MARK
+        HB_UNICODE_GENERAL_CATEGORY_NON_SPACING_MARK
+    hb_unicode_general_category_t hb_unicode_general_category(hb_unicode_funcs_t* u,
+                                                              hb_codepoint_t cp)
+
+cdef enum:
+    NTEXT = 11                  # the ten fields and the small print
+    MAX_LINES = 12
+    ELLIPSIS = 0x2026
+
+# tables.FIELD_BOXES: left, right, baseline (points), size (milli-points), bold, lines
+cdef int FIELD_BOX[NTEXT][6]
+cdef int MIN_SIZE = _tables.MIN_SIZE
+for _i in range(NTEXT):
+    for _j in range(6):
+        FIELD_BOX[_i][_j] = _tables.FIELD_BOXES[_i][_j]
+
+cdef const char* FIELD_COLOUR[NTEXT]
+FIELD_COLOUR[0] = b"1 1 1 rg"
+for _i in range(1, NTEXT - 1):
+    FIELD_COLOUR[_i] = b"0 0 0 rg"
+FIELD_COLOUR[NTEXT - 1] = b"0.3 0.3 0.3 rg"
+
+
+cdef struct FLine:
+    int g0
+    int ng
+    int width                   # 1/1000 em
+    long x                      # milli-points
+    long y
+
+cdef struct FieldOut:
+    int shaped
+    int actual                  # the field needs its /ActualText (see layout_field)
+    int size                    # milli-points
+    int nlines
+    FLine line[MAX_LINES]
+
+
+cdef inline int is_mark(unsigned int cp) noexcept nogil:
+    cdef hb_unicode_general_category_t k = hb_unicode_general_category(UFUNCS, cp)
+    return (k == HB_UNICODE_GENERAL_CATEGORY_NON_SPACING_MARK
+            or k == HB_UNICODE_GENERAL_CATEGORY_SPACING_MARK
+            or k == HB_UNICODE_GENERAL_CATEGORY_ENCLOSING_MARK)
+
+
+cdef int shaped_line(TextCtx* c, Para* p, int s, int e, FLine* ln) noexcept nogil:
+    """Shape p[s:e] into the order's glyphs and register them; -1: no memory."""
+    cdef int g0 = c.gv.n
+    cdef int w = shape_line(p, c.hb, s, e, &c.gv)
+    if w < 0 or register_glyphs(c, g0, p.u) != 0:
+        return -1
+    ln.g0 = g0
+    ln.ng = c.gv.n - g0
+    ln.width = w
+    return 0
+
+
+cdef int ellipsised(TextCtx* c, int s, int e, int limit, FLine* ln) noexcept nogil:
+    """The longest start of c.p[s:e] that fits limit with an ellipsis after it."""
+    cdef Para* p = &c.p
+    cdef int lo = s, hi = e, mid, w, g0 = c.gv.n, n, best = s
+    cdef unsigned int* t
+    if e - s + 1 > c.tmpcap:
+        t = <unsigned int*>realloc(c.tmp, (e - s + 1) * sizeof(unsigned int))
+        if t == NULL:
+            return -1
+        c.tmp = t
+        c.tmpcap = e - s + 1
+    # binary search on the cut; never inside a cluster of marks, trailing spaces dropped
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        n = mid
+        while n > s and n < e and is_mark(p.u[n]):
+            n -= 1
+        while n > s and p.u[n - 1] == 32:
+            n -= 1
+        memcpy(c.tmp, p.u + s, (n - s) * sizeof(unsigned int))
+        c.tmp[n - s] = ELLIPSIS
+        if para_init(&c.p2, c.tmp, n - s + 1, p.bold, c.han, c.nhan) != 0:
+            return -1
+        w = shape_line(&c.p2, c.hb, 0, n - s + 1, &c.gv)
+        c.gv.n = g0
+        if w < 0:
+            return -1
+        if w <= limit:
+            best = n
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    memcpy(c.tmp, p.u + s, (best - s) * sizeof(unsigned int))
+    c.tmp[best - s] = ELLIPSIS
+    if para_init(&c.p2, c.tmp, best - s + 1, p.bold, c.han, c.nhan) != 0:
+        return -1
+    return shaped_line(c, &c.p2, 0, best - s + 1, ln)
+
+
+cdef int layout_field(TextCtx* c, int f, const unsigned int* u, int n,
+                      FieldOut* out) noexcept nogil:
+    """Shape field f (text u[:n], NFC) and fit it in its box; -1: no memory."""
+    cdef Para* p = &c.p
+    cdef int x0 = FIELD_BOX[f][0] * 1000, x1 = FIELD_BOX[f][1] * 1000
+    cdef int size = FIELD_BOX[f][3], bold = FIELD_BOX[f][4], maxl = FIELD_BOX[f][5]
+    cdef int g0 = c.gv.n, w, i, start, end, last, nl = 0, limit, k
+    cdef long box = x1 - x0, acc, lead, centre
+    cdef int* adv
+    cdef int lossy = 0
+    out.shaped = 1
+    out.nlines = 0
+    if para_init(p, u, n, bold, c.han, c.nhan) != 0:
+        return -1
+    if p.missing:
+        lossy = 1
+        for i in range(n):
+            if p.face[i] < 0:
+                sd_add_long(&MISSING_GLYPHS, 1)
+    w = shape_line(p, c.hb, 0, n, &c.gv)
+    if w < 0:
+        return -1
+    if <long>w * size // 1000 > box:
+        if size > MIN_SIZE and <long>w * MIN_SIZE // 1000 <= box:
+            size = <int>(box * 1000 // w) // 10 * 10      # shrunk, in 1/100 pt steps
+        elif size > MIN_SIZE:
+            size = MIN_SIZE
+    if <long>w * size // 1000 <= box:
+        if register_glyphs(c, g0, u) != 0:
+            return -1
+        out.line[0].g0 = g0
+        out.line[0].ng = c.gv.n - g0
+        out.line[0].width = w
+        nl = 1
+    else:
+        # wrap: greedy over the break opportunities, by the advances of the whole line
+        c.gv.n = g0
+        limit = <int>(box * 1000 // size)
+        adv = <int*>malloc((n + 1) * sizeof(int))
+        if adv == NULL:
+            return -1
+        memcpy(adv, p.adv, n * sizeof(int))
+        start = 0
+        while start < n and nl < maxl:
+            while start < n and u[start] == 32:
+                start += 1
+            if start >= n:
+                break
+            acc = 0
+            last = -1
+            i = start
+            while i < n:
+                if acc + adv[i] > limit and i > start:
+                    break
+                acc += adv[i]
+                if p.brk[i] == LINEBREAK_ALLOWBREAK or p.brk[i] == LINEBREAK_MUSTBREAK:
+                    last = i + 1
+                i += 1
+            if i >= n:
+                end = n
+            elif last > start:
+                end = last
+            else:
+                end = i                                   # no opportunity: cut
+                while end > start + 1 and is_mark(u[end]):
+                    end -= 1
+            k = end
+            while k > start and u[k - 1] == 32:
+                k -= 1
+            if nl == maxl - 1 and end < n:
+                # the last line there is room for: the rest, with an ellipsis
+                while end < n and u[end] == 32:
+                    end += 1
+                if ellipsised(c, start, n, limit, &out.line[nl]) != 0:
+                    free(adv)
+                    return -1
+                lossy = 1
+                nl += 1
+                start = n
+                break
+            if shaped_line(c, p, start, k, &out.line[nl]) != 0:
+                free(adv)
+                return -1
+            if out.line[nl].width > limit:
+                # shaping made it wider than the estimate: cut it
+                c.gv.n = out.line[nl].g0
+                if ellipsised(c, start, k, limit, &out.line[nl]) != 0:
+                    free(adv)
+                    return -1
+                lossy = 1
+            nl += 1
+            start = end
+        free(adv)
+    out.nlines = nl
+    out.size = size
+    # /ActualText: always when glyphs leave text out (an ellipsis, a replacement mark);
+    # else for left-to-right text with clusters that are not one glyph per character
+    # (ligatures; Thai and Devanagari reorder vowel signs, which the ToUnicode map alone
+    # cannot undo), but not for right-to-left text: poppler
+    # spreads an ActualText over the span's glyphs left to right and then reverses it
+    # as right-to-left text, while the ToUnicode map of the glyphs comes out exact
+    # (and when every glyph stands for exactly one character, the ToUnicode map alone
+    # gives the text back: no /ActualText either)
+    out.actual = lossy
+    if not lossy and not p.any_rtl:
+        for i in range(nl):
+            for k in range(out.line[i].g0, out.line[i].g0 + out.line[i].ng):
+                if c.gv.g[k].cn != 1:
+                    out.actual = 1
+    # placement: right-aligned when the paragraph is right to left; lines centred on
+    # the x-height middle of the field's one-line position (the small print hangs from
+    # its first baseline)
+    lead = size * 6 // 5
+    centre = FIELD_BOX[f][2] * 1000 + FIELD_BOX[f][3] * 35 // 100
+    for i in range(nl):
+        acc = <long>out.line[i].width * size // 1000
+        out.line[i].x = (x1 - acc) if p.rtl else x0
+        if f == NTEXT - 1:
+            out.line[i].y = FIELD_BOX[f][2] * 1000 - i * lead
+        else:
+            out.line[i].y = centre - size * 35 // 100 + ((nl - 1) * lead) // 2 - i * lead
+    return 0
+
+
+cdef void put_field_ops(Buf* b, TextCtx* c, const FieldOut* fo, int f) noexcept nogil:
+    """BT .. ET drawing a laid-out field: per line one TJ array per font, HarfBuzz's
+    offsets as TJ adjustments (x) and text rise (y)."""
+    cdef int i, k, font, cur, rise, pend, inhex, adjust
+    cdef const FLine* ln
+    cdef SGlyph* g
+    cdef GlyphProc* proc
+    buf_puts(b, b"BT ")
+    buf_puts(b, FIELD_COLOUR[f])
+    for i in range(fo.nlines):
+        ln = &fo.line[i]
+        if ln.ng == 0:
+            continue
+        cur = -1
+        rise = 0
+        pend = 0
+        inhex = 0
+        buf_puts(b, b" 1 0 0 1 ")
+        buf_milli(b, ln.x)
+        buf_byte(b, b' ')
+        buf_milli(b, ln.y)
+        buf_puts(b, b" Tm")
+        for k in range(ln.g0, ln.g0 + ln.ng):
+            g = &c.gv.g[k]
+            font = g.code >> 8
+            proc = glyph_proc(g.face, g.gid)
+            if font != cur or g.yoff != rise:
+                if cur >= 0:
+                    buf_puts(b, b">] TJ" if inhex else b"] TJ")
+                if font != cur:
+                    buf_puts(b, b" /T")
+                    buf_int(b, font)
+                    buf_byte(b, b' ')
+                    buf_milli(b, fo.size)
+                    buf_puts(b, b" Tf")
+                    cur = font
+                if g.yoff != rise:
+                    rise = g.yoff
+                    buf_byte(b, b' ')
+                    buf_milli(b, <long>rise * fo.size // 1000)
+                    buf_puts(b, b" Ts")
+                buf_puts(b, b" [")
+                inhex = 0
+            adjust = pend + g.xoff
+            if adjust != 0:
+                if inhex:
+                    buf_byte(b, b'>')
+                    inhex = 0
+                buf_int(b, -adjust)
+            if not inhex:
+                buf_byte(b, b'<')
+                inhex = 1
+            put_hex2(b, g.code & 255)
+            pend = g.adv - g.xoff - proc.width
+        if cur >= 0:
+            buf_puts(b, b">] TJ" if inhex else b"] TJ")
+        if rise != 0:
+            buf_puts(b, b" 0 Ts")
+    buf_puts(b, b" ET\n")
+
+

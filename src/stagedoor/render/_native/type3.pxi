@@ -1,0 +1,356 @@
+# Included by stagedoor/_render.pyx.  The glyphs of an order as Type 3 fonts.
+#
+# Why Type 3 and not an embedded TrueType/CFF subset (measured here, see
+# docs/benchmarks.md): hb-subset of a Noto CJK collection costs 3-4 ms per order, and
+# its preprocessed plan ~130 MB per CJK face; writing a CIDFontType2 subset by hand
+# works for the glyf fonts but not for the CJK fonts, which are CFF (a CIDFontType0C
+# subset needs the charstrings desubroutinised or the subroutines carried whole).  A
+# Type 3 glyph is a small content stream of the outline, which HarfBuzz draws for any
+# outline format (hb_font_get_glyph_shape): made and deflated once per glyph per
+# process (fonts.pxi), an order's font is then a memcpy per glyph it uses plus its
+# dictionary, /Widths and a ToUnicode CMap.  So only the glyphs used are embedded, one
+# font per 256 glyphs of the order, shared by its pages, and the text extracts.
+#
+# A code stands for one glyph *and* the text it stands for: the same glyph may carry
+# different text in different clusters, so the key is (face, glyph, text); codes of one
+# glyph share its procedure.
+
+cdef void put_hex2(Buf* b, int v) noexcept nogil:
+    cdef const char* hx = b"0123456789ABCDEF"
+    buf_byte(b, hx[(v >> 4) & 15])
+    buf_byte(b, hx[v & 15])
+
+
+cdef struct RegEntry:
+    int face
+    unsigned int gid
+    int toff                    # its text in the pool
+    int tlen
+    int proc                    # index of its glyph procedure in the order
+    unsigned int h
+
+cdef struct Registry:
+    RegEntry* e
+    int n
+    int cap
+    int* tab                    # open addressing: entry index + 1, 0 empty
+    int tmask
+    unsigned int* pool
+    int plen
+    int pcap
+    int* ptab                   # (face, gid) -> procedure index + 1
+    int pmask
+    int* pface
+    unsigned int* pgid
+    int nproc
+    int proccap
+    int failed
+
+cdef struct TextCtx:
+    Para p
+    Para p2
+    hb_buffer_t* hb
+    GlyphVec gv
+    Registry reg
+    const int* han
+    int nhan
+    unsigned int* tmp
+    int tmpcap
+
+
+cdef inline unsigned int mix(unsigned int h, unsigned int v) noexcept nogil:
+    return (h ^ v) * 16777619u
+
+
+cdef int reg_grow_tab(int** tab, int* mask, int n) noexcept nogil:
+    """Make sure the table has room for n + 1 entries at half load; rehash is by the
+    caller (the tables are rebuilt from the entries)."""
+    cdef int size = (mask[0] + 1) if tab[0] != NULL else 0
+    if tab[0] != NULL and (n + 1) * 2 <= size:
+        return 0
+    size = size * 2 if size else 512
+    while (n + 1) * 2 > size:
+        size *= 2
+    free(tab[0])
+    tab[0] = <int*>calloc(size, sizeof(int))
+    if tab[0] == NULL:
+        return -1
+    mask[0] = size - 1
+    return 1
+
+
+cdef int reg_proc(Registry* r, int face, unsigned int gid) noexcept nogil:
+    cdef unsigned int h = mix(mix(2166136261u, <unsigned int>face), gid)
+    cdef int i, k, rc
+    k = <int>(h & <unsigned int>r.pmask) if r.ptab != NULL else 0
+    if r.ptab != NULL:
+        while r.ptab[k]:
+            i = r.ptab[k] - 1
+            if r.pface[i] == face and r.pgid[i] == gid:
+                return i
+            k = (k + 1) & r.pmask
+    if r.nproc == r.proccap:
+        r.proccap = r.proccap * 2 if r.proccap else 256
+        r.pface = <int*>realloc(r.pface, r.proccap * sizeof(int))
+        r.pgid = <unsigned int*>realloc(r.pgid, r.proccap * sizeof(unsigned int))
+        if r.pface == NULL or r.pgid == NULL:
+            r.failed = 1
+            return -1
+    i = r.nproc
+    r.pface[i] = face
+    r.pgid[i] = gid
+    r.nproc += 1
+    rc = reg_grow_tab(&r.ptab, &r.pmask, r.nproc)
+    if rc < 0:
+        r.failed = 1
+        return -1
+    if rc > 0:
+        for k in range(r.nproc):
+            h = mix(mix(2166136261u, <unsigned int>r.pface[k]), r.pgid[k])
+            rc = <int>(h & <unsigned int>r.pmask)
+            while r.ptab[rc]:
+                rc = (rc + 1) & r.pmask
+            r.ptab[rc] = k + 1
+    else:
+        k = <int>(h & <unsigned int>r.pmask)
+        while r.ptab[k]:
+            k = (k + 1) & r.pmask
+        r.ptab[k] = i + 1
+    return i
+
+
+cdef int reg_code(Registry* r, int face, unsigned int gid, const unsigned int* t,
+                  int tlen) noexcept nogil:
+    """The code (font * 256 + byte) of this glyph standing for this text; -1: no memory."""
+    cdef unsigned int h = mix(mix(2166136261u, <unsigned int>face), gid)
+    cdef int i, k, j, rc, same
+    cdef RegEntry* e
+    for j in range(tlen):
+        h = mix(h, t[j])
+    h = mix(h, <unsigned int>tlen)
+    if r.tab != NULL:
+        k = <int>(h & <unsigned int>r.tmask)
+        while r.tab[k]:
+            e = &r.e[r.tab[k] - 1]
+            if e.h == h and e.face == face and e.gid == gid and e.tlen == tlen:
+                same = 1
+                for j in range(tlen):
+                    if r.pool[e.toff + j] != t[j]:
+                        same = 0
+                        break
+                if same:
+                    return r.tab[k] - 1
+            k = (k + 1) & r.tmask
+    if r.n == r.cap:
+        r.cap = r.cap * 2 if r.cap else 256
+        r.e = <RegEntry*>realloc(r.e, r.cap * sizeof(RegEntry))
+        if r.e == NULL:
+            r.failed = 1
+            return -1
+    if r.plen + tlen > r.pcap:
+        r.pcap = (r.pcap + tlen) * 2 + 256
+        r.pool = <unsigned int*>realloc(r.pool, r.pcap * sizeof(unsigned int))
+        if r.pool == NULL:
+            r.failed = 1
+            return -1
+    i = r.n
+    e = &r.e[i]
+    e.face = face
+    e.gid = gid
+    e.toff = r.plen
+    e.tlen = tlen
+    e.h = h
+    e.proc = reg_proc(r, face, gid)
+    if e.proc < 0:
+        return -1
+    memcpy(r.pool + r.plen, t, tlen * sizeof(unsigned int))
+    r.plen += tlen
+    r.n += 1
+    rc = reg_grow_tab(&r.tab, &r.tmask, r.n)
+    if rc < 0:
+        r.failed = 1
+        return -1
+    if rc > 0:
+        for j in range(r.n):
+            k = <int>(r.e[j].h & <unsigned int>r.tmask)
+            while r.tab[k]:
+                k = (k + 1) & r.tmask
+            r.tab[k] = j + 1
+    else:
+        k = <int>(h & <unsigned int>r.tmask)
+        while r.tab[k]:
+            k = (k + 1) & r.tmask
+        r.tab[k] = i + 1
+    return i
+
+
+cdef void reg_free(Registry* r) noexcept nogil:
+    free(r.e); free(r.tab); free(r.pool); free(r.ptab); free(r.pface); free(r.pgid)
+    memset(r, 0, sizeof(Registry))
+
+
+cdef int register_glyphs(TextCtx* c, int g0, const unsigned int* text) noexcept nogil:
+    cdef int i, j, code
+    cdef unsigned int rev[16]
+    cdef SGlyph* g
+    for i in range(g0, c.gv.n):
+        g = &c.gv.g[i]
+        if g.rtl and 1 < g.cn <= 16:
+            # text extraction reverses right-to-left runs character by character: a
+            # ligature's text (lam-alef) is given reversed so that it comes out right
+            for j in range(g.cn):
+                rev[j] = text[g.ci + g.cn - 1 - j]
+            code = reg_code(&c.reg, g.face, g.gid, rev, g.cn)
+        else:
+            code = reg_code(&c.reg, g.face, g.gid, text + g.ci, g.cn)
+        if code < 0:
+            return -1
+        g.code = code
+        if glyph_proc(g.face, g.gid) == NULL:
+            return -1
+    return 0
+
+
+cdef int put_text_objects(Buf* out, TextCtx* c, int first, Py_ssize_t* offsets,
+                          Py_ssize_t* nobj) noexcept nogil:
+    """The glyph procedures (objects first ..), then per font of 256 codes its dictionary
+    and its ToUnicode map.  Returns the number of objects written."""
+    cdef Registry* r = &c.reg
+    cdef int i, k, nf = (r.n + 255) // 256, lo, hi, num = first, j, t, cnt
+    cdef GlyphProc* proc
+    cdef RegEntry* e
+    cdef unsigned int cp
+    cdef Buf cm
+    for i in range(r.nproc):
+        proc = glyph_proc(r.pface[i], r.pgid[i])
+        offsets[nobj[0]] = out.len
+        nobj[0] += 1
+        buf_int(out, num)
+        buf_puts(out, b" 0 obj\n")
+        buf_put(out, proc.obj, proc.objlen)
+        num += 1
+    memset(&cm, 0, sizeof(Buf))
+    for k in range(nf):
+        lo = k * 256
+        hi = min(r.n, lo + 256)
+        offsets[nobj[0]] = out.len
+        nobj[0] += 1
+        buf_int(out, num)
+        buf_puts(out, b" 0 obj\n<< /Type /Font /Subtype /Type3 /FontBBox [0 0 0 0] "
+                      b"/FontMatrix [0.001 0 0 0.001 0 0] /Resources << >>\n/CharProcs <<")
+        # CharProcs: each procedure used by this font, once
+        for i in range(lo, hi):
+            e = &r.e[i]
+            for j in range(lo, i):
+                if r.e[j].proc == e.proc:
+                    break
+            else:
+                buf_puts(out, b" /g")
+                buf_int(out, e.proc)
+                buf_byte(out, b' ')
+                buf_int(out, first + e.proc)
+                buf_puts(out, b" 0 R")
+        buf_puts(out, b" >>\n/Encoding << /Type /Encoding /Differences [0")
+        for i in range(lo, hi):
+            buf_puts(out, b" /g")
+            buf_int(out, r.e[i].proc)
+        buf_puts(out, b"] >>\n/FirstChar 0 /LastChar ")
+        buf_int(out, hi - lo - 1)
+        buf_puts(out, b" /Widths [")
+        for i in range(lo, hi):
+            proc = glyph_proc(r.e[i].face, r.e[i].gid)
+            if i > lo:
+                buf_byte(out, b' ')
+            buf_int(out, proc.width)
+        buf_puts(out, b"]\n/ToUnicode ")
+        buf_int(out, num + 1)
+        buf_puts(out, b" 0 R >>\nendobj\n")
+        # the ToUnicode CMap: each code -> the UTF-16 of the text its glyph stands for
+        cm.len = 0
+        buf_puts(&cm, b"/CIDInit /ProcSet findresource begin\n12 dict begin\nbegincmap\n"
+                      b"/CIDSystemInfo << /Registry (Adobe) /Ordering (UCS) /Supplement 0 >> def\n"
+                      b"/CMapName /Adobe-Identity-UCS def\n/CMapType 2 def\n"
+                      b"1 begincodespacerange\n<00> <FF>\nendcodespacerange\n")
+        i = lo
+        while i < hi:
+            cnt = 0
+            for j in range(i, hi):
+                if r.e[j].tlen > 0:
+                    cnt += 1
+                    if cnt == 100:
+                        break
+            if cnt == 0:
+                break
+            buf_int(&cm, cnt)
+            buf_puts(&cm, b" beginbfchar\n")
+            cnt = 0
+            while i < hi and cnt < 100:
+                e = &r.e[i]
+                if e.tlen > 0:
+                    buf_byte(&cm, b'<')
+                    put_hex2(&cm, i - lo)
+                    buf_puts(&cm, b"> <")
+                    for t in range(e.tlen):
+                        cp = r.pool[e.toff + t]
+                        if cp >= 0x10000:
+                            cp -= 0x10000
+                            put_hex2(&cm, 0xD8 | (cp >> 18))
+                            put_hex2(&cm, (cp >> 10) & 0xFF)
+                            put_hex2(&cm, 0xDC | ((cp >> 8) & 3))
+                            put_hex2(&cm, cp & 0xFF)
+                        else:
+                            put_hex2(&cm, cp >> 8)
+                            put_hex2(&cm, cp & 0xFF)
+                    buf_puts(&cm, b">\n")
+                    cnt += 1
+                i += 1
+            buf_puts(&cm, b"endbfchar\n")
+        buf_puts(&cm, b"endcmap\nCMapName currentdict /CMap defineresource pop\nend\nend\n")
+        if cm.failed:
+            free(cm.data)
+            return -1
+        offsets[nobj[0]] = out.len
+        nobj[0] += 1
+        buf_int(out, num + 1)
+        buf_puts(out, b" 0 obj\n<< /Length ")
+        buf_int(out, <long>cm.len)
+        buf_puts(out, b" >>\nstream\n")
+        buf_put(out, cm.data, cm.len)
+        buf_puts(out, b"\nendstream\nendobj\n")
+        num += 2
+    free(cm.data)
+    return num - first
+
+
+cdef void text_ctx_free(TextCtx* c) noexcept nogil:
+    para_free(&c.p)
+    para_free(&c.p2)
+    if c.hb != NULL:
+        hb_buffer_destroy(c.hb)
+    free(c.gv.g)
+    free(c.tmp)
+    reg_free(&c.reg)
+    memset(c, 0, sizeof(TextCtx))
+
+
+cdef int text_ctx_reset(TextCtx* c, const int* han, int nhan) noexcept nogil:
+    """Ready for a new order (keeping the memory of the last one); -1: no memory."""
+    cdef int* t1 = c.reg.tab
+    cdef int* t2 = c.reg.ptab
+    if c.hb == NULL:
+        c.hb = hb_buffer_create()
+        if not hb_buffer_allocation_successful(c.hb):
+            return -1
+    c.gv.n = 0
+    c.gv.failed = 0
+    c.han = han
+    c.nhan = nhan
+    if c.reg.tab != NULL:
+        memset(c.reg.tab, 0, (c.reg.tmask + 1) * sizeof(int))
+    if c.reg.ptab != NULL:
+        memset(c.reg.ptab, 0, (c.reg.pmask + 1) * sizeof(int))
+    c.reg.n = 0
+    c.reg.plen = 0
+    c.reg.nproc = 0
+    c.reg.failed = 0
+    return 0
