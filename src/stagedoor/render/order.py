@@ -36,10 +36,16 @@ class Ticket:
 class Order:
     order_id: int
     tickets: tuple[Ticket, ...] = field(default_factory=tuple)
+    # BCP 47 tag of the buyer's language ("ja-JP", "zh-TW"), optional: it picks the face
+    # of Han characters (render/fonts.py: han_faces)
+    locale: str = ""
 
     def to_json(self) -> bytes:
-        return orjson.dumps({"order_id": self.order_id,
-                             "tickets": [asdict(t) for t in self.tickets]})
+        data: dict[str, Any] = {"order_id": self.order_id,
+                                "tickets": [asdict(t) for t in self.tickets]}
+        if self.locale:
+            data["locale"] = self.locale
+        return orjson.dumps(data)
 
     @staticmethod
     def from_json(raw: bytes | str) -> Order:
@@ -54,6 +60,7 @@ _TICKET_TEXT = ("event", "venue", "starts_at", "section", "row", "seat", "buyer"
                 "admission_code")
 MAX_TEXT = 200
 MAX_TICKETS = 100
+MAX_LOCALE = 35       # the longest BCP 47 tag worth keeping (RFC 5646 section 4.4.1)
 
 
 def order_from_dict(data: Any) -> Order:
@@ -67,6 +74,9 @@ def order_from_dict(data: Any) -> Order:
         raise OrderDataError("tickets must be a non-empty list")
     if len(raw_tickets) > MAX_TICKETS:
         raise OrderDataError(f"at most {MAX_TICKETS} tickets per order")
+    locale = data.get("locale", "")
+    if not isinstance(locale, str) or len(locale) > MAX_LOCALE:
+        raise OrderDataError(f"locale must be a string of at most {MAX_LOCALE} characters")
     tickets = []
     for i, t in enumerate(raw_tickets):
         if not isinstance(t, dict):
@@ -83,4 +93,4 @@ def order_from_dict(data: Any) -> Order:
         if not values["admission_code"]:
             raise OrderDataError(f"tickets[{i}].admission_code is empty")
         tickets.append(Ticket(order_id=order_id, **values))
-    return Order(order_id=order_id, tickets=tuple(tickets))
+    return Order(order_id=order_id, tickets=tuple(tickets), locale=locale)

@@ -6,14 +6,16 @@ module does what fonts.pxi, shape.pxi, layout.pxi and type3.pxi do in C, step by
 but through *other* implementations where there is one, so that the comparison in
 tests/test_render.py checks the native glue and not a library against itself:
 
-- shaping: uharfbuzz (HarfBuzz's Python binding, its own bundled HarfBuzz build) where
-  the extension calls the system libharfbuzz;
+- shaping and outlines: the same system libharfbuzz, through ctypes (the issue asks
+  for *the same* shaping: HarfBuzz builds differ, e.g. uharfbuzz's newer one
+  substitutes the space between two Hangul syllables where Debian's 6.0 does not;
+  shaping is HarfBuzz's job, what this module re-implements is everything around it);
 - bidi: python-bidi's pure-Python UBA (bidi.algorithm) where the extension calls fribidi;
 - scripts: fontTools.unicodedata where the extension asks HarfBuzz's Unicode functions;
 - line breaks: libunibreak through ctypes, the same library (there is no other UAX #14
   implementation among the dependencies; the greedy wrap around it is re-implemented);
-- outlines: uharfbuzz's draw_glyph, rounded as the C code rounds (float32, then
-  half away from zero).
+- outlines to PDF path operators, rounded as the C code rounds (float32, then half
+  away from zero); codes, ToUnicode, fonts and layout: written again in Python.
 
 Same face choice, glyph ids, positions, codes, layout decisions and PDF bytes: the tests
 compare whole files.  Slow (milliseconds per field), which is fine for an oracle.
@@ -58,29 +60,23 @@ class Face:
     bold: int
     font: Any = None
     state: int = 0
+    nglyphs: int = 0
     procs: dict[int, tuple[bytes, int]] = field(default_factory=dict)
 
     def open(self) -> bool:
         if self.state == 0:
-            import uharfbuzz as hb
-
-            try:
-                blob = hb.Blob.from_file_path(self.path)
-                face = hb.Face(blob, self.index)
-                if face.glyph_count == 0:
-                    raise OSError("no glyphs")
-                self.font = hb.Font(face)
-                self.font.scale = (EM, EM)
-                self.state = 1
-            except Exception:
-                self.state = -1
+            self.font = _hb_font(self.path, self.index)
+            self.state = 1 if self.font is not None else -1
+            if self.font is not None:
+                self.nglyphs = _hb().hb_face_get_glyph_count(_hb().hb_font_get_face(self.font))
         return self.state > 0
 
     def glyph(self, cp: int) -> int | None:
         if not self.open():
             return None
-        gid = self.font.get_nominal_glyph(cp)
-        return gid if gid is not None else None
+        gid = ctypes.c_uint32()
+        return gid.value if _hb().hb_font_get_nominal_glyph(self.font, cp,
+                                                            ctypes.byref(gid)) else None
 
 
 class Fonts:
@@ -140,7 +136,7 @@ class Fonts:
     def proc(self, face: int, gid: int) -> tuple[bytes, int]:
         """(the glyph's stream object body, its advance): make_proc in fonts.pxi."""
         f = self.faces[face]
-        if gid >= f.font.face.glyph_count:
+        if gid >= f.nglyphs:
             gid = 0
         cached = f.procs.get(gid)
         if cached is None:
@@ -149,52 +145,46 @@ class Fonts:
 
 
 class _Pen:
-    """A fontTools-style pen (uharfbuzz calls moveTo, lineTo, qCurveTo, curveTo,
-    closePath) writing PDF path operators as _move_to etc. in fonts.pxi do."""
+    """Outline callbacks writing PDF path operators as _move_to etc. in fonts.pxi do."""
 
     def __init__(self) -> None:
         self.out: list[bytes] = []
         self.pts: list[tuple[float, float]] = []
-        self.cur = (0.0, 0.0)
 
     def pt(self, x: float, y: float) -> None:
         self.pts.append((_f32(x), _f32(y)))
         self.out.append(b"%d %d " % (_round(x), _round(y)))
 
-    def moveTo(self, p: tuple[float, float]) -> None:
-        self.pt(*p)
+    def move_to(self, x: float, y: float) -> None:
+        self.pt(x, y)
         self.out.append(b"m\n")
-        self.cur = p
 
-    def lineTo(self, p: tuple[float, float]) -> None:
-        self.pt(*p)
+    def line_to(self, x: float, y: float) -> None:
+        self.pt(x, y)
         self.out.append(b"l\n")
-        self.cur = p
 
-    def qCurveTo(self, *ps: tuple[float, float]) -> None:
-        (cx, cy), (x, y) = ps[-2], ps[-1]
-        x0, y0 = _f32(self.cur[0]), _f32(self.cur[1])
-        self.pt(x0 + 2.0 / 3.0 * (_f32(cx) - x0), y0 + 2.0 / 3.0 * (_f32(cy) - y0))
-        self.pt(_f32(x) + 2.0 / 3.0 * (_f32(cx) - _f32(x)),
-                _f32(y) + 2.0 / 3.0 * (_f32(cy) - _f32(y)))
+    def quad_to(self, x0: float, y0: float, cx: float, cy: float, x: float,
+                y: float) -> None:
+        # the cubic with controls 2/3 of the way to the quadratic's control point
+        self.pt(x0 + 2.0 / 3.0 * (cx - x0), y0 + 2.0 / 3.0 * (cy - y0))
+        self.pt(x + 2.0 / 3.0 * (cx - x), y + 2.0 / 3.0 * (cy - y))
         self.pt(x, y)
         self.out.append(b"c\n")
-        self.cur = (x, y)
 
-    def curveTo(self, *ps: tuple[float, float]) -> None:
-        for p in ps:
-            self.pt(*p)
+    def cubic_to(self, *ps: float) -> None:
+        for i in range(0, 6, 2):
+            self.pt(ps[i], ps[i + 1])
         self.out.append(b"c\n")
-        self.cur = ps[-1]
 
-    def closePath(self) -> None:
+    def close(self) -> None:
         self.out.append(b"h\n")
 
 
 def _make_proc(font: Any, gid: int) -> tuple[bytes, int]:
-    width = font.get_glyph_h_advance(gid)
+    hb = _hb()
+    width = hb.hb_font_get_glyph_h_advance(font, gid)
     pen = _Pen()
-    font.draw_glyph_with_pen(gid, pen)
+    _draw(font, gid, pen)
     if pen.pts:
         xs = [p[0] for p in pen.pts]
         ys = [p[1] for p in pen.pts]
@@ -210,6 +200,147 @@ def _make_proc(font: Any, gid: int) -> tuple[bytes, int]:
     else:
         obj = b"<< /Length %d >>\nstream\n" % len(head) + head
     return obj + b"\nendstream\nendobj\n", width
+
+
+# -- the system libharfbuzz through ctypes -------------------------------------------------
+
+class _Info(ctypes.Structure):
+    _fields_ = [("codepoint", ctypes.c_uint32), ("mask", ctypes.c_uint32),
+                ("cluster", ctypes.c_uint32), ("var1", ctypes.c_uint32),
+                ("var2", ctypes.c_uint32)]
+
+
+class _Pos(ctypes.Structure):
+    _fields_ = [("x_advance", ctypes.c_int32), ("y_advance", ctypes.c_int32),
+                ("x_offset", ctypes.c_int32), ("y_offset", ctypes.c_int32),
+                ("var", ctypes.c_uint32)]
+
+
+class _DrawState(ctypes.Structure):
+    _fields_ = [("path_open", ctypes.c_int), ("path_start_x", ctypes.c_float),
+                ("path_start_y", ctypes.c_float), ("current_x", ctypes.c_float),
+                ("current_y", ctypes.c_float)]
+
+
+_P = ctypes.c_void_p
+_F = ctypes.c_float
+_STATE = ctypes.POINTER(_DrawState)
+_MOVE = ctypes.CFUNCTYPE(None, _P, ctypes.py_object, _STATE, _F, _F, _P)
+_QUAD = ctypes.CFUNCTYPE(None, _P, ctypes.py_object, _STATE, _F, _F, _F, _F, _P)
+_CUBIC = ctypes.CFUNCTYPE(None, _P, ctypes.py_object, _STATE, _F, _F, _F, _F, _F, _F, _P)
+_CLOSE = ctypes.CFUNCTYPE(None, _P, ctypes.py_object, _STATE, _P)
+
+
+@functools.cache
+def _hb() -> Any:
+    lib = ctypes.CDLL(ctypes.util.find_library("harfbuzz") or "libharfbuzz.so.0")
+    sigs: dict[str, tuple[Any, list[Any]]] = {
+        "hb_blob_create_from_file_or_fail": (_P, [ctypes.c_char_p]),
+        "hb_face_count": (ctypes.c_uint, [_P]),
+        "hb_face_create": (_P, [_P, ctypes.c_uint]),
+        "hb_face_get_glyph_count": (ctypes.c_uint, [_P]),
+        "hb_font_create": (_P, [_P]),
+        "hb_font_get_face": (_P, [_P]),
+        "hb_font_set_scale": (None, [_P, ctypes.c_int, ctypes.c_int]),
+        "hb_font_get_nominal_glyph": (ctypes.c_int, [_P, ctypes.c_uint32, _P]),
+        "hb_font_get_glyph_h_advance": (ctypes.c_int32, [_P, ctypes.c_uint32]),
+        "hb_font_get_glyph_shape": (None, [_P, ctypes.c_uint32, _P, ctypes.py_object]),
+        "hb_draw_funcs_create": (_P, []),
+        "hb_draw_funcs_set_move_to_func": (None, [_P, _MOVE, _P, _P]),
+        "hb_draw_funcs_set_line_to_func": (None, [_P, _MOVE, _P, _P]),
+        "hb_draw_funcs_set_quadratic_to_func": (None, [_P, _QUAD, _P, _P]),
+        "hb_draw_funcs_set_cubic_to_func": (None, [_P, _CUBIC, _P, _P]),
+        "hb_draw_funcs_set_close_path_func": (None, [_P, _CLOSE, _P, _P]),
+        "hb_buffer_create": (_P, []),
+        "hb_buffer_destroy": (None, [_P]),
+        "hb_buffer_add_utf32": (None, [_P, _P, ctypes.c_int, ctypes.c_uint, ctypes.c_int]),
+        "hb_buffer_set_direction": (None, [_P, ctypes.c_int]),
+        "hb_buffer_set_script": (None, [_P, ctypes.c_uint32]),
+        "hb_buffer_set_cluster_level": (None, [_P, ctypes.c_int]),
+        "hb_buffer_get_glyph_infos": (ctypes.POINTER(_Info), [_P, _P]),
+        "hb_buffer_get_glyph_positions": (ctypes.POINTER(_Pos), [_P, _P]),
+        "hb_shape": (None, [_P, _P, _P, ctypes.c_uint]),
+        "hb_script_from_string": (ctypes.c_uint32, [ctypes.c_char_p, ctypes.c_int]),
+    }
+    for name, (res, args) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+    return lib
+
+
+def _hb_font(path: str, index: int) -> Any:
+    hb = _hb()
+    blob = hb.hb_blob_create_from_file_or_fail(path.encode())
+    if not blob or index >= hb.hb_face_count(blob):
+        return None
+    font = hb.hb_font_create(hb.hb_face_create(blob, index))
+    hb.hb_font_set_scale(font, EM, EM)
+    return font
+
+
+def _on_move(d: Any, pen: _Pen, st: Any, x: float, y: float, u: Any) -> None:
+    pen.move_to(x, y)
+
+
+def _on_line(d: Any, pen: _Pen, st: Any, x: float, y: float, u: Any) -> None:
+    pen.line_to(x, y)
+
+
+def _on_quad(d: Any, pen: _Pen, st: Any, cx: float, cy: float, x: float, y: float,
+             u: Any) -> None:
+    pen.quad_to(st.contents.current_x, st.contents.current_y, cx, cy, x, y)
+
+
+def _on_cubic(d: Any, pen: _Pen, st: Any, *args: Any) -> None:
+    pen.cubic_to(*args[:6])
+
+
+def _on_close(d: Any, pen: _Pen, st: Any, u: Any) -> None:
+    pen.close()
+
+
+_CALLBACKS = (_MOVE(_on_move), _MOVE(_on_line), _QUAD(_on_quad), _CUBIC(_on_cubic),
+              _CLOSE(_on_close))
+
+
+@functools.cache
+def _draw_funcs() -> Any:
+    hb = _hb()
+    funcs = hb.hb_draw_funcs_create()
+    move, line, quad, cubic, close = _CALLBACKS
+    hb.hb_draw_funcs_set_move_to_func(funcs, move, None, None)
+    hb.hb_draw_funcs_set_line_to_func(funcs, line, None, None)
+    hb.hb_draw_funcs_set_quadratic_to_func(funcs, quad, None, None)
+    hb.hb_draw_funcs_set_cubic_to_func(funcs, cubic, None, None)
+    hb.hb_draw_funcs_set_close_path_func(funcs, close, None, None)
+    return funcs
+
+
+def _draw(font: Any, gid: int, pen: _Pen) -> None:
+    _hb().hb_font_get_glyph_shape(font, gid, _draw_funcs(), pen)
+
+
+def hb_shape(font: Any, u: list[int], lo: int, n: int, rtl: int,
+             script: str) -> list[tuple[int, int, int, int, int, int]]:
+    """(glyph, cluster, x_advance, y_advance, x_offset, y_offset) of u[lo:lo+n], with the
+    whole of u as context, as shape_run in shape.pxi asks for them."""
+    hb = _hb()
+    buf = hb.hb_buffer_create()
+    try:
+        arr = (ctypes.c_uint32 * max(len(u), 1))(*u)
+        hb.hb_buffer_add_utf32(buf, arr, len(u), lo, n)
+        hb.hb_buffer_set_direction(buf, 5 if rtl else 4)      # HB_DIRECTION_RTL / LTR
+        hb.hb_buffer_set_script(buf, hb.hb_script_from_string(script.encode(), 4))
+        hb.hb_buffer_set_cluster_level(buf, 1)                # MONOTONE_CHARACTERS
+        hb.hb_shape(font, buf, None, 0)
+        count = ctypes.c_uint()
+        infos = hb.hb_buffer_get_glyph_infos(buf, ctypes.byref(count))
+        pos = hb.hb_buffer_get_glyph_positions(buf, ctypes.byref(count))
+        return [(infos[k].codepoint, infos[k].cluster, pos[k].x_advance, pos[k].y_advance,
+                 pos[k].x_offset, pos[k].y_offset) for k in range(count.value)]
+    finally:
+        hb.hb_buffer_destroy(buf)
 
 
 @functools.cache
@@ -350,8 +481,6 @@ class Glyph:
 
 
 def shape_run(fs: Fonts, p: Para, lo: int, hi: int, level: int) -> list[Glyph]:
-    import uharfbuzz as hb
-
     rtl = level & 1
     face = p.face[lo]
     if face < 0:
@@ -363,33 +492,26 @@ def shape_run(fs: Fonts, p: Para, lo: int, hi: int, level: int) -> list[Glyph]:
             out.append(Glyph(rf, rg, width, 0, 0, ci, 1, rtl))
             p.adv[ci] += width
         return out
-    buf = hb.Buffer()
-    buf.add_codepoints(p.u, lo, hi - lo)
-    buf.direction = "rtl" if rtl else "ltr"
-    buf.script = p.script[lo]
-    buf.cluster_level = hb.BufferClusterLevel.MONOTONE_CHARACTERS
-    hb.shape(fs.faces[face].font, buf)
-    infos, pos = buf.glyph_infos, buf.glyph_positions
-    n = len(infos)
+    shaped = hb_shape(fs.faces[face].font, p.u, lo, hi - lo, rtl, p.script[lo])
+    n = len(shaped)
     out = []
     for k in range(n):
-        c = infos[k].cluster
+        gid, c, adv, _, xoff, yoff = shaped[k]
         end = hi
         if rtl:
             i = k - 1
-            while i >= 0 and infos[i].cluster == c:
+            while i >= 0 and shaped[i][1] == c:
                 i -= 1
             if i >= 0:
-                end = infos[i].cluster
+                end = shaped[i][1]
         else:
             i = k + 1
-            while i < n and infos[i].cluster == c:
+            while i < n and shaped[i][1] == c:
                 i += 1
             if i < n:
-                end = infos[i].cluster
-        cn = 0 if k > 0 and infos[k - 1].cluster == c else end - c
-        g = Glyph(face, infos[k].codepoint, pos[k].x_advance, pos[k].x_offset,
-                  pos[k].y_offset, c, cn, rtl)
+                end = shaped[i][1]
+        cn = 0 if k > 0 and shaped[k - 1][1] == c else end - c
+        g = Glyph(face, gid, adv, xoff, yoff, c, cn, rtl)
         p.adv[c] += g.adv
         out.append(g)
     return out
