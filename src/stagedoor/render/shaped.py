@@ -117,6 +117,10 @@ class Fonts:
             gid = self.faces[prev].glyph(cp)
             if gid is not None:
                 return prev, gid
+        for f in range(len(self.faces)):
+            gid = self.has(f, cp)
+            if gid is not None:
+                return f, gid
         return -1, 0
 
     def replacement(self) -> tuple[int, int]:
@@ -697,7 +701,8 @@ def layout_field(fs: Fonts, reg: Registry, f: int, u: list[int], han: list[int])
             line.y = base_y * 1000 - i * lead
         else:
             line.y = centre - size * 35 // 100 + ((nl - 1) * lead) // 2 - i * lead
-    multi = any(g.cn != 1 for line in lines for g in line.glyphs)
+    multi = any(g.cn != 1 or g.adv == 0 or g.xoff or g.yoff
+                for line in lines for g in line.glyphs)
     return FieldOut(size, lines, lossy or (not p.any_rtl and multi))
 
 

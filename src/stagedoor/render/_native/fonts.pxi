@@ -285,7 +285,7 @@ cdef int pick_face(Py_UCS4 cp, hb_script_t script, int prev, const int* han, int
                    int bold, unsigned int* gid) noexcept nogil:
     """The face for cp: the previous character's face when it has it and cp belongs to no
     script of its own; else the script's faces (Han: the order's locale face first), then
-    the fallback faces; -1 when none has it."""
+    the fallback faces, then any face; -1 when none has it."""
     cdef int i, k, f
     if prev >= 0 and (script == HB_SCRIPT_COMMON or script == HB_SCRIPT_INHERITED):
         if hb_font_get_nominal_glyph(FACES[prev].font, cp, gid):
@@ -308,6 +308,11 @@ cdef int pick_face(Py_UCS4 cp, hb_script_t script, int prev, const int* han, int
             return f
     if prev >= 0 and hb_font_get_nominal_glyph(FACES[prev].font, cp, gid):
         return prev
+    # last, any configured face (a sign like the baht sign is Common but only the Thai
+    # font has it); this opens faces, which only a character missing above pays for
+    for f in range(NFACES):
+        if face_has(f, cp, gid):
+            return f
     return -1
 
 

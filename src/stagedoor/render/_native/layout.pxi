@@ -119,6 +119,7 @@ cdef int layout_field(TextCtx* c, int f, const unsigned int* u, int n,
     cdef long box = x1 - x0, acc, lead, centre
     cdef int* adv
     cdef int lossy = 0
+    cdef SGlyph* g
     out.shaped = 1
     out.nlines = 0
     if para_init(p, u, n, bold, c.han, c.nhan) != 0:
@@ -210,13 +211,15 @@ cdef int layout_field(TextCtx* c, int f, const unsigned int* u, int n,
     # cannot undo), but not for right-to-left text: poppler
     # spreads an ActualText over the span's glyphs left to right and then reverses it
     # as right-to-left text, while the ToUnicode map of the glyphs comes out exact
-    # (and when every glyph stands for exactly one character, the ToUnicode map alone
-    # gives the text back: no /ActualText either)
+    # (and when every glyph stands for exactly one character and sits on its own, no
+    # marks placed over others, the ToUnicode map alone gives the text back: no
+    # /ActualText either; poppler drops or reorders marks it finds stacked)
     out.actual = lossy
     if not lossy and not p.any_rtl:
         for i in range(nl):
             for k in range(out.line[i].g0, out.line[i].g0 + out.line[i].ng):
-                if c.gv.g[k].cn != 1:
+                g = &c.gv.g[k]
+                if g.cn != 1 or g.adv == 0 or g.xoff != 0 or g.yoff != 0:
                     out.actual = 1
     # placement: right-aligned when the paragraph is right to left; lines centred on
     # the x-height middle of the field's one-line position (the small print hangs from

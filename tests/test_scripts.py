@@ -1,0 +1,273 @@
+"""Tickets in every script, checked with real tools on the sample orders of
+src/stagedoor/demo/scripts/ (one per script) and on generated long fields.
+
+- both renderers give the same bytes (the pure-Python one shapes through the same
+  HarfBuzz, but its bidi, itemisation, layout and PDF code are its own);
+- qpdf --check is clean; pdffonts lists the order's Type 3 fonts as embedded with a
+  ToUnicode map, and no font but the standard Helvetica pair as not embedded;
+- pdftotext, field by field (its -x/-y/-W/-H crop of the field's box), gives the NFC
+  text back exactly, with /ActualText and again with every /ActualText removed, for
+  Latin, Greek, Cyrillic, Hebrew, CJK and Hangul; for Arabic, Devanagari, Thai and the
+  mixed-direction sample within the character error rate in NEAR (spaces not counted:
+  poppler drops the space between Arabic-Indic digits and letters);
+- pdftoppm renders every page and zxing-cpp reads every QR code;
+- tesseract reads each field from the rendered page, without the PDF's text layer: the
+  character error rate must stay under OCR_MAX; a control renders Cyrillic with no
+  font that has it and checks that the same measure then fails.
+
+The CERs are printed (pytest -s shows them); docs/benchmarks.md has a table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+import unicodedata
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PIL import Image, ImageOps
+
+from stagedoor import _render
+from stagedoor.render import fonts, tables
+from stagedoor.render import reference as render
+from stagedoor.render.order import Order
+from tests.pdftools import content_streams, pdffonts, qpdf_check, scan, strip_actual_text
+
+SAMPLES = Path(__file__).resolve().parent.parent / "src" / "stagedoor" / "demo" / "scripts"
+NAMES = sorted(p.stem for p in SAMPLES.glob("*.json"))
+FIELDS = [name for name, _ in tables.FIELDS] + ["small_print"]
+# tesseract's language per sample (the Latin sample's first buyer is Vietnamese)
+OCR_LANG = {"latin": "vie", "greek": "ell", "cyrillic": "rus", "arabic": "ara",
+            "hebrew": "heb", "devanagari": "hin", "thai": "tha",
+            "chinese-simplified": "chi_sim", "chinese-traditional": "chi_tra",
+            "japanese": "jpn", "korean": "kor"}
+OCR_FIELDS = ("event", "venue", "buyer", "small_print")
+OCR_MAX = 0.2
+# pdftotext without /ActualText: vowel signs drawn before their consonant (Devanagari)
+# come out in drawing order, and poppler drops Thai marks stacked over one consonant
+# ("ชั้นล่าง" -> "ชนล่าง"); Arabic and the mixed-direction sample come out exact but
+# for a space poppler drops where the direction changes (the CER does not count spaces)
+NEAR = {"arabic": 0.0, "mixed": 0.0, "devanagari": 0.1, "thai": 0.25}
+BIDI_MARKS = re.compile("[\u200e\u200f\u202a-\u202e]")
+
+
+def load(name: str) -> Order:
+    return Order.from_json((SAMPLES / f"{name}.json").read_bytes())
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, bytes]:
+    return {name: _render.render_order(load(name)) for name in NAMES}
+
+
+def norm(text: str) -> str:
+    """NFC, without the bidi marks poppler adds around right-to-left runs, spaces
+    collapsed."""
+    return " ".join(BIDI_MARKS.sub("", unicodedata.normalize("NFC", text)).split())
+
+
+def cer(got: str, want: str) -> float:
+    """Character error rate: Levenshtein distance / length of the expected text, both
+    without spaces (OCR and text extraction space CJK and Thai as they see fit)."""
+    a, b = "".join(got.split()), "".join(want.split())
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1] / max(1, len(b))
+
+
+def field_box(f: int) -> tuple[float, float, float, float]:
+    """(left, top, right, bottom) of field f in points from the top-left corner."""
+    x0, x1, y, size, _, lines = tables.FIELD_BOXES[f]
+    s = size / 1000
+    top = y + (1.15 if f == 0 else 0.95) * s
+    bottom = y - 0.4 * s if f != len(FIELDS) - 1 else y - (lines - 1) * 6 - 0.5 * s
+    return x0 - 3, render.PAGE_H - top, x1 + 3, render.PAGE_H - bottom
+
+
+def field_text(pdf: Path, page: int, f: int) -> str:
+    """pdftotext of field f's band: poppler takes every character whose box meets the
+    area, so the band is narrower than field_box (the labels above come close)."""
+    x0, _, x1, _ = field_box(f)
+    left, right, y, size, _, lines = tables.FIELD_BOXES[f]
+    s = size / 1000
+    y0 = render.PAGE_H - (y + 0.5 * s)
+    y1 = render.PAGE_H - (y - 0.1 * s - (6 * (lines - 1) if f == len(FIELDS) - 1 else 0))
+    return subprocess.run(
+        ["pdftotext", "-enc", "UTF-8", "-f", str(page), "-l", str(page), "-x", str(int(x0)),
+         "-y", str(int(y0)), "-W", str(int(x1 - x0)), "-H", str(int(y1 - y0)), str(pdf), "-"],
+        check=True, capture_output=True, text=True).stdout
+
+
+def fields_of(order: Order) -> Iterator[tuple[int, int, str]]:
+    for k, t in enumerate(order.tickets):
+        for f, name in enumerate(FIELDS):
+            yield k, f, str(getattr(t, name))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_native_and_reference_give_the_same_bytes(rendered: dict[str, bytes], name: str) -> None:
+    assert rendered[name] == render.render_order(load(name))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_valid_with_embedded_fonts(rendered: dict[str, bytes], name: str,
+                                   tmp_path: Path) -> None:
+    data = rendered[name]
+    qpdf_check(data, tmp_path)
+    rows = pdffonts(data, tmp_path)
+    type3 = [r for r in rows if "Type" in r and r[r.index("Type") + 1] == "3"]
+    assert type3, rows
+    for r in type3:
+        emb, sub, uni = r[-5:-2]
+        assert (emb, uni) == ("yes", "yes"), r
+    for r in rows:
+        if r[-5] == "no":
+            assert r[0] in ("Helvetica", "Helvetica-Bold"), r
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_field_extracts_exactly(rendered: dict[str, bytes], name: str,
+                                      tmp_path: Path) -> None:
+    pdf = tmp_path / "t.pdf"
+    pdf.write_bytes(rendered[name])
+    worst = 0.0
+    for k, f, text in fields_of(load(name)):
+        got = norm(field_text(pdf, k + 1, f))
+        if name not in NEAR:
+            assert got == norm(text), (k, FIELDS[f])
+        worst = max(worst, cer(got, norm(text)))
+    print(f"\n{name}: worst field CER by pdftotext {worst:.3f}")
+    assert worst <= NEAR.get(name, 0.0)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fields_extract_through_tounicode_alone(rendered: dict[str, bytes], name: str,
+                                               tmp_path: Path) -> None:
+    pdf = tmp_path / "t.pdf"
+    pdf.write_bytes(strip_actual_text(rendered[name], tmp_path))
+    worst = 0.0
+    for k, f, text in fields_of(load(name)):
+        got = norm(field_text(pdf, k + 1, f))
+        if name not in NEAR:
+            assert got == norm(text), (k, FIELDS[f])
+        worst = max(worst, cer(got, norm(text)))
+    print(f"\n{name}: worst field CER through ToUnicode alone {worst:.3f}")
+    assert worst <= NEAR.get(name, 0.0)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_page_renders_and_every_qr_decodes(rendered: dict[str, bytes], name: str,
+                                                 tmp_path: Path) -> None:
+    assert scan(rendered[name], tmp_path) == [[t.admission_code] for t in load(name).tickets]
+
+
+def ocr_fields(data: bytes, lang: str, tmp_path: Path, names: tuple[str, ...] = OCR_FIELDS,
+               ) -> dict[str, str]:
+    """tesseract's reading of fields of the first page, rendered at 300 dpi."""
+    pdf = tmp_path / "ocr.pdf"
+    pdf.write_bytes(data)
+    subprocess.run(["pdftoppm", "-r", "300", "-png", "-f", "1", "-l", "1", "-singlefile",
+                    "-gray", str(pdf), str(tmp_path / "page")], check=True)
+    out = {}
+    with Image.open(tmp_path / "page.png") as page:
+        k = 300 / 72
+        for name in names:
+            f = FIELDS.index(name)
+            x0, y0, x1, y1 = field_box(f)
+            crop = page.convert("L").crop((int(x0 * k), int(y0 * k), int(x1 * k), int(y1 * k)))
+            if sum(crop.tobytes()) < 128 * crop.size[0] * crop.size[1]:
+                crop = ImageOps.invert(crop)           # the event: white on the header bar
+            crop = ImageOps.expand(crop, 20, 255)
+            if name == "small_print":                  # 5 pt: tesseract wants it larger
+                crop = crop.resize((crop.size[0] * 3, crop.size[1] * 3), Image.Resampling.LANCZOS)
+            png = tmp_path / f"{name}.png"
+            crop.save(png)
+            out[name] = subprocess.run(
+                ["tesseract", str(png), "-", "-l", lang, "--psm", "7"], check=True,
+                capture_output=True, text=True).stdout
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(OCR_LANG))
+def test_tesseract_reads_the_printed_glyphs(rendered: dict[str, bytes], name: str,
+                                            tmp_path: Path) -> None:
+    ticket = load(name).tickets[0]
+    read = ocr_fields(rendered[name], OCR_LANG[name], tmp_path)
+    rates = {field: cer(norm(read[field]), norm(getattr(ticket, field))) for field in read}
+    print(f"\n{name} ({OCR_LANG[name]}): " + " ".join(f"{k}={v:.2f}" for k, v in rates.items()))
+    for field, rate in rates.items():
+        assert rate <= OCR_MAX, (field, read[field], getattr(ticket, field))
+
+
+def test_the_ocr_check_fails_when_the_glyphs_are_wrong(tmp_path: Path) -> None:
+    """Control: Cyrillic with no font that has it is drawn as replacement marks (and
+    counted); the OCR measure of the test above then fails by far."""
+    order = load("cyrillic")
+    before = _render.font_stats()["missing_glyphs"]
+    try:
+        fonts.use(fonts.plan(fonts={"Arab": "NotoSansArabic-Regular.ttf"}, fallback=(),
+                             han={}))
+        data = _render.render_order(order)
+        assert data == render.render_order(order)
+        missing = _render.font_stats()["missing_glyphs"] - before
+    finally:
+        fonts.use(fonts.plan())
+    ticket = order.tickets[0]
+    letters = sum(ch.isalpha() for t in order.tickets for f in FIELDS
+                  for ch in str(getattr(t, f)) if "\u0400" <= ch <= "\u04ff")
+    assert missing >= letters        # and the rouble sign, which the Arabic font lacks too
+    read = ocr_fields(data, "rus", tmp_path, ("venue", "buyer"))
+    for field in ("venue", "buyer"):
+        assert cer(norm(read[field]), norm(getattr(ticket, field))) > 3 * OCR_MAX, read
+
+
+LONG = {"latin": "Nguyễn Thị Hương ", "greek": "Μέγαρο Μουσικής ", "cyrillic": "Большой театр ",
+        "arabic": "دار الأوبرا المصرية ", "hebrew": "היכל התרבות ", "devanagari": "कमानी सभागार ",
+        "thai": "ศูนย์วัฒนธรรมไทย", "chinese": "国家大剧院歌剧院", "japanese": "東京文化会館で",
+        "korean": "예술의전당 오페라극장 "}
+
+
+def _long(text: str) -> str:
+    return (text * 200)[:200]
+
+
+@pytest.mark.parametrize("script", sorted(LONG))
+def test_a_200_character_field_stays_in_its_box(script: str, tmp_path: Path) -> None:
+    base = load("latin").tickets[0]
+    long = _long(LONG[script])
+    t = dataclasses.replace(base, event=long, venue=long, buyer=long, row=long, section=long,
+                            small_print=long * 5)
+    order = Order(order_id=t.order_id, tickets=(t,))
+    data = _render.render_order(order)
+    assert data == render.render_order(order)
+    qpdf_check(data, tmp_path)
+    assert scan(data, tmp_path) == [[t.admission_code]]
+    # every word pdftotext finds lies inside its field's box: none over the header's
+    # STAGEDOOR, the QR code or another field
+    pdf = tmp_path / "long.pdf"
+    pdf.write_bytes(data)
+    html = subprocess.run(["pdftotext", "-bbox", str(pdf), "-"], check=True,
+                          capture_output=True, text=True).stdout
+    words = [tuple(float(v) for v in m.groups()) for m in re.finditer(
+        r'<word xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" yMax="([\d.]+)"', html)]
+    boxes = [field_box(f) for f in range(len(FIELDS))]
+    labels_and_static = 14       # STAGEDOOR and the field labels, in Helvetica
+    inside = 0
+    for x0, y0, x1, y1 in words:
+        cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+        if any(bx0 <= cx <= bx1 and by0 <= cy <= by1 for bx0, by0, bx1, by1 in boxes):
+            inside += 1
+            qr_top, qr_bottom = render.PAGE_H - render.QR_TOP, render.PAGE_H - 130
+            if qr_top <= cy <= qr_bottom:
+                assert x1 <= render.QR_X, (x0, y0, x1, y1)   # left of the QR code
+    assert inside >= len(words) - labels_and_static
+    # the full text of each cut field is still in the page, as its /ActualText
+    page = content_streams(data)[1]
+    assert b"/Span << /ActualText <" + render.actual_text(long) + b"> >> BDC" in page
