@@ -29,12 +29,12 @@ from pathlib import Path
 
 import pytest
 from PIL import Image, ImageOps
+from tests.pdftools import content_streams, pdffonts, qpdf_check, scan, strip_actual_text
 
 from stagedoor import _render
 from stagedoor.render import fonts, tables
 from stagedoor.render import reference as render
 from stagedoor.render.order import Order
-from tests.pdftools import content_streams, pdffonts, qpdf_check, scan, strip_actual_text
 
 SAMPLES = Path(__file__).resolve().parent.parent / "src" / "stagedoor" / "demo" / "scripts"
 NAMES = sorted(p.stem for p in SAMPLES.glob("*.json"))
@@ -95,7 +95,7 @@ def field_text(pdf: Path, page: int, f: int) -> str:
     """pdftotext of field f's band: poppler takes every character whose box meets the
     area, so the band is narrower than field_box (the labels above come close)."""
     x0, _, x1, _ = field_box(f)
-    left, right, y, size, _, lines = tables.FIELD_BOXES[f]
+    _, _, y, size, _, lines = tables.FIELD_BOXES[f]
     s = size / 1000
     y0 = render.PAGE_H - (y + 0.5 * s)
     y1 = render.PAGE_H - (y - 0.1 * s - (6 * (lines - 1) if f == len(FIELDS) - 1 else 0))
@@ -125,7 +125,7 @@ def test_valid_with_embedded_fonts(rendered: dict[str, bytes], name: str,
     type3 = [r for r in rows if "Type" in r and r[r.index("Type") + 1] == "3"]
     assert type3, rows
     for r in type3:
-        emb, sub, uni = r[-5:-2]
+        emb, _sub, uni = r[-5:-2]
         assert (emb, uni) == ("yes", "yes"), r
     for r in rows:
         if r[-5] == "no":
