@@ -11,6 +11,8 @@ so this compares RATIOS measured side by side in the same run, interleaved
                     sensitive to other tenants than wall-clock rates
   drain_vs_naive    no-op drain rate: stagedoor 1 worker / the seed's naive loop
   render_vs_ref     native ticket render / pure-Python reference render (speed)
+  render_nl_vs_rl   reportlab (embedded Noto Sans TTF) / native, one Cyrillic ticket,
+                    the native one over distinct names (bench/scripts_measure.py)
 
 Each must stay above its threshold (THRESHOLDS below; how they were chosen, with the
 observed values, is in docs/benchmarks.md).  Exit 0 when all hold, 1 naming every
@@ -40,6 +42,7 @@ THRESHOLDS = {
     "drain_cpu_vs_raw": 0.14,   # medians seen 0.228-0.298
     "drain_vs_naive": 1.7,      # medians seen 2.73-6.21
     "render_vs_ref": 75.0,      # medians seen 120-225 over 10 runs (target >= 30)
+    "render_nl_vs_rl": 250.0,   # seen 385-507 in 4 single measurements (target >= 50)
 }
 MARGIN = 0.65
 DESCRIPTIONS = {
@@ -47,13 +50,14 @@ DESCRIPTIONS = {
     "drain_cpu_vs_raw": "CPU/job tuned raw loop / CPU/job stagedoor worker (no-op drain)",
     "drain_vs_naive": "stagedoor 1-worker no-op drain / seed's naive loop",
     "render_vs_ref": "native render / pure-Python reference render",
+    "render_nl_vs_rl": "reportlab with an embedded TTF / native, Cyrillic ticket",
 }
 
 
 def measure(rounds: int, n: int, inject: Sequence[str], with_render: bool) -> dict[str, Any]:
     from .measure_drain import drain
 
-    steps = ["stagedoor", "raw", "naive"] + (["render"] if with_render else [])
+    steps = ["stagedoor", "raw", "naive"] + (["render", "render_nl"] if with_render else [])
     got: dict[str, list[float]] = {s: [] for s in steps}
     cpu: dict[str, list[float]] = {s: [] for s in steps}
     with mc.redis_server() as server:
@@ -63,6 +67,10 @@ def measure(rounds: int, n: int, inject: Sequence[str], with_render: bool) -> di
                     from .measure_render_adapter import render_ratio
 
                     got[step].append(render_ratio())
+                elif step == "render_nl":
+                    from .scripts_measure import versus_reportlab
+
+                    got[step].append(float(versus_reportlab(300, 8)["vs_reportlab"]))
                 else:
                     # the raw loop is ~10x faster: a bigger backlog keeps its timing sane
                     res = drain(server.url, 3 * n if step == "raw" else n, kind=step,
@@ -81,6 +89,7 @@ def measure(rounds: int, n: int, inject: Sequence[str], with_render: bool) -> di
     }
     if with_render:
         ratios["render_vs_ref"] = got["render"]
+        ratios["render_nl_vs_rl"] = got["render_nl"]
     return {"rates": got, "cpu_us_per_job": cpu, "ratios": ratios}
 
 
