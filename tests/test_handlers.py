@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from pathlib import Path
 
@@ -151,3 +152,35 @@ async def test_two_deliveries_of_one_job_never_run_their_side_effect_at_once(
     assert a.stats.total("retried") + b.stats.total("retried") >= 1
     assert a.stats.total("duplicates") + b.stats.total("duplicates") == 1
     assert not sync_redis.exists(settings.key("running", 9))
+
+
+async def test_render_warns_of_missing_fonts_and_counts_missing_glyphs(
+        settings: Settings, sync_redis: redis.Redis, caplog: pytest.LogCaptureFixture) -> None:
+    """A configured font file that is missing: one warning at boot naming the script it
+    leaves without a font; a character no font has: drawn as a replacement mark and
+    counted in the worker's missing_glyphs counter."""
+    from stagedoor import _render
+    from stagedoor.render import fonts
+    from stagedoor.render.order import Order
+
+    base = demo_order(8801).tickets[0]
+    order = Order(order_id=8801, tickets=(dataclasses.replace(
+        base, buyer="Анна \U0010fffd\U0010fffe Лебедева"),))
+    put_orders_sync(sync_redis, settings, [order])
+    add_jobs(settings, "render_tickets", [8801])
+    before = _render.font_stats()["missing_glyphs"]
+    s = settings.replace(**FAST, render_fonts=["Cyrl=NoSuchCyrillic-Regular.ttf"])
+    try:
+        with caplog.at_level("WARNING"):
+            async with running(s, load_registry()) as w:
+                await eventually(lambda: w.stats.total("handled") == 1, what="rendered")
+    finally:
+        fonts.use(fonts.plan())
+    warnings = [r.getMessage() for r in caplog.records if "fonts missing" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "NoSuchCyrillic-Regular.ttf" in warnings[0]
+    assert "scripts without a font: Cyrl" in warnings[0]
+    assert _render.font_stats()["missing_glyphs"] - before == 2
+    assert w.stats.counters["missing_glyphs"]["render_tickets"] >= 2
+    text = pdf_text(Path(settings.tickets_dir) / "order-8801.pdf")
+    assert "Анна" in text and "Лебедева" in text          # drawn by the fallback font

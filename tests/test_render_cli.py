@@ -96,3 +96,38 @@ def test_stdin_and_the_module_entry_point(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == b""
     assert out.read_bytes() == render.render_order(Order.from_json(DEMO.read_bytes()))
+
+
+def test_check_fonts_lists_every_script(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", "--check-fonts"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()}
+    for tag in ("Latn", "Grek", "Cyrl", "Arab", "Hebr", "Deva", "Thai", "Hang", "Hani",
+                "Hira", "Kana", "Zsye"):
+        assert rows[tag][-1] == "ok", out
+    assert rows["Cyrl"][0] == "NotoSans-Regular.ttf"
+    assert rows["Hani"][0] == "NotoSansCJK-Regular.ttc#2"
+
+
+def test_check_fonts_names_the_scripts_a_missing_font_leaves_out(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        code = main(["render", "--check-fonts", "--render-fonts",
+                     "Thai=NoSuchThai-Regular.ttf", "--render-fonts",
+                     "Cyrl=NotoSans-Regular.ttf", "--render-font-fallback", "NotoSans-Regular.ttf",
+                     "--render-han-order", "ja"])
+    finally:
+        from stagedoor.render import fonts
+        fonts.use(fonts.plan())
+    captured = capsys.readouterr()
+    assert code == 69
+    rows = {line.split()[0]: line for line in captured.out.splitlines()}
+    assert "MISSING" in rows["Thai"] and "ok" in rows["Cyrl"]
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1
+    assert "NoSuchThai-Regular.ttf" in err[0] and "Thai" in err[0]
+
+
+def test_a_bad_font_setting_is_exit_78(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", "--check-fonts", "--render-fonts", "Thai"]) == 78
+    assert "KEY=FILE" in capsys.readouterr().err

@@ -37,9 +37,33 @@ def _opt(default: Any, help: str, *, lo: float | None = None, hi: float | None =
     return field(default=default, metadata={"help": help, "lo": lo, "hi": hi, "flag": flag})
 
 
-def _list_opt(help: str) -> Any:
-    return field(default_factory=list, metadata={"help": help, "lo": None, "hi": None,
-                                                  "flag": True})
+def _list_opt(help: str, default: Sequence[str] = ()) -> Any:
+    return field(default_factory=lambda: list(default),
+                 metadata={"help": help, "lo": None, "hi": None, "flag": True})
+
+
+# The renderer's fonts (render/fonts.py): Noto from Debian's fonts-noto-core and
+# fonts-noto-cjk, Symbola (fonts-symbola) for emoji; scripts.setup.sh installs them.
+_CJK = "NotoSansCJK-Regular.ttc"
+FONT_DIRS = ("/usr/share/fonts/truetype/noto", "/usr/share/fonts/opentype/noto",
+             "/usr/share/fonts/truetype/ancient-scripts")
+SCRIPT_FONTS = (
+    "Latn=NotoSans-Regular.ttf", "Grek=NotoSans-Regular.ttf", "Cyrl=NotoSans-Regular.ttf",
+    "Arab=NotoSansArabic-Regular.ttf", "Hebr=NotoSansHebrew-Regular.ttf",
+    "Deva=NotoSansDevanagari-Regular.ttf", "Thai=NotoSansThai-Regular.ttf",
+    f"Hang={_CJK}#1", "Armn=NotoSansArmenian-Regular.ttf", "Geor=NotoSansGeorgian-Regular.ttf",
+    "Beng=NotoSansBengali-Regular.ttf", "Taml=NotoSansTamil-Regular.ttf",
+    "Telu=NotoSansTelugu-Regular.ttf", "Knda=NotoSansKannada-Regular.ttf",
+    "Mlym=NotoSansMalayalam-Regular.ttf", "Gujr=NotoSansGujarati-Regular.ttf",
+    "Guru=NotoSansGurmukhi-Regular.ttf", "Orya=NotoSansOriya-Regular.ttf",
+    "Sinh=NotoSansSinhala-Regular.ttf", "Khmr=NotoSansKhmer-Regular.ttf",
+    "Laoo=NotoSansLao-Regular.ttf", "Mymr=NotoSansMyanmar-Regular.ttf",
+    "Ethi=NotoSansEthiopic-Regular.ttf")
+FALLBACK_FONTS = ("NotoSans-Regular.ttf", "NotoSansSymbols-Regular.ttf",
+                  "NotoSansSymbols2-Regular.ttf", "NotoSansMath-Regular.ttf", "Symbola_hint.ttf")
+HAN_FONTS = (f"zh-Hans={_CJK}#2", f"zh-Hant={_CJK}#3", f"zh-HK={_CJK}#4", f"ja={_CJK}#0",
+             f"ko={_CJK}#1")
+HAN_ORDER = ("zh-Hans", "zh-Hant", "ja", "ko")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +105,20 @@ class Settings:
     retry_backoff_max: float = _opt(2.0, "Longest retry delay in s.", lo=0, hi=600)
     handlers: list[str] = _list_opt("Extra handler registries as module:attr (repeatable).")
     render_threads: int = _opt(8, "Threads in the render pool of each worker.", lo=1, hi=256)
+    render_font_dirs: list[str] = _list_opt(
+        "Directories where the ticket fonts are looked up by file name.", FONT_DIRS)
+    render_fonts: list[str] = _list_opt(
+        "Fonts per script: ISO 15924 code=file[#face][|file...] in order of preference "
+        "(bold: the -Bold file beside a -Regular one); a list replaces the whole "
+        "default.", SCRIPT_FONTS)
+    render_font_fallback: list[str] = _list_opt(
+        "Fonts tried for characters their script's fonts lack (symbols, emoji).",
+        FALLBACK_FONTS)
+    render_han_fonts: list[str] = _list_opt(
+        "The face of Han characters per order locale: locale=file[#face].", HAN_FONTS)
+    render_han_order: list[str] = _list_opt(
+        "Han faces tried (by locale key) when an order has no locale; kana in an order "
+        "puts ja first.", HAN_ORDER)
     tickets_dir: str = _opt("var/tickets", "Where ticket PDFs are written.")
     idempotency_ttl: int = _opt(7 * 86_400, "Seconds a finished outbox_id is remembered.",
                                 lo=1)

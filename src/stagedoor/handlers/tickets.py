@@ -65,6 +65,21 @@ def _render_fn(ctx: Context):  # type: ignore[no-untyped-def]
     return fn
 
 
+def _count_missing_glyphs(ctx: Context) -> None:
+    """The process's count of characters drawn as replacement marks (no configured font
+    has them), as the worker counter missing_glyphs: the native renderer counts them
+    across its threads, so the counter is set to that total, not incremented."""
+    from ..render import native_available
+
+    if not native_available():
+        return
+    from .._render import font_stats
+
+    missing = font_stats()["missing_glyphs"]
+    if missing:
+        ctx.stats.counters["missing_glyphs"]["render_tickets"] = missing
+
+
 @registry.register("render_tickets")
 async def render_tickets(job: Job, ctx: Context) -> None:
     """Render the order's tickets to one PDF, unless it was refunded or already done."""
@@ -84,6 +99,7 @@ async def render_tickets(job: Job, ctx: Context) -> None:
         return
     render = _render_fn(ctx)
     pdf = await ctx.to_thread(render, stored.order)
+    _count_missing_glyphs(ctx)
     path = pdf_path(ctx, job.order_id)
     await ctx.to_thread(write_atomic, path, pdf)
     if not await store.mark_rendered(job.order_id, str(path)):

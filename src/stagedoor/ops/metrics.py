@@ -16,7 +16,9 @@ from typing import Any
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                     1.0, 2.5, 5.0, 10.0, 30.0)
 COUNTERS = ("handled", "failed", "retried", "dead_lettered", "reclaimed", "deleted",
-            "duplicates", "recovered")
+            "duplicates", "recovered",
+            # characters no configured font has, drawn as a replacement mark (render)
+            "missing_glyphs")
 
 
 class WorkerStats:

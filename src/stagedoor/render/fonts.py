@@ -2,10 +2,12 @@
 
 Settings (config.py, docs/settings.md): `render_font_dirs` (where font files are looked
 up by name), `render_fonts` (per script, ISO 15924 code = font files in order of
-preference), `render_font_fallback` (tried for any character its script's fonts lack:
-symbols, emoji), `render_han_fonts` (the face for Han characters per locale) and
-`render_han_order` (the faces tried for Han when the order has no locale; kana in a
-field moves the Japanese face first).  A file name may end in `#N` for face N of a
+preference, separated by |), `render_font_fallback` (tried for any character its
+script's fonts lack: symbols, emoji), `render_han_fonts` (the face for Han characters
+per locale) and `render_han_order` (the faces tried for Han when the order has no
+locale; kana in an order moves the Japanese face first).  The defaults are Noto
+(fonts-noto-core, fonts-noto-cjk) and Symbola (fonts-symbola), which scripts/setup.sh
+installs; nothing is ever downloaded.  A file name may end in `#N` for face N of a
 collection (.ttc).  Bold fields use the file with `-Bold` for `-Regular` when it exists.
 
 Nothing is opened here: the native renderer memory-maps a face the first time a
@@ -20,29 +22,8 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-DEFAULT_DIRS = ("/usr/share/fonts/truetype/noto", "/usr/share/fonts/opentype/noto",
-                "/usr/share/fonts/truetype/ancient-scripts")
-_CJK = "NotoSansCJK-Regular.ttc"
-DEFAULT_FONTS = {
-    "Latn": "NotoSans-Regular.ttf", "Grek": "NotoSans-Regular.ttf",
-    "Cyrl": "NotoSans-Regular.ttf", "Arab": "NotoSansArabic-Regular.ttf",
-    "Hebr": "NotoSansHebrew-Regular.ttf", "Deva": "NotoSansDevanagari-Regular.ttf",
-    "Thai": "NotoSansThai-Regular.ttf", "Hang": f"{_CJK}#1",
-    "Armn": "NotoSansArmenian-Regular.ttf", "Geor": "NotoSansGeorgian-Regular.ttf",
-    "Beng": "NotoSansBengali-Regular.ttf", "Taml": "NotoSansTamil-Regular.ttf",
-    "Telu": "NotoSansTelugu-Regular.ttf", "Knda": "NotoSansKannada-Regular.ttf",
-    "Mlym": "NotoSansMalayalam-Regular.ttf", "Gujr": "NotoSansGujarati-Regular.ttf",
-    "Guru": "NotoSansGurmukhi-Regular.ttf", "Orya": "NotoSansOriya-Regular.ttf",
-    "Sinh": "NotoSansSinhala-Regular.ttf", "Khmr": "NotoSansKhmer-Regular.ttf",
-    "Laoo": "NotoSansLao-Regular.ttf", "Mymr": "NotoSansMyanmar-Regular.ttf",
-    "Ethi": "NotoSansEthiopic-Regular.ttf",
-}
-DEFAULT_FALLBACK = ("NotoSans-Regular.ttf", "NotoSansSymbols-Regular.ttf",
-                    "NotoSansSymbols2-Regular.ttf", "NotoSansMath-Regular.ttf",
-                    "Symbola_hint.ttf")
-DEFAULT_HAN = {"zh-Hans": f"{_CJK}#2", "zh-Hant": f"{_CJK}#3", "zh-HK": f"{_CJK}#4",
-               "ja": f"{_CJK}#0", "ko": f"{_CJK}#1"}
-DEFAULT_HAN_ORDER = ("zh-Hans", "zh-Hant", "ja", "ko")
+from .. import config
+
 HAN_SCRIPTS = ("Hani", "Hira", "Kana", "Bopo")
 
 # a few letters per script, for --check-fonts and the boot warning
@@ -65,8 +46,28 @@ class FontPlan:
     missing: dict[str, list[str]]                # file name -> scripts left without it
 
 
+def _pairs(entries: Sequence[str]) -> dict[str, str]:
+    """["Latn=a.ttf", ...] -> {"Latn": "a.ttf"}; a later entry for a key wins."""
+    out = {}
+    for entry in entries:
+        key, sep, value = entry.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise config.ConfigError(f"font setting {entry!r}: expected KEY=FILE")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def plan_for(settings: config.Settings) -> FontPlan:
+    """The plan the settings describe (render_font_dirs, render_fonts, ...)."""
+    return plan(settings.render_font_dirs, _pairs(settings.render_fonts),
+                settings.render_font_fallback, _pairs(settings.render_han_fonts),
+                settings.render_han_order)
+
+
 def _split(name: str) -> tuple[str, int]:
     base, _, index = name.partition("#")
+    if index and not index.isdigit():
+        raise config.ConfigError(f"font {name!r}: the face after # must be a number")
     return base, int(index) if index else 0
 
 
@@ -80,10 +81,17 @@ def _find(name: str, dirs: Sequence[str]) -> str | None:
     return None
 
 
-def plan(dirs: Sequence[str] = DEFAULT_DIRS, fonts: Mapping[str, str] = DEFAULT_FONTS,
-         fallback: Sequence[str] = DEFAULT_FALLBACK, han: Mapping[str, str] = DEFAULT_HAN,
-         han_order: Sequence[str] = DEFAULT_HAN_ORDER) -> FontPlan:
-    """Face numbers for the native renderer; missing files are left out (and reported)."""
+def plan(dirs: Sequence[str] = config.FONT_DIRS,
+         fonts: Mapping[str, str] | None = None,
+         fallback: Sequence[str] = config.FALLBACK_FONTS,
+         han: Mapping[str, str] | None = None,
+         han_order: Sequence[str] = config.HAN_ORDER) -> FontPlan:
+    """Face numbers for the native renderer; missing files are left out (and reported).
+    fonts: script -> "file[#face][|file...]"; han: locale key -> "file[#face]"."""
+    if fonts is None:
+        fonts = _pairs(config.SCRIPT_FONTS)
+    if han is None:
+        han = _pairs(config.HAN_FONTS)
     faces: list[tuple[str, int, int]] = []
     index: dict[tuple[str, int], int] = {}
     missing: dict[str, list[str]] = {}
@@ -107,7 +115,7 @@ def plan(dirs: Sequence[str] = DEFAULT_DIRS, fonts: Mapping[str, str] = DEFAULT_
 
     scripts: dict[str, list[int]] = {}
     for tag, names in fonts.items():
-        nums = [n for name in names.split(",") if (n := face(name.strip(), tag)) is not None]
+        nums = [n for name in names.split("|") if (n := face(name.strip(), tag)) is not None]
         scripts[tag] = nums
     fb = [n for name in fallback if (n := face(name, "fallback")) is not None]
     han_faces = {loc: n for loc, name in han.items()
@@ -136,6 +144,41 @@ def han_faces(p: FontPlan, locale: str, kana: bool) -> list[int]:
         key = "ja"
     first = [p.han[key]] if key in p.han else []
     return first + [n for n in p.han_order if n not in first]
+
+
+def missing_warning(p: FontPlan) -> str | None:
+    """One line naming the missing font files and the scripts they leave uncovered."""
+    if not p.missing:
+        return None
+    covered = {tag for tag, nums in p.scripts.items() if nums}
+    lost = sorted({why for whys in p.missing.values() for why in whys
+                   if why not in covered})
+    files = ", ".join(sorted(p.missing))
+    scripts = ", ".join(lost) if lost else "none (other files cover them)"
+    return (f"fonts missing: {files}; scripts without a font: {scripts}; their characters "
+            "print as replacement marks (install them: scripts/setup.sh, or set "
+            "render_font_dirs / render_fonts)")
+
+
+def coverage(p: FontPlan) -> list[tuple[str, str, str]]:
+    """(script, font file, what is missing of its sample) for --check-fonts."""
+    from .._render import face_covers
+
+    rows = []
+    for tag, sample in SAMPLES.items():
+        nums = (p.han_order if tag in HAN_SCRIPTS else p.scripts.get(tag, [])) + p.fallback
+        lacking = sample
+        used = ""
+        for n in nums:
+            left = face_covers(n, lacking)
+            if len(left) < len(lacking):
+                used = used or os.path.basename(p.faces[n][0]) + (
+                    f"#{p.faces[n][1]}" if p.faces[n][1] else "")
+            lacking = left
+            if not lacking:
+                break
+        rows.append((tag, used or "-", lacking))
+    return rows
 
 
 _current: FontPlan | None = None

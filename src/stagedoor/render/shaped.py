@@ -489,6 +489,8 @@ def shape_run(fs: Fonts, p: Para, lo: int, hi: int, level: int) -> list[Glyph]:
     face = p.face[lo]
     if face < 0:
         rf, rg = fs.replacement()
+        if rf < 0:
+            return []
         width = fs.proc(rf, rg)[1]
         out = []
         for i in range(hi - lo):

@@ -68,13 +68,19 @@ async def boot(settings: Settings, cmd: aioredis.Redis, reader: Reader, acker: A
 def warn_at_start(settings: Settings, registry: Registry, consumer: str) -> None:
     """Say loudly what will make this worker slow or its jobs run twice."""
     if "render_tickets" in registry.kinds:
-        from ..render import native_import_error
+        from ..render import fonts, native_import_error
 
         why = native_import_error()
         if why:
             log.error("NATIVE RENDERER MISSING (%s): render_tickets falls back to the "
                       "pure-Python reference, ~30x slower; rebuild with `pip install -e .`",
                       why, extra={"consumer": consumer})
+        # the fonts of the settings; none is opened before a ticket needs it (after fork)
+        plan = fonts.plan_for(settings)
+        fonts.use(plan)
+        missing = fonts.missing_warning(plan)
+        if missing:
+            log.warning(missing, extra={"consumer": consumer})
     for h in registry:
         if h.timeout and h.timeout * 1000 >= settings.claim_idle_ms:
             log.warning("handler %s has a %gs time limit, not below claim_idle_ms=%d: "

@@ -1,9 +1,12 @@
 """`stagedoor render ORDER.json -o out.pdf`: render an order's tickets to a PDF file.
 
 The same renderer the worker uses (the native one when it is built, else the pure
-Python reference, with a warning), without Redis: for checking an order by hand, for
-the layout, and for comparing the two renderers (`--reference`).  Exit codes follow
-sysexits: 65 bad order data, 66 input unreadable, 73 output not writable.
+Python reference, with a warning), with the same font settings, without Redis: for
+checking an order by hand, for the layout, and for comparing the two renderers
+(`--reference`).  `stagedoor render --check-fonts` lists, per script, the font that
+draws it and the sample letters no configured font has.  Exit codes follow sysexits:
+2 usage, 65 bad order data, 66 input unreadable, 69 a script without a font
+(--check-fonts), 73 output not writable, 78 a bad font setting.
 """
 
 from __future__ import annotations
@@ -14,9 +17,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ... import render
-from ...exitcodes import EX_CANTCREAT, EX_DATAERR, EX_NOINPUT
-from ...render import reference
+from ... import config, render
+from ...exitcodes import (
+    EX_CANTCREAT,
+    EX_CONFIG,
+    EX_DATAERR,
+    EX_NOINPUT,
+    EX_UNAVAILABLE,
+    EX_USAGE,
+)
+from ...render import fonts, reference
 from ...render.order import Order, OrderDataError
 
 
@@ -27,15 +37,39 @@ def register(sub: Any) -> None:
         "and a list of tickets; see src/stagedoor/demo/order.json) and write its tickets "
         "as a PDF, one page per ticket with a QR code of the admission code. Uses the "
         "native renderer when it is built, else the pure-Python reference (with a "
-        "warning). Exit status 65 for order data that is not an order, 66 when the input "
-        "cannot be read, 73 when the output cannot be written.")
-    p.add_argument("order", metavar="ORDER.json", help="The order to render; - reads stdin.")
-    p.add_argument("-o", "--output", metavar="OUT.pdf", required=True,
+        "warning). Exit status 2 for a usage error, 65 for order data that is not an "
+        "order, 66 when the input cannot be read, 69 when --check-fonts finds a script "
+        "without a font, 73 when the output cannot be written, 78 for a bad font "
+        "setting.")
+    p.add_argument("order", metavar="ORDER.json", nargs="?",
+                   help="The order to render; - reads stdin.")
+    p.add_argument("-o", "--output", metavar="OUT.pdf",
                    help="Where to write the PDF (replaced atomically).")
+    p.add_argument("--check-fonts", action="store_true",
+                   help="List which font draws each script (and what no font has); "
+                   "render nothing.")
     p.add_argument("--reference", action="store_true",
                    help="Use the pure-Python reference renderer even if the native one "
                    "is built (same bytes, much slower).")
+    config.add_arguments(p, only=FONT_SETTINGS)
     p.set_defaults(func=run)
+
+
+FONT_SETTINGS = ("render_font_dirs", "render_fonts", "render_font_fallback",
+                 "render_han_fonts", "render_han_order")
+
+
+def check_fonts(plan: fonts.FontPlan) -> int:
+    """Print one line per script: the font that draws it, what no font has."""
+    rows = fonts.coverage(plan)
+    width = max(len(font) for _, font, _ in rows)
+    for tag, font, lacking in rows:
+        state = "ok" if not lacking else f"MISSING {lacking}"
+        print(f"{tag}  {font:{width}}  {state}")
+    warning = fonts.missing_warning(plan)
+    if warning:
+        print(f"stagedoor render: {warning}", file=sys.stderr)
+    return EX_UNAVAILABLE if any(lacking for _, _, lacking in rows) else 0
 
 
 def _fail(message: str, code: int) -> int:
@@ -44,6 +78,24 @@ def _fail(message: str, code: int) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        settings = config.from_args(args)
+        plan = fonts.plan_for(settings)
+    except config.ConfigError as e:
+        return _fail(str(e), EX_CONFIG)
+    fonts.use(plan)
+    if args.check_fonts:
+        if not render.native_available():
+            return _fail(f"--check-fonts needs the native renderer: "
+                         f"{render.native_import_error()}", EX_UNAVAILABLE)
+        return check_fonts(plan)
+    if args.order is None or args.output is None:
+        # as argparse says it (exit 2): they are required but for --check-fonts
+        missing = " and ".join(n for n, v in (("ORDER.json", args.order),
+                                              ("-o/--output", args.output)) if v is None)
+        print(f"stagedoor render: error: the following arguments are required: {missing} "
+              "(or --check-fonts)", file=sys.stderr)
+        raise SystemExit(EX_USAGE)
     try:
         raw = sys.stdin.buffer.read() if args.order == "-" else Path(args.order).read_bytes()
     except OSError as e:

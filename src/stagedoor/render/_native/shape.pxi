@@ -159,7 +159,7 @@ cdef int shape_run(Para* p, hb_buffer_t* hb, int lo, int hi, int level,
         # no face has these characters: one replacement mark each, the text kept
         face = replacement(&gid)
         if face < 0:
-            return -1
+            return 0        # no face opens at all: nothing to draw (the text is ActualText)
         proc = glyph_proc(face, gid)
         if proc == NULL or gv_reserve(out, hi - lo) != 0:
             return -1
