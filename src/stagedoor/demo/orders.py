@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import random
 from decimal import Decimal, InvalidOperation
+from importlib import resources
 
 from ..render.order import Order, Ticket
 
@@ -37,3 +40,28 @@ def demo_order(order_id: int, rng: random.Random | None = None) -> Order:
                            "performance. No re-entry. Resale only via stagedoor.")
         for i in range(r.randint(1, 4)))
     return Order(order_id=order_id, tickets=tickets)
+
+
+@functools.cache
+def script_samples() -> dict[str, Order]:
+    """The sample order of each script (demo/scripts/<script>.json), by script name."""
+    folder = resources.files(__package__) / "scripts"
+    return {p.name.removesuffix(".json"): Order.from_json(p.read_bytes())
+            for p in sorted(folder.iterdir(), key=lambda p: p.name)
+            if p.name.endswith(".json")}
+
+
+def world_order(order_id: int, rng: random.Random | None = None) -> Order:
+    """A realistic order in one of the sample scripts (Greek, Cyrillic, Arabic, Hebrew,
+    Devanagari, Thai, Chinese, Japanese, Korean, Vietnamese..., mixed direction):
+    1-4 tickets, its buyers, its locale, unique admission codes."""
+    r = rng or random.Random(order_id)
+    samples = script_samples()
+    sample = samples[r.choice(sorted(samples))]
+    first_seat = r.randint(1, 40)
+    tickets = tuple(
+        dataclasses.replace(
+            r.choice(sample.tickets), order_id=order_id, seat=str(first_seat + i),
+            admission_code=f"SD-{order_id:08d}-{i + 1:02d}-{r.randrange(16**6):06X}")
+        for i in range(r.randint(1, 4)))
+    return Order(order_id=order_id, tickets=tickets, locale=sample.locale)

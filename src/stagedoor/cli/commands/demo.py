@@ -22,7 +22,7 @@ from typing import Any
 
 from ... import config
 from ...demo.embedded_redis import EmbeddedRedis
-from ...demo.orders import demo_order
+from ...demo.orders import demo_order, world_order
 from ...exitcodes import EX_SOFTWARE
 from ...handlers.orders import put_orders_sync
 from ...stream import connection
@@ -78,10 +78,16 @@ def run(args: argparse.Namespace) -> int:
             server.stop()
 
 
+_SCRIPTS_SEEN: set[str] = set()   # the locales of the non-Latin demo orders
+
+
 def _seed(args: argparse.Namespace, settings: config.Settings, client: Any) -> int:
     run_id = int(time.time())
     base = run_id * 1000  # fresh order and outbox ids on every run
-    orders = [demo_order(base + i) for i in range(args.orders)]
+    # two in three Latin, the third in one of the sample scripts (demo/scripts/)
+    orders = [world_order(base + i) if i % 3 == 2 else demo_order(base + i)
+              for i in range(args.orders)]
+    _SCRIPTS_SEEN.update(o.locale or "mixed direction" for o in orders[2::3])
     put_orders_sync(client, settings, orders)
     jobs = [make_job("render_tickets", o.order_id, base + i, uuid.uuid4().hex[:16],
                      uuid.uuid4().hex[:16]) for i, o in enumerate(orders)]
@@ -104,6 +110,8 @@ def _run(args: argparse.Namespace, settings: config.Settings, tickets: Path) -> 
         total = _seed(args, settings, client)
         print(f"demo: {args.orders} orders, {total} jobs queued on {settings.stream!r} "
               f"({args.refunds} refunds, 1 malformed)")
+        print(f"demo: {args.orders // 3} of them in other scripts: "
+              f"{', '.join(sorted(_SCRIPTS_SEEN))} (src/stagedoor/demo/scripts/)")
         env = {**os.environ, "STAGEDOOR_REDIS_URL": settings.redis_url,
                "STAGEDOOR_TICKETS_DIR": str(tickets),
                "STAGEDOOR_STATE_DIR": settings.state_dir,
