@@ -4,31 +4,40 @@
 the GIL released.
 
 Why the split: the Python part only turns the order's strings into C buffers (cp1252
-bytes straight from the str data; the rare field that needs an approximation goes
-through stagedoor.render.reference.encode_text for it and its ActualText hex); everything
-else runs in C inside `with nogil:` -- the QR code, the content stream, deflate through
-zlib's C API, the xref table -- so threads render in parallel.  The static part of the
-page (border, header bar, labels) is compressed once at import and shared by every page.
+bytes straight from the str data for the Helvetica fast path; NFC UTF-32 and the
+/ActualText hex for a shaped field); everything else runs in C inside `with nogil:` --
+the text shaping and layout (HarfBuzz, fribidi, libunibreak through their C APIs), the
+QR code, the content stream, the order's fonts, deflate through zlib's C API, the xref
+table -- so threads render in parallel.  The static part of the page (border, header
+bar, labels) is compressed once at import and shared by every page.
 
 Where the time went (perf + callgrind, one ticket): first the QR mask choice (branchy
 penalty scoring, now 64-bit row/column bitsets for versions 1-10), then deflate (level 1,
 memLevel 4, and a third less input by drawing the QR as greedy rectangles), then setting
 up deflate per stream (its state now lives in a pooled scratch area, reset not rebuilt).
+A shaped field adds ~15-25 us per ticket: shaping, and a memcpy per glyph of its cached
+Type 3 procedure (type3.pxi says why Type 3 and not an hb-subset per order).
 
-The layout and the QR algorithm mirror stagedoor/render/reference.py and
-stagedoor/render/qr.py step by step; change both together (tests/test_render.py compares
-them byte for byte).  The tables both read (ECC, static page content, fixed objects)
-are stagedoor/render/tables.py, read once at import.
+The layout and the QR algorithm mirror stagedoor/render/reference.py,
+stagedoor/render/shaped.py and stagedoor/render/qr.py step by step; change them
+together (tests/test_render.py and tests/test_scripts.py compare the bytes).  The tables
+both read (ECC, static page content, fixed objects, field boxes, Helvetica widths) are
+stagedoor/render/tables.py, read once at import.
 
 The source is split by concern into include files beside the Python they mirror, the
 way asyncpg splits its protocol (one extension, one C module, several .pxi):
 
-    render/_native/buf.pxi      growable byte buffer, number formats
-    render/_native/qr.pxi       QR encoder: version, codewords, Reed-Solomon, placement
-    render/_native/qr_mask.pxi  QR mask choice: penalty rules, 64-bit bitset fast path
-    render/_native/page.pxi     one page's content stream: fields, small print, QR boxes
-    render/_native/pdf.pxi      the file: objects, deflate, scratch pool, xref, render_c
-    render/_native/text.pxi     str -> WinAnsi bytes (+ /ActualText through the reference)
+    render/_native/buf.pxi       growable byte buffer, number formats
+    render/_native/qr.pxi        QR encoder: version, codewords, Reed-Solomon, placement
+    render/_native/qr_mask.pxi   QR mask choice: penalty rules, 64-bit bitset fast path
+    render/_native/page.pxi      one page's content stream: fields, small print, QR boxes
+    render/_native/textlibs.pxi  the HarfBuzz, fribidi and libunibreak C declarations
+    render/_native/fonts.pxi     faces (opened lazily, memory-mapped), the glyph cache
+    render/_native/shape.pxi     itemise, bidi, shape one line of a field
+    render/_native/type3.pxi     the order's glyphs as Type 3 fonts + ToUnicode
+    render/_native/layout.pxi    fit a field in its box (shrink, wrap, ellipsis); its ops
+    render/_native/pdf.pxi       the file: objects, deflate, scratch pool, xref, render_c
+    render/_native/text.pxi      str -> Helvetica bytes when they fit, else shaped text
 
 This file keeps the imports, the includes (order matters only for the import-time
 initialisation they run) and the Python entry points.

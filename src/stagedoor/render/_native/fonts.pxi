@@ -1,5 +1,5 @@
-# Font faces and the per-glyph cache of the shaped-text path (see _text_type3.pxi for why
-# glyphs become Type 3 procedures).
+# Included by stagedoor/_render.pyx.  Font faces and the per-glyph cache of the
+# shaped-text path (type3.pxi says why glyphs become Type 3 procedures).
 #
 # A face is one (file, index) of the configured fonts.  It is opened on first use only
 # (hb_blob_create_from_file_or_fail memory-maps the file read-only, so a 19 MB CJK

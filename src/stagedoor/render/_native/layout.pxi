@@ -6,8 +6,8 @@
 # libunibreak gives (Thai, Lao, Khmer and Myanmar words have none without a dictionary:
 # those are only shrunk and cut), at most FIELD_BOX lines; what still does not fit ends
 # in an ellipsis, and the field's full text is in its /ActualText.  A right-to-left
-# paragraph is aligned right.  stagedoor.render.layout_field makes the same decisions
-# (tests compare them).
+# paragraph is aligned right.  stagedoor.render.shaped.layout_field makes the same
+# decisions (the tests compare the files byte for byte).
 
 cdef extern from "hb.h" nogil:
     ctypedef enum hb_unicode_general_category_t:

@@ -1,4 +1,4 @@
-# Itemise, order and shape one line of a field: every character gets a face
+# Included by stagedoor/_render.pyx.  Itemise, order and shape one line of a field: every character gets a face
 # (pick_face), the paragraph gets its bidi levels from fribidi, each line is reordered
 # by fribidi_reorder_line, cut into runs of one face, script and level, and each run is
 # shaped by HarfBuzz with the whole field as context (so Arabic joins across runs).

@@ -1,15 +1,19 @@
 # Included by stagedoor/_render.pyx.  The glyphs of an order as Type 3 fonts.
 #
-# Why Type 3 and not an embedded TrueType/CFF subset (measured here, see
-# docs/benchmarks.md): hb-subset of a Noto CJK collection costs 3-4 ms per order, and
-# its preprocessed plan ~130 MB per CJK face; writing a CIDFontType2 subset by hand
-# works for the glyf fonts but not for the CJK fonts, which are CFF (a CIDFontType0C
-# subset needs the charstrings desubroutinised or the subroutines carried whole).  A
-# Type 3 glyph is a small content stream of the outline, which HarfBuzz draws for any
-# outline format (hb_font_get_glyph_shape): made and deflated once per glyph per
-# process (fonts.pxi), an order's font is then a memcpy per glyph it uses plus its
-# dictionary, /Widths and a ToUnicode CMap.  So only the glyphs used are embedded, one
-# font per 256 glyphs of the order, shared by its pages, and the text extracts.
+# Why Type 3 and not an embedded TrueType/CFF subset: hb-subset of 24 glyphs of the Noto
+# CJK collection took 6-10 ms here (uharfbuzz 0.57, on the loaded 2-core box; the issue
+# measured 3-4 ms), 40-70x a whole shaped ticket, and its preprocessed plan costs ~130 MB
+# per CJK face; writing a CIDFontType2 subset by hand works for the glyf fonts but not
+# for the CJK fonts, which are CFF (a CIDFontType0C subset needs the charstrings
+# desubroutinised or the subroutines carried whole).  A Type 3 glyph is a small content
+# stream of the outline, which HarfBuzz draws for any outline format
+# (hb_font_get_glyph_shape): made and deflated once per glyph per process (fonts.pxi), an
+# order's font is then a memcpy per glyph it uses plus its dictionary, /Widths and a
+# ToUnicode CMap.  So only the glyphs used are embedded, one font per 256 glyphs of the
+# order, shared by its pages, and the text extracts.  The cost: no hinting (the outlines
+# are filled paths; at print and screen sizes of 6-14 pt they read well, tesseract
+# included), and pdffonts lists them as "Type 3 ... emb yes, sub no" (a Type 3 font has
+# no subset tag in its name to show).
 #
 # A code stands for one glyph *and* the text it stands for: the same glyph may carry
 # different text in different clusters, so the key is (face, glyph, text); codes of one
