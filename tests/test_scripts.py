@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import subprocess
+import sys
 import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
@@ -271,3 +272,76 @@ def test_a_200_character_field_stays_in_its_box(script: str, tmp_path: Path) -> 
     # the full text of each cut field is still in the page, as its /ActualText
     page = content_streams(data)[1]
     assert b"/Span << /ActualText <" + render.actual_text(long) + b"> >> BDC" in page
+
+
+def test_han_takes_the_face_of_the_order_locale() -> None:
+    """骨 and 直 are drawn differently in China, Taiwan and Japan: the order's locale picks
+    the face; without one, the documented default order (zh-Hans first), unless the
+    order has kana (then Japanese)."""
+    base = load("chinese-simplified").tickets[0]
+
+    def pdf(buyer: str, locale: str) -> bytes:
+        order = Order(order_id=base.order_id, tickets=(dataclasses.replace(base, buyer=buyer),),
+                      locale=locale)
+        data = _render.render_order(order)
+        assert data == render.render_order(order)
+        return data
+
+    faces = {loc: pdf("骨直", loc) for loc in ("zh-CN", "zh-TW", "ja-JP", "ko-KR")}
+    assert len(set(faces.values())) == 4
+    assert pdf("骨直", "") == faces["zh-CN"]
+    assert pdf("骨直", "zh-Hant-HK") != faces["zh-TW"]          # Hong Kong has its own face
+    # kana and no locale: the Japanese face (same kanji glyphs as ja-JP)
+    kana = pdf("骨直ひ", "")
+    assert kana == pdf("骨直ひ", "ja-JP") != pdf("骨直ひ", "zh-CN")
+
+
+THREADED = '''
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from stagedoor import _render
+from stagedoor.demo.orders import world_order
+orders = [world_order(i) for i in range(1, 241)]
+assert _render.font_stats()["faces_open"] == 0
+if sys.argv[1] == "threads":
+    with ThreadPoolExecutor(8) as pool:
+        out = list(pool.map(_render.render_order, orders))
+else:
+    out = [_render.render_order(o) for o in orders]
+import hashlib
+print(hashlib.sha256(b"".join(out)).hexdigest(), _render.font_stats()["glyphs_cached"])
+'''
+
+
+def test_cold_caches_filled_by_eight_threads_give_the_serial_bytes() -> None:
+    """Faces open and glyph procedures are made on first use by whichever thread needs
+    them, under locks: eight threads starting cold give the bytes one thread gives."""
+    results = [subprocess.run([sys.executable, "-c", THREADED, mode], check=True,
+                              capture_output=True, text=True).stdout.split()
+               for mode in ("threads", "serial")]
+    assert results[0] == results[1]
+    assert int(results[0][1]) > 300
+
+
+FORKED = '''
+import os, sys
+from stagedoor import _render
+from stagedoor.render.order import Order
+order = Order.from_json(open(sys.argv[1], "rb").read())
+before = _render.render_order(order)
+assert _render.font_stats()["faces_open"] > 0
+pid = os.fork()
+if pid == 0:
+    # the child starts with no face and no glyph of the parent's, and renders the same
+    ok = _render.font_stats()["faces_open"] == 0 and _render.font_stats()["glyphs_cached"] == 0
+    ok = ok and _render.render_order(order) == before
+    os._exit(0 if ok else 1)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+'''
+
+
+def test_no_font_handle_crosses_fork() -> None:
+    out = subprocess.run([sys.executable, "-c", FORKED, str(SAMPLES / "japanese.json")],
+                         check=True, capture_output=True, text=True).stdout
+    assert out.strip() == "0"
