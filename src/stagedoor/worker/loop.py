@@ -51,7 +51,7 @@ class Worker:
         self.consumer = consumer or settings.consumer_name(slot)
         self.slot = slot
         self.burst = burst
-        self.stats = WorkerStats()
+        self.stats = WorkerStats(self.registry.kinds)  # every kind counted from 0
         self.ready = asyncio.Event()
         self._on_ready = on_ready
         self._stopping = asyncio.Event()
