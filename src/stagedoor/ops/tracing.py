@@ -181,10 +181,14 @@ class JobTracer:
     """Spans for one worker process: `job()` around each job, events on it."""
 
     def __init__(self, provider: Any, *, owned: bool) -> None:
-        from opentelemetry import context, trace
-        from opentelemetry.trace import SpanKind, Status, StatusCode
-        from opentelemetry.trace.propagation.tracecontext import (
-            TraceContextTextMapPropagator,
+        from opentelemetry import trace
+        from opentelemetry.trace import (
+            NonRecordingSpan,
+            SpanContext,
+            SpanKind,
+            Status,
+            StatusCode,
+            TraceFlags,
         )
 
         from .. import __version__
@@ -192,9 +196,8 @@ class JobTracer:
         self._provider = provider
         self._owned = owned
         self._tracer = provider.get_tracer("stagedoor", __version__)
-        self._propagator = TraceContextTextMapPropagator()
         self._trace = trace
-        self._context = context
+        self._remote = (NonRecordingSpan, SpanContext, TraceFlags)
         self._consumer_kind = SpanKind.CONSUMER
         self._error = Status(StatusCode.ERROR)
         self._status = Status
@@ -216,8 +219,14 @@ class JobTracer:
         }
         if kind is not None:
             attributes["stagedoor.job.kind"] = kind
-        if trace and is_traceparent(trace):
-            parent = self._propagator.extract({"traceparent": trace})
+        m = _TRACEPARENT.match(trace) if trace else None
+        if m and m[1] != _INVALID_TRACE and m[2] != _INVALID_SPAN:
+            # The W3C parse is the regex above; building the remote parent directly
+            # costs a third of what the propagator's extract() does per job.
+            span_cls, ctx_cls, flags = self._remote
+            remote = ctx_cls(int(m[1], 16), int(m[2], 16), is_remote=True,
+                             trace_flags=flags(int(m[3], 16)))
+            parent = self._trace.set_span_in_context(span_cls(remote))
         elif trace:
             attributes["stagedoor.trace"] = trace  # an id from before traceparents
         with self._tracer.start_as_current_span(
