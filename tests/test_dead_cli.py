@@ -11,6 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 import redis
+from tests.paths import SRC
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import free_port
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def cli(*args: str, stdin: int | None = subprocess.DEVNULL
         ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
-    env["PYTHONPATH"] = str(ROOT / "src")
+    env["PYTHONPATH"] = str(SRC)
     return subprocess.run([sys.executable, "-m", "stagedoor.cli", *args], cwd=ROOT, env=env,
                           stdin=stdin, capture_output=True, text=True, timeout=30)
 

@@ -33,6 +33,7 @@ from tests.faults.invariants import (
     raw_client,
     wait_drained,
 )
+from tests.paths import SRC
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import EmbeddedRedis, free_port
@@ -471,7 +472,7 @@ def test_qpdf_check_passes_on_hostile_names(tmp_path: Path) -> None:
 
 def test_password_file_unreadable_is_a_config_error_not_a_leak(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
-    env["PYTHONPATH"] = f"{REPO / 'src'}{os.pathsep}{REPO}"
+    env["PYTHONPATH"] = f"{SRC}{os.pathsep}{REPO}"
     start = time.monotonic()
     result = subprocess.run(
         [os.sys.executable, "-m", "stagedoor.cli", "work", "--burst", "--redis-url",

@@ -14,6 +14,7 @@ import orjson
 import pytest
 import redis
 import redis.asyncio as aioredis
+from tests.paths import SRC
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import free_port
@@ -27,7 +28,7 @@ def cli(*args: str, stdin: int | None = subprocess.DEVNULL, timeout: float = 30
         ) -> subprocess.CompletedProcess[str]:
     """Run `python -m stagedoor.cli ...` with a clean STAGEDOOR_* environment."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
-    env["PYTHONPATH"] = str(ROOT / "src")
+    env["PYTHONPATH"] = str(SRC)
     return subprocess.run([sys.executable, "-m", "stagedoor.cli", *args], cwd=ROOT, env=env,
                           stdin=stdin, capture_output=True, text=True, timeout=timeout)
 
@@ -309,7 +310,7 @@ def test_status_env_and_missing_stream(redis_url: str) -> None:
         [sys.executable, "-m", "stagedoor.cli", "status", "--stream", "other"],
         cwd=ROOT, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
         env={**{k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")},
-             "PYTHONPATH": str(ROOT / "src"), "STAGEDOOR_REDIS_URL": env_url})
+             "PYTHONPATH": str(SRC), "STAGEDOOR_REDIS_URL": env_url})
     assert proc.returncode == 0, proc.stderr
     assert "stream    other: MISSING" in proc.stdout
     assert "group     workers: MISSING" in proc.stdout
@@ -448,7 +449,7 @@ def test_watch_prints_lines_as_the_queue_drains(client: redis.Redis, settings: S
          "0.2", "--samples", "4", "--redis-url", redis_url], cwd=ROOT,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**{k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")},
-             "PYTHONPATH": str(ROOT / "src")})
+             "PYTHONPATH": str(SRC)})
     assert proc.stdout is not None
     first = orjson.loads(proc.stdout.readline())
     assert first["waiting"] == 50 and first["rate"] is None

@@ -35,6 +35,7 @@ from tests.helpers_supervisor import (
     thread_count,
     wait_for,
 )
+from tests.paths import SRC
 
 from stagedoor.demo.embedded_redis import EmbeddedRedis, free_port
 
@@ -73,7 +74,7 @@ def text(value: object) -> str:
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
-    full["PYTHONPATH"] = f"{REPO / 'src'}{os.pathsep}{REPO}"
+    full["PYTHONPATH"] = f"{SRC}{os.pathsep}{REPO}"
     full.update(env or {})
     return subprocess.run([sys.executable, "-c", ENTRY, *args], capture_output=True,
                           text=True, env=full, cwd=REPO, timeout=30)
@@ -495,6 +496,25 @@ def test_scrape_reads_the_queue_fresh_and_health_endpoints(
             assert sup.wait() == 0
     finally:
         client.close()
+
+
+def test_process_titles_say_which_is_the_supervisor_and_which_slot(
+        tmp_path: Path, redis_url: str) -> None:
+    with supervisor(tmp_path, redis_url, ["--workers", "2"]) as sup:
+        pids = sup.wait_ready(2)
+
+        def title(pid: int) -> str:
+            return " ".join(psutil.Process(pid).cmdline()).strip()  # setproctitle pads
+
+        assert title(sup.pid) == ("stagedoor-supervise: supervisor of 2 workers, stream jobs, "
+                                  "group workers")
+        for slot, pid in pids.items():
+            assert title(pid) == (f"stagedoor-supervise: worker slot {slot} (sup-0{slot}), "
+                                  "stream jobs")
+        sup.signal(signal.SIGTTIN)
+        wait_for(lambda: "supervisor of 3 workers" in title(sup.pid), 10, 0.05, "new title")
+        sup.signal(signal.SIGTERM)
+        assert sup.wait() == 0
 
 
 def test_metrics_port_taken_exits_78(tmp_path: Path, redis_url: str) -> None:

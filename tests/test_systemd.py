@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 from tests.helpers_supervisor import REPO, supervisor, wait_for
+from tests.paths import PACKAGE
 
 from stagedoor import config
 from stagedoor.supervisor.systemd import Notifier, socket_address, watchdog_interval
 
-SHIPPED = REPO / "src" / "stagedoor" / "data" / "systemd"
+SHIPPED = PACKAGE / "data" / "systemd"
 UNIT = SHIPPED / "stagedoor.service"
 TEMPLATE = SHIPPED / "stagedoor@.service"
 

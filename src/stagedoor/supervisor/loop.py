@@ -55,6 +55,7 @@ from typing import Any
 
 from ..config import ConfigError, Settings
 from ..exitcodes import EX_CONFIG, EX_OK, EX_SOFTWARE
+from ..proctitle import set_title, supervisor_title
 from . import decisions as rules
 from .decisions import SlotView
 from .pool import Pool
@@ -149,6 +150,7 @@ class Supervisor:
             self._start_metrics()
             for k in range(self.settings.workers):
                 self.pool.slots[k] = Slot(k)
+            set_title(supervisor_title(self.settings, len(self.pool.slots)))
             log.info("supervisor pid %d starting %d workers (consumers %s..)", os.getpid(),
                      self.settings.workers, self.settings.consumer_name(0))
             while self.exit_code is None:
@@ -248,6 +250,7 @@ class Supervisor:
             index = next(k for k in range(len(slots) + 1) if k not in slots)
             slots[index] = Slot(index)
             log.info("SIGTTIN: %d workers", len(slots))
+            set_title(supervisor_title(self.settings, len(slots)))
         elif sig == signal.SIGTTOU:
             if len(slots) <= 1:
                 log.info("SIGTTOU ignored: 1 worker is the minimum")
@@ -258,6 +261,7 @@ class Supervisor:
                     self.pool.retire(h, "SIGTTOU")
             if slot.index in self.reload_queue:
                 self.reload_queue.remove(slot.index)
+            set_title(supervisor_title(self.settings, len(slots)))
             log.info("SIGTTOU: %d workers", len(slots))
 
     def _begin_stop(self, *, quick: bool) -> None:

@@ -41,6 +41,7 @@ import redis
 
 from ..config import ConfigError, Settings
 from ..exitcodes import EX_CONFIG, EX_OK, EX_SOFTWARE, EX_UNAVAILABLE
+from ..proctitle import set_title, worker_title
 
 log = logging.getLogger("stagedoor.worker_process")
 
@@ -75,6 +76,7 @@ def setup_logging(settings: Settings) -> None:
 
 def child_main(settings: Settings, slot: int, heartbeat_fd: int, lifeline_fd: int) -> int:
     """The whole life of a worker process; returns its exit code."""
+    set_title(worker_title(settings, slot))
     reset_signals()
     for name in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
         os.environ.pop(name, None)
