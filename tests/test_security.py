@@ -316,7 +316,11 @@ def test_password_file_keeps_the_password_out_of_ps_and_logs(tmp_path: Path) -> 
             pids = [w.pid, *_tree(sup.pid)]
             assert len(pids) == 4
             cmdlines = _cmdlines(pids)
-            assert "redis-password" in cmdlines and pw not in cmdlines
+            # They were given the password's file, and ps shows neither it nor the
+            # password: setproctitle replaced each command line with a title.
+            assert all("--redis-password-file" in proc.argv for proc in (w, sup))
+            assert cmdlines.count("stagedoor-supervise: worker slot") == 2, cmdlines
+            assert "stagedoor work: worker f-00" in cmdlines and pw not in cmdlines
             ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
             assert pw not in ps
             for pid in pids:
