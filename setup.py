@@ -13,6 +13,7 @@ stagedoor.worker._fast), with its sources added to package-data in pyproject.tom
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import subprocess
@@ -102,5 +103,11 @@ def _building() -> bool:
 if _building():
     _check_toolchain()
 
+# The docs go under <prefix>/share/doc/stagedoor, the path the systemd unit's
+# Documentation= names for the venv docs/supervisor.md installs into.
+DOCS = ("share/doc/stagedoor", ["README.md", "RELIABILITY.md", "LICENSE",
+                                *sorted(glob.glob("docs/*.md"))])
+
 # the generated C file is a build product, not package data
-setup(ext_modules=_extensions(), exclude_package_data={"stagedoor": ["*.c"]})
+setup(ext_modules=_extensions(), exclude_package_data={"stagedoor": ["*.c"]},
+      data_files=[DOCS])

@@ -42,8 +42,11 @@ def _handled(stderr: str) -> int:
 
 
 def drain(url: str, n: int, *, kind: str = "stagedoor", workers: int = 1,
-          inject: Sequence[str] = (), timeout: float = 120.0) -> dict[str, Any]:
-    """Fill a backlog of n no-op jobs and drain it; returns rates and checks."""
+          inject: Sequence[str] = (), timeout: float = 120.0,
+          extra_env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Fill a backlog of n no-op jobs and drain it; returns rates and checks.
+
+    extra_env: more environment for the worker processes (OTEL_* for the tracing bench)."""
     mc.fill(url, n)
     c = mc.client(url)
     stack = contextlib.ExitStack()
@@ -57,7 +60,8 @@ def drain(url: str, n: int, *, kind: str = "stagedoor", workers: int = 1,
             raise ValueError(kind)
         logs = [stack.enter_context(tempfile.TemporaryFile()) for _ in cmds]  # noqa: SIM115
         t_spawn = time.perf_counter()
-        procs = [mc.spawn(cmd, stderr=log) for cmd, log in zip(cmds, logs, strict=True)]
+        procs = [mc.spawn(cmd, extra_env, stderr=log)
+                 for cmd, log in zip(cmds, logs, strict=True)]
         ps = [psutil.Process(p.pid) for p in procs]
         t_first = t_done = 0.0
         cpu_first = 0.0

@@ -3,8 +3,11 @@
 # does) carry the extension's sources where they live (_render.pyx/.pxd/.pyi and
 # render/_native/*.pxi) and build it; the wheel, and a non-editable `pip install .`,
 # each into a fresh venv outside the repository, import and render the demo order
-# from outside the repository, byte-identical to the pure-Python reference.
-# Takes a minute or two (the extension is compiled twice).  Needs .venv (setup.sh).
+# from outside the repository, byte-identical to the pure-Python reference.  The
+# installed package prints its systemd units pointed at itself (ExecStart= and
+# Documentation= exist; systemd-analyze verify is clean), and the test suite runs from
+# the unpacked sdist against the installed wheel with its `test` extra (issue 15).
+# Takes a few minutes (the extension is compiled twice).  Needs .venv (setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -53,6 +56,31 @@ echo "check-package: the wheel into a fresh venv"
 "$PY" -m venv "$WORK/from-wheel"
 "$WORK/from-wheel/bin/pip" install -q "$wheel" 2>&1 | grep -v "^WARNING: Location" || true
 render_from_outside from-wheel
+
+echo "check-package: the installed package's systemd units point at it"
+for unit in stagedoor.service stagedoor@.service; do
+    name=$unit; [ "$unit" = stagedoor@.service ] && name=stagedoor@jobs.service
+    (cd "$WORK" && "$WORK/from-wheel/bin/stagedoor" systemd print "$unit" >"$WORK/$name")
+    exe=$(sed -n 's/^ExecStart=//p' "$WORK/$name")
+    doc=$(sed -n 's#^Documentation=file://##p' "$WORK/$name")
+    [ "$exe" = "$WORK/from-wheel/bin/stagedoor-supervise" ] && [ -x "$exe" ] \
+        || { echo "check-package: $unit: ExecStart=$exe is not the venv's" >&2; exit 1; }
+    [ -f "$doc" ] || { echo "check-package: $unit: Documentation=$doc missing" >&2; exit 1; }
+    out=$(systemd-analyze verify "$WORK/$name" 2>&1 | grep -F "$name" || true)
+    [ -z "$out" ] || { echo "check-package: systemd-analyze verify $name: $out" >&2; exit 1; }
+done
+echo "check-package: both units verify, ExecStart= and Documentation= exist"
+
+echo "check-package: the tests from the unpacked sdist, against the installed wheel"
+"$WORK/from-wheel/bin/pip" install -q "$wheel[test]" 2>&1 | grep -v "^WARNING: Location" || true
+tar xzf "$sdist" -C "$WORK"
+tree=$(ls -d "$WORK"/stagedoor-*/)
+(cd "$tree" && "$WORK/from-wheel/bin/python" -m pytest -q -p no:cacheprovider --collect-only \
+    >"$WORK/collect.log" 2>&1) || { tail -20 "$WORK/collect.log"; exit 1; }
+(cd "$tree" && "$WORK/from-wheel/bin/python" -m pytest -q -p no:cacheprovider -x \
+    tests/test_job.py tests/test_config.py tests/test_logs.py tests/test_monitoring.py \
+    tests/test_systemd.py tests/test_cli.py tests/test_render.py 2>&1 | tail -3)
+echo "check-package: $(tail -1 "$WORK/collect.log") from the sdist"
 
 echo "check-package: pip install . (not editable) into a fresh venv"
 "$PY" -m venv "$WORK/from-tree"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up on Debian/Ubuntu with Python >= 3.11: system packages the product
 # and its tests need (redis-server, qpdf, poppler-utils, a C compiler, zlib, HarfBuzz,
-# fribidi and libunibreak headers, Noto and Symbola fonts, tesseract), then .venv with stagedoor installed in editable mode (this builds the Cython
+# fribidi and libunibreak headers, Noto and Symbola fonts, tesseract, prometheus and
+# promtool), then .venv with stagedoor installed in editable mode (this builds the Cython
 # renderer).  Fast when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,10 +43,21 @@ fi
 "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null || need_apt+=(python3-venv)
 "$PYTHON" -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
     || need_apt+=(python3-dev)
-if [ ${#need_apt[@]} -gt 0 ]; then
-    echo "setup: installing ${need_apt[*]} with apt-get" >&2
+# promtool and the server: the shipped alert rules and dashboard are tested with them.
+# Without recommends: the node exporter and its collectors are of no use here.
+need_norec=()
+{ command -v prometheus >/dev/null && command -v promtool >/dev/null; } \
+    || need_norec+=(prometheus)
+if [ ${#need_apt[@]} -gt 0 ] || [ ${#need_norec[@]} -gt 0 ]; then
+    echo "setup: installing ${need_apt[*]} ${need_norec[*]} with apt-get" >&2
     $SUDO apt-get update -qq
+fi
+if [ ${#need_apt[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+if [ ${#need_norec[@]} -gt 0 ]; then
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+        "${need_norec[@]}" >/dev/null
 fi
 
 if [ ! -x .venv/bin/python ]; then

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import psutil
 import redis
 from tests.aclmode import worker_url
+from tests.paths import SRC
 from tests.workerkit import poll
 
 from stagedoor.config import Settings
@@ -69,7 +70,7 @@ class Sup:
         self.env = {k: v for k, v in os.environ.items()
                     if not k.startswith("STAGEDOOR_") and k not in ("NOTIFY_SOCKET",
                                                                     "WATCHDOG_USEC")}
-        self.env["PYTHONPATH"] = f"{REPO / 'src'}{os.pathsep}{REPO}"
+        self.env["PYTHONPATH"] = f"{SRC}{os.pathsep}{REPO}"
         self.env["SUP_TEST_MARKS"] = str(self.marks)
         self.env.update(env or {})
         self.proc: subprocess.Popen[bytes] | None = None

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.paths import SRC
 
 from stagedoor import config
 from stagedoor.config import ConfigError, Settings
@@ -70,7 +71,7 @@ def test_password_is_redacted_in_errors() -> None:
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    base = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(SRC)}
     return subprocess.run([sys.executable, "-m", "stagedoor.cli", *args], capture_output=True,
                           text=True, env={**base, **(env or {})}, timeout=60)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 import redis
+from tests.paths import SRC
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import free_port
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def cli(*args: str, stdin: int | None = subprocess.DEVNULL
         ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
-    env["PYTHONPATH"] = str(ROOT / "src")
+    env["PYTHONPATH"] = str(SRC)
     return subprocess.run([sys.executable, "-m", "stagedoor.cli", *args], cwd=ROOT, env=env,
                           stdin=stdin, capture_output=True, text=True, timeout=30)
 
@@ -61,6 +62,21 @@ def entries(client: redis.Redis, key: str) -> list[tuple[str, list[bytes]]]:
 # -- list / show --------------------------------------------------------------------------------
 
 
+def test_list_json_types_for_a_malformed_entry(client: redis.Redis, redis_url: str) -> None:
+    fields = job_fields(1)
+    fields[3] = b"44x71"  # the spring's payload: not an integer
+    add_dead(client, fields, error="malformed: order_id must be a positive decimal integer")
+    add_dead(client, None, error="trimmed")
+    proc = cli("dead", "list", "--json", "--redis-url", redis_url)
+    assert proc.returncode == 0, proc.stderr
+    empty, malformed = orjson.loads(proc.stdout)
+    assert malformed["order_id"] is None and malformed["order_id_raw"] == "44x71"
+    assert malformed["deliveries"] == 6
+    assert empty["order_id"] is None and "order_id_raw" not in empty
+    table = cli("dead", "list", "--redis-url", redis_url).stdout
+    assert "44x71" in table
+
+
 def test_list_and_show(client: redis.Redis, redis_url: str) -> None:
     first = add_dead(client, job_fields(4471), error="MalformedJob: order_id must be ...",
                      source="1758200000000-0")
@@ -82,8 +98,10 @@ def test_list_and_show(client: redis.Redis, redis_url: str) -> None:
     assert [r["id"] for r in rows] == [second]
     assert rows[0]["error"] == "TimeoutError: render took 30s"
     assert rows[0]["source_id"] == "1758200000001-0"
-    assert rows[0]["kind"] == "render_tickets" and rows[0]["order_id"] == "4472"
-    assert rows[0]["deliveries"] == "6" and rows[0]["consumer"] == "host-03"
+    # integers as integers, as `stagedoor status --json` gives them
+    assert rows[0]["kind"] == "render_tickets" and rows[0]["order_id"] == 4472
+    assert rows[0]["deliveries"] == 6 and rows[0]["consumer"] == "host-03"
+    assert "order_id_raw" not in rows[0]
 
     proc = cli("dead", "show", first, "--redis-url", redis_url)
     assert proc.returncode == 0, proc.stderr

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import selectors
+import shutil
 import socket
+import subprocess
 import threading
 import time
 import urllib.error
@@ -15,8 +18,14 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from stagedoor.config import Settings
-from stagedoor.ops.endpoint import MetricsBindError, MetricsEndpoint
-from stagedoor.ops.exporter import CONTENT_TYPE, empty_totals, render_metrics, retire
+from stagedoor.ops.endpoint import MetricsBindError, MetricsEndpoint, Probe
+from stagedoor.ops.exporter import (
+    CONTENT_TYPE,
+    build_labels,
+    empty_totals,
+    render_metrics,
+    retire,
+)
 from stagedoor.ops.inspect import aqueue_status
 from stagedoor.ops.metrics import DURATION_BUCKETS, WorkerStats
 from stagedoor.stream.connection import async_client, sync_client
@@ -30,8 +39,9 @@ def samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]
     return out
 
 
-def value(text: bytes, name: str, **labels: str) -> float:
-    return samples(text)[(name, tuple(sorted(labels.items())))]
+def value(text: bytes, name: str, stream: str = "jobs", **labels: str) -> float:
+    """The sample with exactly these labels; every sample carries the stream's name."""
+    return samples(text)[(name, tuple(sorted({"stream": stream, **labels}.items())))]
 
 
 def stats(handled: int, kind: str = "render_tickets", durations: tuple[float, ...] = (),
@@ -109,7 +119,8 @@ def test_malformed_snapshots_are_ignored() -> None:
     text = render_metrics({0: bad, 1: stats(1).snapshot()}, {}, None, 0,
                           extra_gauges={"uptime_seconds": 5, "workers_alive": 99})
     assert value(text, "stagedoor_jobs_handled_total", kind="render_tickets") == 1
-    assert ("stagedoor_jobs_handled_total", (("kind", "x"),)) not in samples(text)
+    assert ("stagedoor_jobs_handled_total", (("kind", "x"), ("stream", "jobs"))
+            ) not in samples(text)
     assert value(text, "stagedoor_in_flight") == 0
     assert value(text, "stagedoor_uptime_seconds") == 5
     assert value(text, "stagedoor_workers_alive") == 2  # an extra may not shadow ours
@@ -297,3 +308,176 @@ def test_retire_into_a_copy_leaves_the_kept_totals_alone() -> None:
     assert sum(kept["durations"]["render_tickets"][:-1]) == 1
     assert totals["counters"]["handled"] == {"render_tickets": 7}
     assert sum(totals["durations"]["render_tickets"][:-1]) == 2
+
+
+# -- every series labelled, every counter present, histograms, build and process info ---------
+
+def full_text(stream: str = "jobs") -> bytes:
+    a = WorkerStats(["render_tickets", "refund"])
+    a.inc("handled", "render_tickets", 4)
+    a.observe("render_tickets", 0.02)
+    a.observe_wait("render_tickets", 0.004)
+    a.observe_wait("render_tickets", 70.0)
+    status = {"time_ms": 1_700_000_000_000, "stream": {"exists": True, "length": 9},
+              "group": {"exists": True, "lag": 2}, "pending": {"count": 1, "oldest": None},
+              "queue_age_ms": 1500, "trimmed_backlog": {"alarm": False,
+                                                       "undelivered_trimmed": 0},
+              "dead": {"length": 3}}
+    return render_metrics({0: a.snapshot()}, None, status, 1,
+                          extra_gauges={"workers_ready": 1, "workers_wanted": 2,
+                                        "worker_rss_bytes": 3e7},
+                          stream=stream, maxlen=100_000,
+                          processes={0: {"rss_bytes": 3e7, "cpu_seconds": 1.25},
+                                     1: {"rss_bytes": 0.0}},
+                          build={"version": "9.9", "python": "3.11.7", "renderer": "native"})
+
+
+def test_every_sample_carries_the_stream_label() -> None:
+    text = full_text("mail")
+    keys = samples(text)
+    assert keys and all(("stream", "mail") in labels for _, labels in keys)
+    assert value(text, "stagedoor_jobs_handled_total", stream="mail",
+                 kind="render_tickets") == 4
+    assert value(text, "stagedoor_stream_maxlen", stream="mail") == 100_000
+
+
+def test_counters_start_at_zero_for_every_registered_kind() -> None:
+    text = render_metrics({0: WorkerStats(["render_tickets", "refund"]).snapshot()}, None,
+                          None, 0)
+    for counter in ("handled", "failed", "retried", "dead_lettered", "duplicates"):
+        for kind in ("render_tickets", "refund"):
+            assert value(text, f"stagedoor_jobs_{counter}_total", kind=kind) == 0
+    for counter in ("reclaimed", "deleted", "recovered"):  # per entry, before any kind
+        assert value(text, f"stagedoor_jobs_{counter}_total", kind="") == 0
+    assert value(text, "stagedoor_jobs_dead_lettered_total", kind="invalid") == 0
+    assert value(text, "stagedoor_redis_oom") == 0
+
+
+def test_queue_wait_histogram_build_info_and_per_slot_processes() -> None:
+    text = full_text()
+    h = "stagedoor_queue_wait_seconds"
+    assert value(text, h + "_bucket", kind="render_tickets", le="0.005") == 1
+    assert value(text, h + "_bucket", kind="render_tickets", le="60.0") == 1
+    assert value(text, h + "_bucket", kind="render_tickets", le="300.0") == 2
+    assert value(text, h + "_count", kind="render_tickets") == 2
+    assert value(text, h + "_sum", kind="render_tickets") == pytest.approx(70.004)
+    assert value(text, "stagedoor_build_info", version="9.9", python="3.11.7",
+                 renderer="native") == 1
+    assert value(text, "stagedoor_worker_resident_memory_bytes", slot="0") == 3e7
+    assert value(text, "stagedoor_worker_resident_memory_bytes", slot="1") == 0
+    assert value(text, "stagedoor_worker_cpu_seconds_total", slot="0") == 1.25
+    assert ("stagedoor_worker_cpu_seconds_total", (("slot", "1"), ("stream", "jobs"))
+            ) not in samples(text)  # not known is left out, not a fake 0
+    assert value(text, "stagedoor_queue_age_seconds") == 1.5
+
+
+def test_help_texts_say_what_and_in_which_unit() -> None:
+    helps = dict(re.findall(r"^# HELP (\S+) (.*)$", full_text().decode(), re.M))
+    assert len(helps) >= 30
+    generic = [name for name, text in helps.items()
+               if re.fullmatch(r"(Supervisor|Worker) gauge .*", text)]
+    assert generic == []
+    units = ("(seconds)", "(bytes)", "(entries)", "(jobs)", "(processes)", "(restarts)",
+             "(retries)", "(boolean)", "(Unix seconds)", "(seconds).", "(bytes).")
+    unitless = [name for name, text in helps.items()
+                if not any(u in text for u in units) and name != "stagedoor_build_info"]
+    assert unitless == [], unitless
+
+
+def test_exposition_passes_promtool_check_metrics() -> None:
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is needed (scripts/setup.sh installs it)"
+    r = subprocess.run([promtool, "check", "metrics"], input=full_text(),
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0 and r.stdout + r.stderr == b"", r.stdout + r.stderr
+    # the check can fail: a counter without _total is reported
+    bad = full_text().replace(b"stagedoor_worker_restarts_total", b"stagedoor_restarts")
+    r = subprocess.run([promtool, "check", "metrics"], input=bad, capture_output=True,
+                       timeout=60)
+    assert r.returncode != 0 or r.stdout + r.stderr
+
+
+def test_build_labels_name_this_install() -> None:
+    from stagedoor import __version__
+
+    labels = build_labels()
+    assert labels["version"] == __version__
+    assert labels["renderer"] == "native"  # setup.sh builds the extension
+    assert labels["python"].count(".") == 2
+
+
+# -- /healthz, /readyz, and scrapes parked for fresh queue numbers ------------------------------
+
+def request(endpoint: MetricsEndpoint, path: str) -> socket.socket:
+    client = socket.create_connection(("127.0.0.1", endpoint.port), timeout=5)
+    client.sendall(f"GET {path} HTTP/1.0\r\n\r\n".encode())
+    return client
+
+
+def response(client: socket.socket) -> tuple[int, bytes]:
+    data = b""
+    while chunk := client.recv(65536):
+        data += chunk
+    client.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+def test_healthz_and_readyz() -> None:
+    probe = {"ok": False, "reason": "workers 1/2 ready"}
+    with MetricsEndpoint("127.0.0.1", 0) as endpoint:
+        def ready() -> Probe:
+            return Probe(bool(probe["ok"]), str(probe["reason"]))
+
+        for path, want in (("/healthz", (200, b"ok\n")),
+                           ("/readyz", (503, b"workers 1/2 ready\n"))):
+            client = request(endpoint, path)
+            assert endpoint.handle_readable(lambda: b"m 1\n", ready=ready) == 1
+            assert response(client) == want
+        probe.update(ok=True, reason="workers 2/2 ready, Redis answered")
+        client = request(endpoint, "/readyz")
+        endpoint.handle_readable(lambda: b"m 1\n", ready=ready)
+        assert response(client) == (200, b"workers 2/2 ready, Redis answered\n")
+
+
+def test_a_scrape_waits_for_fresh_numbers_but_not_forever() -> None:
+    asked: list[float] = []
+    numbers = {"n": 1}
+
+    def refresh() -> bool:
+        asked.append(time.monotonic())
+        return True
+
+    def render() -> bytes:
+        return f"m {numbers['n']}\n".encode()
+
+    with MetricsEndpoint("127.0.0.1", 0, wait_limit=0.3) as endpoint:
+        first, second = request(endpoint, "/metrics"), request(endpoint, "/metrics")
+        while endpoint.parked < 2:
+            endpoint.handle_readable(render, refresh=refresh)
+        assert len(asked) == 2 and 0 < endpoint.wait_time() <= 0.3
+        first.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            first.recv(1)  # parked: no answer yet
+        first.setblocking(True)
+        assert endpoint.flush(render, fresh=False) == 0  # not fresh, not yet due
+        numbers["n"] = 2  # the fresh numbers arrive
+        assert endpoint.flush(render, fresh=True) == 2
+        assert response(first) == response(second) == (200, b"m 2\n")
+
+        # nobody answers: the scrape gets what there is when its time is up
+        late = request(endpoint, "/metrics")
+        while not endpoint.parked:
+            endpoint.handle_readable(render, refresh=refresh)
+        started = time.monotonic()
+        while endpoint.parked:
+            time.sleep(endpoint.wait_time())
+            endpoint.flush(render, fresh=False)
+        assert 0.2 <= time.monotonic() - started < 2
+        assert response(late) == (200, b"m 2\n")
+        assert endpoint.wait_time() == float("inf")
+
+        # no worker to ask: answered at once
+        now = request(endpoint, "/metrics")
+        endpoint.handle_readable(render, refresh=lambda: False)
+        assert endpoint.parked == 0 and response(now) == (200, b"m 2\n")

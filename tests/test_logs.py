@@ -7,12 +7,24 @@ import logging
 import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import orjson
 import pytest
 
 from stagedoor.config import Settings
-from stagedoor.ops.logs import EXTRA_KEYS, JsonFormatter, TextFormatter, redact, setup_logging
+from stagedoor.ops.logs import (
+    CORE_KEYS,
+    EXTRA_KEYS,
+    JOB_KEYS,
+    JournalFormatter,
+    JsonFormatter,
+    TextFormatter,
+    job_context,
+    journal_stream,
+    redact,
+    setup_logging,
+)
 
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
@@ -60,7 +72,7 @@ def test_json_lines(logger: logging.Logger) -> None:
         "request_id": "7f3a9c2e", "trace": "4bf92f35", "entry_id": "1758200000000-0",
         "kind": "render_tickets", "order_id": 4471, "outbox_id": 88210,
         "consumer": "host-01", "slot": 1, "deliveries": 2, "error": None,
-        "not_ours": "dropped"})
+        "customer_tier": "gold"})
     [doc] = lines(out)
     assert TS.match(str(doc["ts"]))
     assert doc["level"] == "debug"
@@ -72,9 +84,9 @@ def test_json_lines(logger: logging.Logger) -> None:
     assert doc["entry_id"] == "1758200000000-0" and doc["kind"] == "render_tickets"
     assert doc["outbox_id"] == 88210 and doc["consumer"] == "host-01"
     assert doc["error"] is None
-    assert "not_ours" not in doc
+    assert doc["customer_tier"] == "gold"  # a handler's own extra is kept
     assert list(doc)[:5] == ["ts", "level", "logger", "msg", "pid"]
-    assert set(doc) - {"ts", "level", "logger", "msg", "pid"} == set(EXTRA_KEYS)
+    assert set(doc) - {"ts", "level", "logger", "msg", "pid"} == {*EXTRA_KEYS, "customer_tier"}
 
 
 def test_exceptions_and_passwords(logger: logging.Logger) -> None:
@@ -156,3 +168,75 @@ def test_bad_format_or_level() -> None:
         setup_logging("xml", "info", io.StringIO(), logger=logging.getLogger("stagedoor.t2"))
     with pytest.raises(ValueError, match="log level"):
         setup_logging("json", "loud", io.StringIO(), logger=logging.getLogger("stagedoor.t2"))
+
+
+# -- every extra kept, job fields on every line of a job, journald ------------------------------
+
+def test_every_extra_is_kept_and_core_fields_cannot_be_shadowed(logger: logging.Logger) -> None:
+    out = io.StringIO()
+    setup_logging("json", "info", out, logger=logger)
+    logger.info("x", extra={"zeta": [1, 2], "alpha": {"a": 1}, "ts": "fake", "pid": 0,
+                            "blob": b"\xffraw", "_private": 1})
+    [doc] = lines(out)
+    assert list(doc)[:5] == list(CORE_KEYS) and doc["pid"] == os.getpid()
+    assert doc["extra.ts"] == "fake" and doc["extra.pid"] == 0
+    assert doc["zeta"] == "[1, 2]" and doc["alpha"] == "{'a': 1}"
+    assert doc["blob"] == "\\xffraw"
+    assert "_private" not in doc
+    assert list(doc)[5:] == ["zeta", "alpha", "extra.ts", "extra.pid", "blob"]  # as given
+
+
+def test_job_context_puts_the_job_on_every_line(logger: logging.Logger) -> None:
+    out = io.StringIO()
+    setup_logging("json", "info", out, logger=logger)
+    other = logging.getLogger("stagedoor.test_logs.handler_module")  # a handler's own logger
+    job = {"request_id": "r-1", "trace": "00-" + "a" * 32 + "-" + "b" * 16 + "-01",
+           "entry_id": "1-0", "kind": "send_receipt", "order_id": 7, "outbox_id": 9,
+           "deliveries": 1, "consumer": "h-00"}
+    logger.info("before")
+    with job_context(job):
+        other.info("inside", extra={"customer_tier": "gold"})
+        logger.info("override", extra={"kind": "explicit"})
+    logger.info("after")
+    before, inside, override, after = lines(out)
+    assert not set(JOB_KEYS) & set(before) and not set(JOB_KEYS) & set(after)
+    assert {k: inside[k] for k in JOB_KEYS} == job
+    assert inside["customer_tier"] == "gold" and inside["logger"].endswith("handler_module")
+    assert override["kind"] == "explicit" and override["request_id"] == "r-1"
+
+
+def test_text_lines_carry_the_job_too(logger: logging.Logger) -> None:
+    out = io.StringIO()
+    setup_logging("text", "info", out, logger=logger)
+    with job_context({"request_id": "r-2", "trace": "t-2"}):
+        logger.info("hello", extra={"customer_tier": "gold"})
+    assert out.getvalue().rstrip().endswith("hello request_id=r-2 trace=t-2 customer_tier=gold")
+
+
+def test_journal_format_has_the_syslog_priority(logger: logging.Logger) -> None:
+    out = io.StringIO()
+    handler = setup_logging("journal", "debug", out, logger=logger)
+    assert isinstance(handler.formatter, JournalFormatter)
+    for level in ("debug", "info", "warning", "error", "critical"):
+        getattr(logger, level)(level)
+    got = out.getvalue().splitlines()
+    assert [line[:3] for line in got] == ["<7>", "<6>", "<4>", "<3>", "<2>"]
+    assert [orjson.loads(line[3:])["msg"] for line in got] == [
+        "debug", "info", "warning", "error", "critical"]
+
+
+def test_auto_picks_journal_when_stderr_is_the_journal(
+        tmp_path: Path, logger: logging.Logger, monkeypatch: pytest.MonkeyPatch) -> None:
+    with open(tmp_path / "journal", "w") as stream, open(tmp_path / "other", "w") as other:
+        st = os.fstat(stream.fileno())
+        monkeypatch.setenv("JOURNAL_STREAM", f"{st.st_dev}:{st.st_ino}")
+        assert journal_stream(stream) and not journal_stream(other)
+        assert not journal_stream(stream, {"JOURNAL_STREAM": "junk"})
+        handler = setup_logging("auto", "info", stream, logger=logger)
+        assert isinstance(handler.formatter, JournalFormatter)
+        logger.warning("to the journal")
+        handler.flush()
+        # a child that inherited JOURNAL_STREAM but writes elsewhere gets plain JSON
+        handler = setup_logging("auto", "info", other, logger=logger)
+        assert type(handler.formatter) is JsonFormatter
+    assert (tmp_path / "journal").read_text().startswith("<4>{")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 import redis.asyncio as aioredis
+from tests.paths import SRC
 from tests.workerkit import raw
 
 from stagedoor.config import Settings
@@ -104,7 +105,7 @@ def test_server_version_floor() -> None:
 
 
 def _cli(settings: Settings, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}",
+    env = {**os.environ, "PYTHONPATH": f"{SRC}:{ROOT}",
            "STAGEDOOR_REDIS_URL": settings.redis_url}
     return subprocess.run([sys.executable, "-m", "stagedoor.cli", "enqueue", *args],
                           input=stdin, capture_output=True, text=True, env=env, timeout=60)
@@ -131,3 +132,44 @@ def test_cli_enqueue_refuses_a_bad_line_and_adds_nothing(
     assert r.stderr.strip() == "stagedoor enqueue: line 2: order_id must be an integer, " \
                                "got 'x1'"
     assert not sync_redis.exists("jobs")
+
+
+def test_cli_enqueue_refuses_kinds_the_workers_do_not_know(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    r = _cli(settings, "--kind", "nosuch", "--order-id", "1", "--outbox-id", "1")
+    assert r.returncode == 65
+    assert r.stderr.strip() == ("stagedoor enqueue: unknown kind 'nosuch': the workers know "
+                                "refund, render_tickets (more with --handlers module:registry "
+                                "or STAGEDOOR_HANDLERS)")
+    lines = ('{"kind": "refund", "order_id": 1, "outbox_id": 1}\n'
+             '{"kind": "ping", "order_id": 2, "outbox_id": 2}\n')
+    r = _cli(settings, "--file", "-", stdin=lines)
+    assert r.returncode == 65 and "line 2: unknown kind 'ping'" in r.stderr
+    assert not sync_redis.exists("jobs")  # nothing went in
+    # told about a registry (as the workers are), the producer accepts its kinds
+    r = _cli(settings, "--file", "-", "--handlers", "tests.plugin_handlers:registry",
+             stdin=lines)
+    assert r.returncode == 0, r.stderr
+    assert sync_redis.xlen("jobs") == 2
+    r = _cli(settings, "--kind", "ping", "--order-id", "3", "--outbox-id", "3",
+             "--handlers", "tests.no_such_module:registry")
+    assert r.returncode == 78 and "cannot import 'tests.no_such_module'" in r.stderr
+
+
+def test_cli_enqueue_writes_a_traceparent_unless_given_a_trace(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    from stagedoor.ops.tracing import is_traceparent
+
+    assert _cli(settings, "--kind", "refund", "--order-id", "1", "--outbox-id", "1"
+                ).returncode == 0
+    assert _cli(settings, "--kind", "refund", "--order-id", "2", "--outbox-id", "2",
+                "--trace", "4bf92f35").returncode == 0
+    traces = [f[b"trace"].decode() for _, f in sync_redis.xrange("jobs")]
+    assert is_traceparent(traces[0]) and traces[1] == "4bf92f35"
+
+
+def test_make_job_with_known_kinds() -> None:
+    assert make_job("refund", 1, 1, "r", "t", kinds={"refund"}).kind == "refund"
+    with pytest.raises(ValueError, match="refusing to enqueue: unknown kind 'nosuch'"):
+        make_job("nosuch", 1, 1, "r", "t", kinds={"refund"})
+    assert make_job("nosuch", 1, 1, "r", "t").kind == "nosuch"  # format only

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pypdf
 import pytest
+from tests.paths import PACKAGE
 
 import stagedoor
 from stagedoor import _render
@@ -17,7 +18,7 @@ from stagedoor.cli.main import main
 from stagedoor.render import reference as render
 from stagedoor.render.order import Order
 
-DEMO = Path(__file__).resolve().parent.parent / "src" / "stagedoor" / "demo" / "order.json"
+DEMO = PACKAGE / "demo" / "order.json"
 
 
 def test_renders_the_demo_order(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

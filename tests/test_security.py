@@ -33,6 +33,7 @@ from tests.faults.invariants import (
     raw_client,
     wait_drained,
 )
+from tests.paths import SRC
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import EmbeddedRedis, free_port
@@ -315,7 +316,11 @@ def test_password_file_keeps_the_password_out_of_ps_and_logs(tmp_path: Path) -> 
             pids = [w.pid, *_tree(sup.pid)]
             assert len(pids) == 4
             cmdlines = _cmdlines(pids)
-            assert "redis-password" in cmdlines and pw not in cmdlines
+            # They were given the password's file, and ps shows neither it nor the
+            # password: setproctitle replaced each command line with a title.
+            assert all("--redis-password-file" in proc.argv for proc in (w, sup))
+            assert cmdlines.count("stagedoor-supervise: worker slot") == 2, cmdlines
+            assert "stagedoor work: worker f-00" in cmdlines and pw not in cmdlines
             ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
             assert pw not in ps
             for pid in pids:
@@ -471,7 +476,7 @@ def test_qpdf_check_passes_on_hostile_names(tmp_path: Path) -> None:
 
 def test_password_file_unreadable_is_a_config_error_not_a_leak(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
-    env["PYTHONPATH"] = f"{REPO / 'src'}{os.pathsep}{REPO}"
+    env["PYTHONPATH"] = f"{SRC}{os.pathsep}{REPO}"
     start = time.monotonic()
     result = subprocess.run(
         [os.sys.executable, "-m", "stagedoor.cli", "work", "--burst", "--redis-url",

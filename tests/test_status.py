@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ import orjson
 import pytest
 import redis
 import redis.asyncio as aioredis
+from tests.paths import SRC
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import free_port
@@ -26,7 +28,7 @@ def cli(*args: str, stdin: int | None = subprocess.DEVNULL, timeout: float = 30
         ) -> subprocess.CompletedProcess[str]:
     """Run `python -m stagedoor.cli ...` with a clean STAGEDOOR_* environment."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
-    env["PYTHONPATH"] = str(ROOT / "src")
+    env["PYTHONPATH"] = str(SRC)
     return subprocess.run([sys.executable, "-m", "stagedoor.cli", *args], cwd=ROOT, env=env,
                           stdin=stdin, capture_output=True, text=True, timeout=timeout)
 
@@ -308,7 +310,7 @@ def test_status_env_and_missing_stream(redis_url: str) -> None:
         [sys.executable, "-m", "stagedoor.cli", "status", "--stream", "other"],
         cwd=ROOT, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
         env={**{k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")},
-             "PYTHONPATH": str(ROOT / "src"), "STAGEDOOR_REDIS_URL": env_url})
+             "PYTHONPATH": str(SRC), "STAGEDOOR_REDIS_URL": env_url})
     assert proc.returncode == 0, proc.stderr
     assert "stream    other: MISSING" in proc.stdout
     assert "group     workers: MISSING" in proc.stdout
@@ -340,3 +342,124 @@ def test_status_bad_setting_is_78() -> None:
     proc = cli("status", "--redis-url", "http://127.0.0.1:1/")
     assert proc.returncode == 78
     assert "redis_url" in one_line(proc.stderr)
+
+
+# -- --check: a monitoring plugin ----------------------------------------------------------------
+
+def check(redis_url: str, *more: str) -> tuple[int, str]:
+    proc = cli("status", "--check", "--redis-url", redis_url, *more)
+    assert proc.stderr == "", proc.stderr
+    return proc.returncode, one_line(proc.stdout)
+
+
+def test_check_ok_warning_critical(client: redis.Redis, settings: Settings,
+                                   redis_url: str) -> None:
+    ensure_group(client, settings)
+    client.execute_command("XADD", "jobs", "*", *job(1))
+    code, line = check(redis_url)
+    assert code == 0, line
+    assert line.startswith("STAGEDOOR OK - queue healthy | queue_age=")
+    assert "lag=1;50000;80000;0;100000" in line and "dead=0;1;1000;0" in line
+
+    client.execute_command("XADD", "jobs:dead", "*", "kind", "x", "dead:error", "e")
+    code, line = check(redis_url)
+    assert code == 1 and "WARNING: 1 dead letters (stagedoor dead list)" in line, line
+
+    t0 = now_ms(client)
+    client.execute_command("XADD", "jobs", "*", *job(2))  # a newer one; then an old one waits
+    client.execute_command("DEL", "jobs")
+    ensure_group(client, settings)
+    client.execute_command("XADD", "jobs", f"{t0 - 120_000}-0", *job(3))
+    code, line = check(redis_url)
+    assert code == 1 and re.search(r"WARNING: queue age 12\ds >= 60s", line), line
+    code, line = check(redis_url, "--crit-age", "100")
+    assert code == 2 and re.search(r"CRITICAL: queue age 12\ds >= 100s", line), line
+    code, line = check(redis_url, "--maxlen", "2", "--warn-dead", "5")
+    assert code == 1 and "WARNING: 1 undelivered is 50% of MAXLEN 2" in line, line
+    assert "dead letters" not in line.split("|")[0]
+    code, line = check(redis_url, "--maxlen", "1")
+    assert code == 2 and "CRITICAL: 1 undelivered is 100% of MAXLEN 1" in line, line
+
+
+def test_check_critical_on_trimmed_jobs_and_json(client: redis.Redis, settings: Settings,
+                                                 redis_url: str) -> None:
+    ensure_group(client, settings)
+    for n in range(4):
+        client.execute_command("XADD", "jobs", "*", *job(n))
+    read(client, settings, "host-07", 1)
+    client.execute_command("XTRIM", "jobs", "MAXLEN", 0)  # three jobs nobody took
+    code, line = check(redis_url)
+    assert code == 2
+    assert line.startswith("STAGEDOOR CRITICAL - CRITICAL: 3 jobs were trimmed before any "
+                           "worker took them")
+    proc = cli("status", "--check", "--json", "--redis-url", redis_url)
+    assert proc.returncode == 2
+    doc = orjson.loads(proc.stdout)
+    assert doc["check"]["state"] == "CRITICAL" and doc["check"]["code"] == 2
+    assert doc["trimmed_backlog"]["alarm"] is True  # the whole status comes along
+
+
+def test_check_unknown_when_redis_is_away_or_wrong() -> None:
+    url = f"redis://ops:s3cret@127.0.0.1:{free_port()}/0"
+    code, line = check(url)
+    assert code == 3
+    assert line.startswith("STAGEDOOR UNKNOWN - cannot reach Redis at redis://ops:***@")
+    assert "s3cret" not in line
+
+
+def test_check_group_missing_is_a_warning(client: redis.Redis, redis_url: str) -> None:
+    client.execute_command("XADD", "jobs", "*", *job(1))
+    code, line = check(redis_url)
+    assert code == 1 and "group workers missing" in line, line
+    proc = cli("status", "--check", "--watch", "--redis-url", redis_url)
+    assert proc.returncode == 2 and "not allowed with" in proc.stderr
+
+
+# -- --watch: throughput and time to drain -------------------------------------------------------
+
+def test_watch_sample_rate_and_drain() -> None:
+    from stagedoor.cli.commands.status import format_watch, watch_sample
+
+    def status(t_ms: int, read: int, pending: int, lag: int) -> dict[str, object]:
+        return {"time_ms": t_ms, "stream": {"entries_added": read + lag},
+                "group": {"entries_read": read, "lag": lag}, "pending": {"count": pending},
+                "queue_age_ms": 900, "dead": {"length": 2},
+                "trimmed_backlog": {"alarm": False}}
+
+    first = watch_sample(status(10_000, 100, 10, 400), None)
+    assert first["done"] == 90 and first["rate"] is None and first["drain_seconds"] is None
+    assert "(-)  drained in -" in format_watch(first)
+    second = watch_sample(status(12_000, 300, 10, 200), (10.0, first["done"]))
+    assert second["rate"] == 100.0                      # 200 more done in 2 s
+    assert second["drain_seconds"] == 2.1               # (200 waiting + 10 pending) / 100
+    assert "done 290 (100.0/s)  drained in 2.1s  dead 2" in format_watch(second)
+    stuck = watch_sample(status(14_000, 300, 10, 200), (12.0, second["done"]))
+    assert stuck["rate"] == 0 and "drained in never at this rate" in format_watch(stuck)
+    empty = watch_sample(status(16_000, 300, 0, 0), (14.0, stuck["done"]))
+    assert empty["drain_seconds"] == 0
+
+
+def test_watch_prints_lines_as_the_queue_drains(client: redis.Redis, settings: Settings,
+                                               redis_url: str) -> None:
+    ensure_group(client, settings)
+    for n in range(50):
+        client.execute_command("XADD", "jobs", "*", *job(n))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stagedoor.cli", "status", "--watch", "--json", "--interval",
+         "0.2", "--samples", "4", "--redis-url", redis_url], cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")},
+             "PYTHONPATH": str(SRC)})
+    assert proc.stdout is not None
+    first = orjson.loads(proc.stdout.readline())
+    assert first["waiting"] == 50 and first["rate"] is None
+    read(client, settings, "w-00", 50)  # a worker takes all 50 ...
+    ids = [e[0] for e in client.execute_command("XRANGE", "jobs", "-", "+")]
+    client.execute_command("XACK", "jobs", "workers", *ids)  # ... and finishes them
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    rest = [orjson.loads(line) for line in out.splitlines()]
+    assert len(rest) == 3
+    assert rest[-1]["waiting"] == 0 and rest[-1]["pending"] == 0 and rest[-1]["done"] == 50
+    assert any(s["rate"] and s["rate"] > 0 for s in rest)
+    assert rest[-1]["drain_seconds"] == 0

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -33,6 +35,7 @@ from tests.helpers_supervisor import (
     thread_count,
     wait_for,
 )
+from tests.paths import SRC
 
 from stagedoor.demo.embedded_redis import EmbeddedRedis, free_port
 
@@ -71,7 +74,7 @@ def text(value: object) -> str:
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
-    full["PYTHONPATH"] = f"{REPO / 'src'}{os.pathsep}{REPO}"
+    full["PYTHONPATH"] = f"{SRC}{os.pathsep}{REPO}"
     full.update(env or {})
     return subprocess.run([sys.executable, "-c", ENTRY, *args], capture_output=True,
                           text=True, env=full, cwd=REPO, timeout=30)
@@ -429,15 +432,87 @@ def test_metrics_endpoint_serves_handled_counter(tmp_path: Path, redis_url: str)
 
         def handled() -> str:
             text = scrape()
-            return text if 'stagedoor_jobs_handled_total{kind="noop"} 5.0' in text else ""
+            return (text if 'stagedoor_jobs_handled_total{kind="noop",stream="jobs"} 5.0'
+                    in text else "")
 
         text = wait_for(handled, 5, 0.05, "handled counter in the scrape")
-        assert "stagedoor_worker_restarts_total 0.0" in text
-        assert "stagedoor_workers_ready 2.0" in text
+        assert 'stagedoor_worker_restarts_total{stream="jobs"} 0.0' in text
+        assert 'stagedoor_workers_ready{stream="jobs"} 2.0' in text
         # the queue status from slot 0 arrives with a heartbeat
-        wait_for(lambda: "stagedoor_queue_status_available 1.0" in scrape(), 10, 0.1,
-                 "queue status")
+        wait_for(lambda: 'stagedoor_queue_status_available{stream="jobs"} 1.0' in scrape(),
+                 10, 0.1, "queue status")
         assert thread_count(sup.pid) == 1
+        sup.signal(signal.SIGTERM)
+        assert sup.wait() == 0
+
+
+def test_scrape_reads_the_queue_fresh_and_health_endpoints(
+        tmp_path: Path, own_redis: EmbeddedRedis) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+
+    def get(path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(base + path, timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            with e:
+                return e.code, e.read().decode()
+
+    def dead_letters(text: str) -> float | None:
+        m = re.search(r'^stagedoor_dead_letter_length\{stream="jobs"\} (\S+)$', text, re.M)
+        return float(m[1]) if m else None
+
+    client = redis.Redis.from_url(own_redis.url, protocol=2)
+    try:
+        with supervisor(tmp_path, own_redis.url,
+                        ["--workers", "2", "--metrics-port", str(port)]) as sup:
+            sup.wait_ready(2)
+            assert get("/healthz") == (200, "ok\n")
+            wait_for(lambda: get("/readyz")[0] == 200, 10, 0.1, "/readyz 200")
+            assert get("/readyz") == (200, "workers 2/2 ready, Redis answered\n")
+            wait_for(lambda: dead_letters(get("/metrics")[1]) == 0, 10, 0.1, "queue gauges")
+            # Numbers that change between two scrapes show on the next one: the scrape
+            # asked slot 0 to read them (they used to be up to 5 s old).
+            for n in range(1, 4):
+                client.xadd("jobs:dead", {"kind": "x", "dead:error": "test"})
+                status, text = get("/metrics")
+                assert status == 200 and dead_letters(text) == n, text[-2000:]
+            # Redis away: the process is healthy, not ready, and scrapes still answer
+            # within the endpoint's bound with the last numbers it has.
+            own_redis.pause()
+            try:
+                started = time.monotonic()
+                status, text = get("/metrics")
+                assert status == 200 and dead_letters(text) == 3
+                assert time.monotonic() - started < 2
+                assert get("/healthz") == (200, "ok\n")
+                status, reason = get("/readyz")
+                assert status == 503 and "Redis did not answer" in reason, reason
+            finally:
+                own_redis.resume()
+            wait_for(lambda: get("/readyz")[0] == 200, 15, 0.2, "/readyz 200 again")
+            sup.signal(signal.SIGTERM)
+            assert sup.wait() == 0
+    finally:
+        client.close()
+
+
+def test_process_titles_say_which_is_the_supervisor_and_which_slot(
+        tmp_path: Path, redis_url: str) -> None:
+    with supervisor(tmp_path, redis_url, ["--workers", "2"]) as sup:
+        pids = sup.wait_ready(2)
+
+        def title(pid: int) -> str:
+            return " ".join(psutil.Process(pid).cmdline()).strip()  # setproctitle pads
+
+        assert title(sup.pid) == ("stagedoor-supervise: supervisor of 2 workers, stream jobs, "
+                                  "group workers")
+        for slot, pid in pids.items():
+            assert title(pid) == (f"stagedoor-supervise: worker slot {slot} (sup-0{slot}), "
+                                  "stream jobs")
+        sup.signal(signal.SIGTTIN)
+        wait_for(lambda: "supervisor of 3 workers" in title(sup.pid), 10, 0.05, "new title")
         sup.signal(signal.SIGTERM)
         assert sup.wait() == 0
 

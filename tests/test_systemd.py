@@ -13,11 +13,14 @@ from pathlib import Path
 
 import pytest
 from tests.helpers_supervisor import REPO, supervisor, wait_for
+from tests.paths import PACKAGE
 
 from stagedoor import config
 from stagedoor.supervisor.systemd import Notifier, socket_address, watchdog_interval
 
-UNIT = REPO / "systemd" / "stagedoor.service"
+SHIPPED = PACKAGE / "data" / "systemd"
+UNIT = SHIPPED / "stagedoor.service"
+TEMPLATE = SHIPPED / "stagedoor@.service"
 
 
 def unit_directives(text: str) -> dict[str, list[str]]:
@@ -59,15 +62,21 @@ def test_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     assert "OOM policy" in complaints and "NoNewPrivilege" in complaints, complaints
 
 
-def test_unit_security_exposure_is_low(tmp_path: Path) -> None:
-    unit = tmp_path / "stagedoor.service"
-    unit.write_text(UNIT.read_text())
+def exposure(tmp_path: Path, text: str, name: str) -> float:
+    """systemd-analyze security --offline's overall exposure of a unit file."""
+    tmp_path.mkdir(exist_ok=True)
+    unit = tmp_path / name
+    unit.write_text(text)
     r = subprocess.run(["systemd-analyze", "security", "--offline=true", str(unit)],
                        capture_output=True, text=True, timeout=60)
-    m = re.search(r"Overall exposure level for stagedoor.service: ([0-9.]+)", r.stdout)
+    m = re.search(rf"Overall exposure level for {re.escape(name)}: ([0-9.]+)", r.stdout)
     assert m, r.stdout[-2000:] + r.stderr
-    print(f"\n[systemd-analyze security] exposure {m[1]}")
-    assert float(m[1]) <= 2.5
+    print(f"\n[systemd-analyze security] {name} exposure {m[1]}")
+    return float(m[1])
+
+
+def test_unit_security_exposure_is_low(tmp_path: Path) -> None:
+    assert exposure(tmp_path, UNIT.read_text(), "stagedoor.service") <= 2.5
 
 
 def test_unit_directives() -> None:
@@ -104,20 +113,63 @@ def test_unit_directives() -> None:
     assert float(d["WatchdogSec"][0]) > 0
 
 
+def test_template_passes_verify_and_security(tmp_path: Path) -> None:
+    assert verify(tmp_path, TEMPLATE.read_text(), "stagedoor@jobs.service") == ""
+    assert exposure(tmp_path / "sec", TEMPLATE.read_text(), "stagedoor@jobs.service") <= 2.5
+
+
+def test_template_is_the_unit_per_queue() -> None:
+    """stagedoor@<queue>: the queue in the names, everything else as stagedoor.service."""
+    base, tmpl = unit_directives(UNIT.read_text()), unit_directives(TEMPLATE.read_text())
+    per_queue = {
+        "Description": ["Stagedoor ticket job workers for queue %i (Redis stream consumer "
+                        "group)"],
+        "EnvironmentFile": ["-/etc/stagedoor/%i.env"],
+        "StateDirectory": ["stagedoor/%i"],
+        "WorkingDirectory": ["%S/stagedoor/%i"],
+        "LoadCredential": ["redis-password:/etc/stagedoor/%i.redis-password"],
+    }
+    for key, value in per_queue.items():
+        assert tmpl[key] == value, key
+    env = dict(v.split("=", 1) for v in tmpl["Environment"])
+    assert env["STAGEDOOR_STREAM"] == "%i" and env["STAGEDOOR_DEAD_STREAM"] == "%i:dead"
+    assert env["STAGEDOOR_STATE_DIR"] == "%S/stagedoor/%i"
+    assert env["STAGEDOOR_TICKETS_DIR"] == "%S/stagedoor/%i/tickets"
+    base_env = dict(v.split("=", 1) for v in base["Environment"])
+    assert {k: v for k, v in env.items() if "%i" not in v} == {
+        k: v for k, v in base_env.items() if not k.endswith("_DIR")}
+    # no drift: every other directive (hardening, limits, restart policy) is the same
+    assert {k: v for k, v in tmpl.items() if k not in (*per_queue, "Environment")} == {
+        k: v for k, v in base.items() if k not in (*per_queue, "Environment")}
+    # the instance's settings are valid ones (a queue name is a stream name)
+    config.load(environ={"STAGEDOOR_STREAM": "mail", "STAGEDOOR_DEAD_STREAM": "mail:dead"})
+
+
+def test_units_limit_files_and_document_where_the_docs_are() -> None:
+    for path in (UNIT, TEMPLATE):
+        d = unit_directives(path.read_text())
+        assert d["LimitNOFILE"] == ["16384"]
+        [doc] = d["Documentation"]
+        # the documented venv (docs/supervisor.md) plus the prefix setup.py installs to
+        assert doc == "file:///opt/stagedoor/venv/share/doc/stagedoor/supervisor.md"
+    assert "sudo python3 -m venv /opt/stagedoor/venv" in (REPO / "docs" / "supervisor.md"
+                                                          ).read_text()
+
+
 def test_example_files_are_valid_settings() -> None:
-    settings = config.load(config_file=str(REPO / "systemd" / "stagedoor.toml.example"),
+    settings = config.load(config_file=str(SHIPPED / "stagedoor.toml.example"),
                            environ={})
     assert settings.workers == 4 and settings.redis_url.startswith("redis://")
     env: dict[str, str] = {}
     commented: dict[str, str] = {}
-    for line in (REPO / "systemd" / "stagedoor.env.example").read_text().splitlines():
+    for line in (SHIPPED / "stagedoor.env.example").read_text().splitlines():
         body = line.lstrip("#")
         if re.match(r"^STAGEDOOR_[A-Z_]+=", body):
             key, value = body.split("=", 1)
             (commented if line.startswith("#") else env)[key] = value
     assert config.load(environ=env).workers == 4
     config.load(environ={**env, **commented, "STAGEDOOR_CONFIG": str(
-        REPO / "systemd" / "stagedoor.toml.example")})
+        SHIPPED / "stagedoor.toml.example")})
 
 
 # -- sd_notify -------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import redis
 from tests.aclmode import worker_url
+from tests.paths import SRC
 from tests.workerkit import add_jobs, pending_summary, poll
 
 from stagedoor.config import Settings
@@ -18,7 +19,7 @@ ROOT = Path(__file__).parents[1]
 
 
 def start_worker(settings: Settings, tmp: Path, *extra: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}", "CRASH_TEST_DIR": str(tmp),
+    env = {**os.environ, "PYTHONPATH": f"{SRC}:{ROOT}", "CRASH_TEST_DIR": str(tmp),
            "STAGEDOOR_REDIS_URL": worker_url(settings.redis_url), "STAGEDOOR_CONSUMER": "crash",
            "STAGEDOOR_LOG_FORMAT": "json"}
     return subprocess.Popen(
@@ -61,7 +62,7 @@ def test_wrong_password_is_a_config_error_not_an_outage(tmp_path: Path) -> None:
 
     with EmbeddedRedis(tmp_path / "auth-redis", password="right-password") as server:
         url = f"redis://:wrong-password@127.0.0.1:{server.port}/0"
-        env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}",
+        env = {**os.environ, "PYTHONPATH": f"{SRC}:{ROOT}",
                "STAGEDOOR_REDIS_URL": url}
         r = subprocess.run([sys.executable, "-m", "stagedoor.cli", "work", "--burst",
                             "--boot-timeout", "20"], env=env, capture_output=True, text=True,

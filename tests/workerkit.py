@@ -21,9 +21,9 @@ from stagedoor.worker.loop import Worker
 
 @contextlib.asynccontextmanager
 async def running(settings: Settings, registry: Registry, *, slot: int = 0,
-                  consumer: str | None = None) -> AsyncIterator[Worker]:
+                  consumer: str | None = None, **more: Any) -> AsyncIterator[Worker]:
     worker = Worker(settings.replace(redis_url=worker_url(settings.redis_url)), registry,
-                    slot=slot, consumer=consumer)
+                    slot=slot, consumer=consumer, **more)
     task = asyncio.create_task(worker.run())
     ready = asyncio.create_task(worker.ready.wait())
     await asyncio.wait([task, ready], return_when=asyncio.FIRST_COMPLETED, timeout=10)

@@ -141,8 +141,9 @@ class Settings:
     metrics_port: int = _opt(0, "Port of the Prometheus endpoint on 127.0.0.1; 0 is off.",
                              lo=0, hi=65_535)
     metrics_host: str = _opt("127.0.0.1", "Address of the Prometheus endpoint.")
-    log_format: str = _opt("auto", "Log format: auto (text on a terminal, else json), "
-                                   "json or text.")
+    log_format: str = _opt("auto", "Log format: auto (journal under systemd, text on a "
+                                   "terminal, else json), json, text or journal (json "
+                                   "with the syslog priority prefix).")
     log_level: str = _opt("info", "Log level: debug, info, warning, error.")
 
     # ------------------------------------------------------------------------------
@@ -196,8 +197,9 @@ def _validate(s: Settings) -> None:
                           f"{s.claim_idle_ms} or live jobs would be reclaimed from their worker")
     if s.heartbeat_timeout <= s.heartbeat_interval:
         raise ConfigError("heartbeat_timeout must be longer than heartbeat_interval")
-    if s.log_format not in ("auto", "json", "text"):
-        raise ConfigError(f"log_format={s.log_format!r}: expected auto, json or text")
+    if s.log_format not in ("auto", "json", "text", "journal"):
+        raise ConfigError(f"log_format={s.log_format!r}: expected auto, json, text or "
+                          "journal")
     if s.log_level.lower() not in ("debug", "info", "warning", "error"):
         raise ConfigError(f"log_level={s.log_level!r}: expected debug, info, warning or error")
     for spec in s.handlers:

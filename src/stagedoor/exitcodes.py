@@ -17,3 +17,11 @@ EX_UNAVAILABLE = os.EX_UNAVAILABLE  # 69: Redis cannot be reached
 EX_SOFTWARE = os.EX_SOFTWARE  # 70: a bug, a flapping pool, an unfinished demo
 EX_CANTCREAT = os.EX_CANTCREAT  # 73: an output file cannot be written
 EX_CONFIG = os.EX_CONFIG  # 78: a bad setting; systemd does not restart on it
+
+# `stagedoor status --check` speaks the monitoring-plugin convention instead (Nagios,
+# Icinga, Sensu: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN), which is what those tools read;
+# there 3 also covers "Redis unreachable", which is 69 everywhere else.
+CHECK_OK = 0
+CHECK_WARNING = 1
+CHECK_CRITICAL = 2
+CHECK_UNKNOWN = 3

@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 import redis
 from tests.aclmode import worker_url
+from tests.paths import SRC
 from tests.workerkit import poll
 
 from stagedoor.config import Settings
@@ -119,7 +120,7 @@ class Procs:
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
         env.pop("NOTIFY_SOCKET", None)
-        env["PYTHONPATH"] = f"{REPO / 'src'}{os.pathsep}{REPO}"
+        env["PYTHONPATH"] = f"{SRC}{os.pathsep}{REPO}"
         env[ENV_DIR] = str(self.ledger_dir)
         env["PYTHONUNBUFFERED"] = "1"
         env.update(extra or {})

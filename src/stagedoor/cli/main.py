@@ -19,7 +19,7 @@ import redis
 from ..config import ConfigError
 from ..exitcodes import EX_CONFIG, EX_UNAVAILABLE
 
-COMMANDS = ("enqueue", "work", "demo", "status", "dead", "render")
+COMMANDS = ("enqueue", "work", "demo", "status", "dead", "render", "systemd", "monitoring")
 
 
 class Parser(argparse.ArgumentParser):
@@ -29,9 +29,16 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def add_version(parser: argparse.ArgumentParser) -> None:
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+
+
 def build_parser() -> Parser:
     parser = Parser(prog="stagedoor", description="Stagedoor job queue tools: enqueue jobs, "
                     "run a worker, inspect the queue and the dead letters.")
+    add_version(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     for name in COMMANDS:

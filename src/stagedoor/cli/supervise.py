@@ -18,7 +18,7 @@ from ..exitcodes import EX_CONFIG
 from ..supervisor.loop import Supervisor
 from ..supervisor.state import Options
 from ..supervisor.systemd import Notifier
-from .main import Parser
+from .main import Parser, add_version
 
 EPILOG = """\
 signals:
@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "name, so their pending jobs are handled first), roll them on SIGHUP, "
                     "and report to systemd (Type=notify, watchdog).",
                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_version(parser)
     config.add_arguments(parser)
     sup = parser.add_argument_group("supervisor only")
     sup.add_argument("--flap-max", type=int, default=20, metavar="N",

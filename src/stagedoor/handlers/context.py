@@ -16,6 +16,7 @@ successor must not wait for the lease to run out.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import logging
 from collections.abc import Callable
@@ -45,7 +46,9 @@ class Context:
         executor: the worker's thread pool (render_threads); reach it through
             `to_thread`, never block the event loop with CPU or file work.
         stats: the worker's counters; `stats.inc(name, kind)` counts in the metrics.
-        log: a logger; pass `extra=log_extra(job)` so the line joins the checkout.
+        log: a logger ("stagedoor.handler"); any logger will do: every line logged
+            while a job runs carries its request_id, trace, ids and kind, and every
+            `extra=` is kept (docs/handlers.md, Logging).
         state: per-worker handler state (clients, caches) built on first use.
 
     Idempotency is by the job's outbox_id: call `already_done(job)` first (it also
@@ -63,9 +66,13 @@ class Context:
     state: dict[str, Any] = field(default_factory=dict)  # per-worker handler state
 
     async def to_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run CPU or file work in the worker's pool so the loop keeps reading and acking."""
+        """Run CPU or file work in the worker's pool so the loop keeps reading and acking.
+
+        The function runs in a copy of the caller's context, so its log lines carry the
+        job's fields and its spans nest under the job's span, as in the handler."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.executor, functools.partial(fn, *args, **kwargs))
+        call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
+        return await loop.run_in_executor(self.executor, call)
 
     def done_key(self, job: Job) -> str:
         return self.settings.key("done", job.outbox_id)

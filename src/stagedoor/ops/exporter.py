@@ -10,9 +10,11 @@ thread).  Instead:
 * `render_metrics(...)` sums them into Prometheus text exposition.  It is a pure
   function of plain dicts: no I/O, no global registry, nothing started.
 * `MetricsEndpoint` (endpoint.py) is a non-blocking listening socket for the
-  supervisor's own `selectors` loop: when it is readable, `handle_readable(render)`
-  accepts and answers a few tiny HTTP/1.0 requests inline, each bounded by a short
-  timeout.
+  supervisor's own `selectors` loop: /metrics, /healthz, /readyz, each request bounded
+  by a short timeout; a scrape may wait (bounded) for fresh queue numbers.
+
+Every series carries a `stream` label (the job stream's name), so two queues scraped
+by one Prometheus never collide.
 
 Counters never go backwards when a worker is replaced: when a worker exits, fold its
 last snapshot into `retired` with `retire(retired, snapshot)` and drop it from
@@ -45,36 +47,55 @@ from prometheus_client.core import (
 )
 
 from .inspect import queue_gauges
-from .metrics import COUNTERS, DURATION_BUCKETS
+from .metrics import COUNTERS, DURATION_BUCKETS, WAIT_BUCKETS
 
-__all__ = ["CONTENT_TYPE", "empty_totals",
-           "render_metrics", "retire", "sum_snapshots"]
+__all__ = ["CONTENT_TYPE", "build_labels", "empty_totals", "render_metrics", "retire",
+           "sum_snapshots"]
 
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _ROW = len(DURATION_BUCKETS) + 2  # per-bucket counts..., +Inf count, sum
+_WAIT_ROW = len(WAIT_BUCKETS) + 2
 _EMPTY: Mapping[str, float] = MappingProxyType({})
 _BAD_NAME = re.compile(r"[^a-zA-Z0-9_:]")
 
 _COUNTER_HELP = {
-    "handled": "Jobs whose handler returned (acked).",
-    "failed": "Jobs whose handler failed for good (dead-lettered after the policy).",
-    "retried": "Retries of a transient failure inside one delivery.",
-    "dead_lettered": "Entries moved to the dead-letter stream (failed, malformed, poison).",
-    "reclaimed": "Entries taken over from idle consumers by XAUTOCLAIM.",
-    "deleted": "Pending entries found trimmed (no fields): acked, never handled.",
-    "duplicates": "Jobs skipped because their outbox_id was already done.",
-    "recovered": "Entries re-read from this consumer's own pending list at start.",
+    "handled": "Jobs whose handler returned and that were acknowledged, by kind (jobs).",
+    "failed": "Jobs whose handler failed for good and were dead-lettered by the policy, "
+              "by kind (jobs).",
+    "retried": "Retries of a transient handler failure inside one delivery, by kind "
+               "(retries).",
+    "dead_lettered": "Entries moved to the dead-letter stream (failed, malformed, poison), "
+                     "by kind; 'invalid' when the kind is unknown (entries).",
+    "reclaimed": "Entries taken over from idle consumers by XAUTOCLAIM (entries).",
+    "deleted": "Pending entries found trimmed from the stream (no fields): acknowledged, "
+               "never handled (entries).",
+    "duplicates": "Jobs skipped because their outbox_id was already handled, by kind (jobs).",
+    "recovered": "Entries re-read from a worker's own pending list after a restart or a "
+                 "lost reply (entries).",
 }
 _QUEUE_HELP = {
-    "queue_age_seconds": "Age of the oldest undelivered entry, from its id (0: none waiting).",
-    "pending": "Entries delivered and not yet acknowledged (XPENDING).",
-    "lag": "Entries not yet delivered to the group, as Redis counts them (XINFO GROUPS).",
-    "dead_letter_length": "Entries in the dead-letter stream.",
-    "stream_length": "Entries in the job stream.",
-    "trimmed_backlog": "1 when entries the group never delivered were trimmed away.",
-    "trimmed_undelivered_entries": "Never-delivered entries trimmed, per the group's counters.",
-    "oldest_pending_age_seconds": "Age, from its id, of the oldest pending entry.",
+    "queue_age_seconds": "Age of the oldest undelivered entry, from its id, by Redis' clock; "
+                         "0 when none waits (seconds).",
+    "pending": "Entries delivered to the group and not yet acknowledged, XPENDING (entries).",
+    "lag": "Entries not yet delivered to the group, as XINFO GROUPS counts them (entries).",
+    "dead_letter_length": "Entries in the dead-letter stream (entries).",
+    "stream_length": "Entries in the job stream, handled or not, XLEN (entries).",
+    "trimmed_backlog": "1 while entries the group never delivered have been trimmed away, "
+                       "else 0 (boolean).",
+    "trimmed_undelivered_entries": "Never-delivered entries trimmed, from the group's "
+                                   "counters (entries).",
+    "oldest_pending_age_seconds": "Age, from its id, of the oldest delivered but "
+                                  "unacknowledged entry (seconds).",
+}
+_SUPERVISOR_HELP = {
+    "workers_ready": "Worker processes that reached Redis and take jobs (processes).",
+    "workers_wanted": "Worker processes configured (--workers) (processes).",
+    "worker_rss_bytes": "Resident memory of all live workers, summed (bytes).",
+}
+_WORKER_GAUGE_HELP = {
+    "redis_oom": "Live workers holding off because Redis refuses writes with OOM "
+                 "(maxmemory reached) (processes).",
 }
 
 
@@ -82,8 +103,8 @@ _QUEUE_HELP = {
 
 
 def empty_totals() -> dict[str, Any]:
-    """The shape of `retired`: counters and durations, no gauges."""
-    return {"counters": {}, "durations": {}}
+    """The shape of `retired`: counters and histograms, no gauges."""
+    return {"counters": {}, "durations": {}, "waits": {}}
 
 
 def _add_counters(into: dict[str, dict[str, float]], counters: Any) -> None:
@@ -98,14 +119,14 @@ def _add_counters(into: dict[str, dict[str, float]], counters: Any) -> None:
                 row[str(kind)] = row.get(str(kind), 0) + n
 
 
-def _add_durations(into: dict[str, list[float]], durations: Any) -> None:
+def _add_durations(into: dict[str, list[float]], durations: Any, width: int = _ROW) -> None:
     if not isinstance(durations, Mapping):
         return
     for kind, row in durations.items():
         # A row from a build with other buckets would mislabel counts: leave it out.
-        if not isinstance(row, list | tuple) or len(row) != _ROW:
+        if not isinstance(row, list | tuple) or len(row) != width:
             continue
-        acc = into.setdefault(str(kind), [0.0] * _ROW)
+        acc = into.setdefault(str(kind), [0.0] * width)
         for i, v in enumerate(row):
             acc[i] += float(v)
 
@@ -114,33 +135,38 @@ def retire(retired: dict[str, Any], snapshot: Mapping[str, Any] | None) -> dict[
     """Fold an exited worker's last snapshot into `retired` (in place; also returned)."""
     retired.setdefault("counters", {})
     retired.setdefault("durations", {})
+    retired.setdefault("waits", {})
     if snapshot:
         _add_counters(retired["counters"], snapshot.get("counters"))
         _add_durations(retired["durations"], snapshot.get("durations"))
+        _add_durations(retired["waits"], snapshot.get("waits"), _WAIT_ROW)
     return retired
 
 
 def sum_snapshots(workers: Iterable[Mapping[str, Any]], retired: Mapping[str, Any] | None
                   ) -> dict[str, Any]:
-    """Live snapshots plus retired totals: {"counters", "durations", "gauges"}.
+    """Live snapshots plus retired totals: {"counters", "durations", "waits", "gauges"}.
 
     Gauges are summed over live workers only (a dead worker has nothing in flight).
     """
     counters: dict[str, dict[str, float]] = {}
     durations: dict[str, list[float]] = {}
+    waits: dict[str, list[float]] = {}
     gauges: dict[str, float] = {}
     if retired:
         _add_counters(counters, retired.get("counters"))
         _add_durations(durations, retired.get("durations"))
+        _add_durations(waits, retired.get("waits"), _WAIT_ROW)
     for snap in workers:
         if not isinstance(snap, Mapping):
             continue
         _add_counters(counters, snap.get("counters"))
         _add_durations(durations, snap.get("durations"))
+        _add_durations(waits, snap.get("waits"), _WAIT_ROW)
         for name, value in (snap.get("gauges") or {}).items():
             if isinstance(value, int | float) and math.isfinite(value):
                 gauges[str(name)] = gauges.get(str(name), 0.0) + value
-    return {"counters": counters, "durations": durations, "gauges": gauges}
+    return {"counters": counters, "durations": durations, "waits": waits, "gauges": gauges}
 
 
 # -- exposition ------------------------------------------------------------------------------
@@ -170,47 +196,70 @@ class _Snapshot:
         return iter(())
 
 
+def _histogram(name: str, help_text: str, rows: Mapping[str, list[float]],
+               bounds: tuple[float, ...]) -> Metric:
+    hist = HistogramMetricFamily(name, help_text, labels=["kind"])
+    for kind, row in sorted(rows.items()):
+        buckets: list[tuple[str, float]] = []
+        cumulative = 0.0
+        for bound, n in zip(bounds, row, strict=False):
+            cumulative += n
+            buckets.append((_le(bound), cumulative))
+        cumulative += row[len(bounds)]
+        buckets.append(("+Inf", cumulative))
+        hist.add_metric([kind], buckets, sum_value=row[-1])
+    return hist
+
+
 def _families(totals: Mapping[str, Any], queue: Mapping[str, Any] | None, restarts: int,
-              alive: int, extra_gauges: Mapping[str, float]) -> list[Metric]:
+              alive: int, extra_gauges: Mapping[str, float], maxlen: int | None,
+              processes: Mapping[int, Mapping[str, float]],
+              build: Mapping[str, str] | None) -> list[Metric]:
     out: list[Metric] = []
     counters = totals["counters"]
     for name in (*COUNTERS, *sorted(set(counters) - set(COUNTERS))):
         fam = CounterMetricFamily(f"stagedoor_jobs_{_BAD_NAME.sub('_', name)}",
-                                  _COUNTER_HELP.get(name, f"Jobs counted as {name}."),
+                                  _COUNTER_HELP.get(name, f"Jobs counted as {name} (jobs)."),
                                   labels=["kind"])
         for kind, n in sorted(counters.get(name, {}).items()):
             fam.add_metric([kind], n)
         out.append(fam)
 
-    hist = HistogramMetricFamily("stagedoor_handler_duration_seconds",
-                                 "Handler run time by job kind.", labels=["kind"])
-    for kind, row in sorted(totals["durations"].items()):
-        buckets: list[tuple[str, float]] = []
-        cumulative = 0.0
-        for bound, n in zip(DURATION_BUCKETS, row, strict=False):
-            cumulative += n
-            buckets.append((_le(bound), cumulative))
-        cumulative += row[len(DURATION_BUCKETS)]
-        buckets.append(("+Inf", cumulative))
-        hist.add_metric([kind], buckets, sum_value=row[-1])
-    out.append(hist)
+    out.append(_histogram("stagedoor_handler_duration_seconds",
+                          "Handler run time of one attempt, by job kind (seconds).",
+                          totals["durations"], DURATION_BUCKETS))
+    out.append(_histogram("stagedoor_queue_wait_seconds",
+                          "Time from a job's entry id (when Redis added it) to its handler's "
+                          "start, by job kind (seconds).",
+                          totals.get("waits") or {}, WAIT_BUCKETS))
 
     gauges = dict(totals["gauges"])
-    out.append(GaugeMetricFamily("stagedoor_in_flight", "Jobs running now, over live workers.",
+    out.append(GaugeMetricFamily("stagedoor_in_flight",
+                                 "Jobs whose handler runs now, over live workers (jobs).",
                                  value=gauges.pop("in_flight", 0.0)))
+    out.append(GaugeMetricFamily("stagedoor_redis_oom", _WORKER_GAUGE_HELP["redis_oom"],
+                                 value=gauges.pop("redis_oom", 0.0)))
     for name, value in sorted(gauges.items()):
         out.append(GaugeMetricFamily(_metric_name("worker_" + name),
-                                     f"Worker gauge {name}, summed over live workers.",
+                                     _WORKER_GAUGE_HELP.get(
+                                         name, f"Worker gauge {name}, summed over live "
+                                         "workers."),
                                      value=value))
 
     out.append(GaugeMetricFamily("stagedoor_queue_status_available",
-                                 "1 when a worker has reported the queue's numbers.",
-                                 value=1.0 if queue else 0.0))
+                                 "1 when a worker has reported the queue's numbers, else 0 "
+                                 "(boolean).", value=1.0 if queue else 0.0))
+    if maxlen is not None:
+        out.append(GaugeMetricFamily("stagedoor_stream_maxlen",
+                                     "MAXLEN ~ the producers trim the job stream to; "
+                                     "undelivered entries beyond it are lost (entries).",
+                                     value=float(maxlen)))
     if queue:
         stamp = queue.get("time_ms")
         if isinstance(stamp, int | float):
             out.append(GaugeMetricFamily("stagedoor_queue_status_timestamp_seconds",
-                                         "Redis time of the last queue status (staleness).",
+                                         "Redis time when the queue gauges were read "
+                                         "(Unix seconds); old when Redis is away.",
                                          value=stamp / 1000))
         for key, value in sorted(queue_gauges(queue).items()):
             out.append(GaugeMetricFamily(f"stagedoor_{key}",
@@ -218,9 +267,30 @@ def _families(totals: Mapping[str, Any], queue: Mapping[str, Any] | None, restar
                                          value=value))
 
     out.append(CounterMetricFamily("stagedoor_worker_restarts",
-                                   "Workers respawned by the supervisor.", value=restarts))
-    out.append(GaugeMetricFamily("stagedoor_workers_alive", "Worker processes alive.",
+                                   "Workers respawned by the supervisor after a crash "
+                                   "(restarts).", value=restarts))
+    out.append(GaugeMetricFamily("stagedoor_workers_alive",
+                                 "Worker processes alive, ready or not (processes).",
                                  value=alive))
+    rss = GaugeMetricFamily("stagedoor_worker_resident_memory_bytes",
+                            "Resident memory of the worker process in each slot (bytes).",
+                            labels=["slot"])
+    cpu = CounterMetricFamily("stagedoor_worker_cpu_seconds",
+                              "CPU time (user + system) of the worker process in each slot; "
+                              "restarts at 0 with a new process (seconds).", labels=["slot"])
+    for slot, proc in sorted(processes.items()):
+        if "rss_bytes" in proc:
+            rss.add_metric([str(slot)], float(proc["rss_bytes"]))
+        if "cpu_seconds" in proc:
+            cpu.add_metric([str(slot)], float(proc["cpu_seconds"]))
+    out += [rss, cpu]
+    if build is not None:
+        names = sorted(build)
+        info = GaugeMetricFamily("stagedoor_build_info",
+                                 "Always 1; the labels say which stagedoor, Python and "
+                                 "renderer this supervisor runs.", labels=names)
+        info.add_metric([str(build[k]) for k in names], 1.0)
+        out.append(info)
     taken: set[str] = set()
     unique: list[Metric] = []
     for family in out:  # a worker gauge may not shadow a metric of ours
@@ -231,14 +301,37 @@ def _families(totals: Mapping[str, Any], queue: Mapping[str, Any] | None, restar
         metric = _metric_name(name)
         if metric not in taken:
             taken.add(metric)
-            unique.append(GaugeMetricFamily(metric, f"Supervisor gauge {name}.",
-                                            value=float(value)))
+            unique.append(GaugeMetricFamily(metric, _SUPERVISOR_HELP.get(
+                name, f"Supervisor gauge {name}."), value=float(value)))
     return unique
+
+
+def _with_stream(families: list[Metric], stream: str) -> list[Metric]:
+    """Every sample gets stream=<name> first: two queues on one Prometheus never collide."""
+    for family in families:
+        family.samples = [sample._replace(labels={"stream": stream, **sample.labels})
+                          for sample in family.samples]
+    return families
+
+
+def build_labels() -> dict[str, str]:
+    """stagedoor_build_info's labels: version, Python, and which renderer is installed."""
+    import importlib.util
+    import platform
+
+    from .. import __version__
+
+    native = importlib.util.find_spec("stagedoor._render") is not None  # found, not loaded
+    return {"version": __version__, "python": platform.python_version(),
+            "renderer": "native" if native else "python"}
 
 
 def render_metrics(workers: Mapping[int, Mapping[str, Any]], retired: Mapping[str, Any] | None,
                    queue: Mapping[str, Any] | None, restarts: int,
-                   extra_gauges: Mapping[str, float] = _EMPTY) -> bytes:
+                   extra_gauges: Mapping[str, float] = _EMPTY, *, stream: str = "jobs",
+                   maxlen: int | None = None,
+                   processes: Mapping[int, Mapping[str, float]] = MappingProxyType({}),
+                   build: Mapping[str, str] | None = None) -> bytes:
     """Prometheus text exposition of everything the supervisor knows.
 
     workers: slot -> the last WorkerStats.snapshot() of each LIVE worker.
@@ -247,17 +340,25 @@ def render_metrics(workers: Mapping[int, Mapping[str, Any]], retired: Mapping[st
         gauges are left out and stagedoor_queue_status_available is 0).
     restarts: worker respawns so far (a counter: stagedoor_worker_restarts_total).
     extra_gauges: more supervisor gauges, name -> value ("stagedoor_" is prefixed).
+    stream: the value of the `stream` label every sample carries.
+    maxlen: the stream's MAXLEN (stagedoor_stream_maxlen), if known.
+    processes: slot -> {"rss_bytes", "cpu_seconds"} of the live worker in that slot.
+    build: the labels of stagedoor_build_info (see `build_labels`), or None.
 
     Output: stagedoor_jobs_<counter>_total{kind} for every metrics.COUNTERS name,
     stagedoor_handler_duration_seconds{kind} (metrics.DURATION_BUCKETS),
-    stagedoor_in_flight, stagedoor_worker_<gauge> for other worker gauges,
+    stagedoor_queue_wait_seconds{kind} (metrics.WAIT_BUCKETS), stagedoor_in_flight,
+    stagedoor_redis_oom, stagedoor_worker_<gauge> for other worker gauges,
     stagedoor_{queue_age_seconds, pending, lag, dead_letter_length, stream_length,
     trimmed_backlog, trimmed_undelivered_entries, oldest_pending_age_seconds},
-    stagedoor_queue_status_{available,timestamp_seconds}, stagedoor_worker_restarts_total,
-    stagedoor_workers_alive.
+    stagedoor_stream_maxlen, stagedoor_queue_status_{available,timestamp_seconds},
+    stagedoor_worker_restarts_total, stagedoor_workers_alive,
+    stagedoor_worker_resident_memory_bytes{slot}, stagedoor_worker_cpu_seconds_total{slot},
+    stagedoor_build_info{version,python,renderer}; all with {stream}.
     """
     totals = sum_snapshots(workers.values(), retired)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Snapshot(_families(totals, queue, restarts, len(workers),
-                                          extra_gauges)))
+    families = _families(totals, queue, restarts, len(workers), extra_gauges, maxlen,
+                         processes, build)
+    registry.register(_Snapshot(_with_stream(families, stream)))
     return bytes(generate_latest(registry))

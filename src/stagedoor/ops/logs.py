@@ -1,42 +1,97 @@
 """Log lines that join up: JSON for journald/collectors, plain text for a terminal.
 
 A job's log lines carry the request id and trace the api put on the entry, so they
-join the checkout that queued the job.  Pass them as `extra=`:
+join the checkout that queued the job.  The worker runs each handler inside
+`job_context(fields)`, and every line logged in it, through any logger (the handler's
+own `logging.getLogger(__name__)`, `ctx.log`, a library's), carries those fields
+without the handler passing them; lines from `ctx.to_thread` work too.  Anything
+else goes in `extra=` and is kept:
 
-    log.info("rendered", extra={"entry_id": eid, "kind": job.kind,
-                                "order_id": job.order_id, "request_id": job.request_id,
-                                "trace": job.trace, "slot": 3})
+    log.info("receipt sent", extra={"customer_tier": "gold", "bytes": 5120})
 
-JSON line fields: ts (ISO-8601 UTC with ms, "2026-09-18T12:53:20.123Z"), level,
-logger, msg, pid, then whichever of EXTRA_KEYS were given, then `exc` (the formatted
-traceback) when the record has exc_info.  Every text that reaches the output goes
-through `redact`, so a Redis URL with a password in it (in a message, an extra or a
-traceback) is written with the password masked.
+JSON line fields, in this order:
 
-Format choice (`log_format`): "json", "text", or "auto" = text when the stream is a
-terminal, JSON otherwise (systemd, pipes, files).
+    ts          ISO-8601 UTC with ms, "2026-09-18T12:53:20.123Z"
+    level       debug, info, warning, error, critical
+    logger      the logger's name (stagedoor.worker, stagedoor.supervisor, yours)
+    msg         the message, % arguments applied
+    pid         the process id
+    the job's   request_id, trace, entry_id, kind, order_id, outbox_id, deliveries,
+    fields      consumer (job_context; an `extra` of the same name wins)
+    trace_id,   the current OpenTelemetry span, when tracing is on (stagedoor[otel])
+    span_id
+    extras      every other `extra=` key, in the order given (EXTRA_KEYS first); a key
+                that is a field above is written as "extra.<key>"
+    exc, stack  the formatted traceback / stack when the record has them
+
+Values that JSON cannot carry are written as str(); bytes are decoded (UTF-8, invalid
+bytes escaped).  Every text that reaches the output goes through `redact`, so a Redis
+URL with a password in it (in a message, an extra or a traceback) is written with the
+password masked.
+
+Format choice (`log_format`): "json"; "text"; "journal" = JSON with the syslog
+priority prefix journald reads ("<3>{...}" for an error, so `journalctl -p warning`
+filters); "auto" = journal when stderr is the journal (systemd sets JOURNAL_STREAM to
+its device:inode), text on a terminal, JSON otherwise (pipes, files, containers).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import os
 import re
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
 import orjson
 
 from ..config import Settings
 
-__all__ = ["EXTRA_KEYS", "JsonFormatter", "TextFormatter", "redact", "setup_logging"]
+__all__ = ["CORE_KEYS", "EXTRA_KEYS", "FORMATS", "JOB_KEYS", "JournalFormatter",
+           "JsonFormatter", "TextFormatter", "current_job", "job_context", "journal_stream",
+           "redact", "setup_logging"]
 
+CORE_KEYS = ("ts", "level", "logger", "msg", "pid")
+# The job's fields, which job_context puts on every line logged while a job runs.
+JOB_KEYS = ("request_id", "trace", "entry_id", "kind", "order_id", "outbox_id",
+            "deliveries", "consumer")
+# The fields stagedoor itself passes as extras, written first when present.
 EXTRA_KEYS = ("request_id", "trace", "entry_id", "kind", "order_id", "outbox_id", "consumer",
               "slot", "deliveries", "error")
+FORMATS = ("auto", "json", "text", "journal")
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
           "warn": logging.WARNING, "error": logging.ERROR, "critical": logging.CRITICAL}
+# syslog priorities (sd-daemon(3) prefixes) by logging level
+_PRIORITY = ((logging.CRITICAL, 2), (logging.ERROR, 3), (logging.WARNING, 4),
+             (logging.INFO, 6))
+
+# What every LogRecord has; anything else on a record came from `extra=`.
+_STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
+    "message", "asctime", "taskName"}
+_TAKEN = frozenset(CORE_KEYS) | {"trace_id", "span_id", "exc", "stack"}
+
+_JOB: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
+    "stagedoor_job", default=None)
+
+
+@contextlib.contextmanager
+def job_context(fields: Mapping[str, Any]) -> Iterator[None]:
+    """Every line logged inside (in this task, and in threads it hands a copy of its
+    context to) carries these fields; see the module docstring."""
+    token = _JOB.set(fields)
+    try:
+        yield
+    finally:
+        _JOB.reset(token)
+
+
+def current_job() -> Mapping[str, Any] | None:
+    """The fields of the job being handled in this context, or None."""
+    return _JOB.get()
 
 # scheme://user:password@  -> scheme://user:***@   (user may be empty: redis://:pw@host)
 # The password part is greedy up to the last @ of the authority, so an unencoded @ in
@@ -70,8 +125,33 @@ def _clean(value: Any) -> Any:
 
 
 def _extras(record: logging.LogRecord) -> dict[str, Any]:
+    """The job's fields, the span's ids, then every extra of the record (see above)."""
+    out: dict[str, Any] = {}
+    job = _JOB.get()
+    if job:
+        for k in JOB_KEYS:
+            if k in job:
+                out[k] = _clean(job[k])
     fields = record.__dict__
-    return {k: _clean(fields[k]) for k in EXTRA_KEYS if k in fields}
+    for k in EXTRA_KEYS:
+        if k in fields:
+            out[k] = _clean(fields[k])
+    ids = _span_ids()
+    if ids is not None:
+        out["trace_id"], out["span_id"] = ids
+    for k, v in fields.items():
+        if k in _STANDARD or k in out or k.startswith("_"):
+            continue
+        out[f"extra.{k}" if k in _TAKEN else k] = _clean(v)
+    return out
+
+
+def _span_ids() -> tuple[str, str] | None:
+    if "opentelemetry.trace" not in sys.modules:  # tracing off: no import, no cost
+        return None
+    from .tracing import current_ids
+
+    return current_ids()
 
 
 class JsonFormatter(logging.Formatter):
@@ -111,6 +191,34 @@ class TextFormatter(logging.Formatter):
         return line
 
 
+class JournalFormatter(JsonFormatter):
+    """A JSON line behind the syslog priority journald reads: "<4>{...}" for a warning."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"<{priority(record.levelno)}>{super().format(record)}"
+
+
+def priority(levelno: int) -> int:
+    """The syslog priority of a logging level (7 debug ... 2 critical)."""
+    for threshold, prio in _PRIORITY:
+        if levelno >= threshold:
+            return prio
+    return 7
+
+
+def journal_stream(stream: Any, environ: Mapping[str, str] | None = None) -> bool:
+    """True when `stream` is the journal: JOURNAL_STREAM names its device:inode."""
+    value = (os.environ if environ is None else environ).get("JOURNAL_STREAM", "")
+    dev, _, ino = value.partition(":")
+    if not dev.isdigit() or not ino.isdigit():
+        return False
+    try:
+        st = os.fstat(stream.fileno())
+    except (AttributeError, ValueError, OSError):
+        return False
+    return (st.st_dev, st.st_ino) == (int(dev), int(ino))
+
+
 class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
     """Marks the handler setup_logging installed, so a second call replaces it."""
 
@@ -128,7 +236,7 @@ def setup_logging(settings_or_format: Settings | str = "auto", level: str | None
     """Install one handler on the root logger (or `logger`) and return it.
 
     settings_or_format: a Settings (its log_format and log_level are used) or one of
-    "auto", "json", "text".  level: "debug", "info", "warning" or "error"; overrides
+    "auto", "json", "text", "journal".  level: "debug", "info", "warning" or "error"; overrides
     the settings' level; default "info".  stream: default sys.stderr (looked up at
     call time, so a test's capsys works).  Calling it again replaces the handler it
     installed before; other handlers are left alone.
@@ -138,16 +246,17 @@ def setup_logging(settings_or_format: Settings | str = "auto", level: str | None
         level = level or settings_or_format.log_level
     else:
         fmt = settings_or_format
-    if fmt not in ("auto", "json", "text"):
-        raise ValueError(f"log format {fmt!r}: expected auto, json or text")
+    if fmt not in FORMATS:
+        raise ValueError(f"log format {fmt!r}: expected auto, json, text or journal")
     name = (level or "info").lower()
     if name not in LEVELS:
         raise ValueError(f"log level {level!r}: expected debug, info, warning or error")
     out = stream if stream is not None else sys.stderr
     if fmt == "auto":
-        fmt = "text" if _is_tty(out) else "json"
+        fmt = "journal" if journal_stream(out) else "text" if _is_tty(out) else "json"
     handler = _Handler(out)
-    handler.setFormatter(TextFormatter() if fmt == "text" else JsonFormatter())
+    formatter = {"text": TextFormatter, "journal": JournalFormatter}.get(fmt, JsonFormatter)
+    handler.setFormatter(formatter())
     target = logger if logger is not None else logging.getLogger()
     for old in list(target.handlers):
         if isinstance(old, _Handler):
@@ -156,7 +265,3 @@ def setup_logging(settings_or_format: Settings | str = "auto", level: str | None
     target.setLevel(LEVELS[name])
     return handler
 
-
-def log_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
-    """The EXTRA_KEYS of a mapping (a parsed job's fields, say), for `extra=`."""
-    return {k: fields[k] for k in EXTRA_KEYS if k in fields}

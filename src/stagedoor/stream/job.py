@@ -121,10 +121,15 @@ def _collect(raw: Sequence[bytes], max_field_bytes: int) -> dict[bytes, bytes]:
     return values
 
 
-def make_job(kind: str, order_id: int, outbox_id: int, request_id: str, trace: str) -> Job:
-    """Build a Job the way a producer should: validated by the same parser workers use."""
+def make_job(kind: str, order_id: int, outbox_id: int, request_id: str, trace: str, *,
+             kinds: Collection[str] | None = None) -> Job:
+    """Build a Job the way a producer should: validated by the same parser workers use.
+
+    kinds: the kinds the workers know (`load_registry(settings.handlers).kinds`, the
+    built-ins plus the same registries the workers load); a job of any other kind is
+    refused here instead of dead-lettered by a worker.  None checks the format only."""
     job = Job(kind, order_id, outbox_id, request_id, trace)
     try:
-        return parse_job(job.fields(), max_field_bytes=DEFAULT_MAX_FIELD_BYTES)
+        return parse_job(job.fields(), kinds, max_field_bytes=DEFAULT_MAX_FIELD_BYTES)
     except MalformedJob as e:
         raise ValueError(f"refusing to enqueue: {e}") from None

@@ -55,11 +55,12 @@ from typing import Any
 
 from ..config import ConfigError, Settings
 from ..exitcodes import EX_CONFIG, EX_OK, EX_SOFTWARE
+from ..proctitle import set_title, supervisor_title
 from . import decisions as rules
 from .decisions import SlotView
 from .pool import Pool
 from .process import ForkUnsafe
-from .report import Reporter
+from .report import METRICS_WAIT, Reporter
 from .signals import SignalInbox
 from .state import Options, Slot
 from .systemd import Notifier
@@ -112,7 +113,8 @@ class Supervisor:
         from ..ops.endpoint import MetricsBindError, MetricsEndpoint
 
         try:
-            self.metrics = MetricsEndpoint(s.metrics_host, s.metrics_port)
+            self.metrics = MetricsEndpoint(s.metrics_host, s.metrics_port,
+                                           wait_limit=METRICS_WAIT)
         except MetricsBindError as e:
             raise ConfigError(str(e)) from None
         self.selector.register(self.metrics.fileno(), selectors.EVENT_READ, ("metrics", None))
@@ -148,6 +150,7 @@ class Supervisor:
             self._start_metrics()
             for k in range(self.settings.workers):
                 self.pool.slots[k] = Slot(k)
+            set_title(supervisor_title(self.settings, len(self.pool.slots)))
             log.info("supervisor pid %d starting %d workers (consumers %s..)", os.getpid(),
                      self.settings.workers, self.settings.consumer_name(0))
             while self.exit_code is None:
@@ -181,6 +184,8 @@ class Supervisor:
                 pool.reap(handle)
             elif kind == "metrics":
                 self._serve_metrics()
+        if self.metrics is not None and self.metrics.parked:
+            self._flush_metrics()
         while self.signals.pending:
             self._on_signal(self.signals.pending.popleft())
         pool.reap_all()
@@ -195,6 +200,8 @@ class Supervisor:
         due = [s.next_spawn for s in self.pool.slots.values()
                if s.next_spawn is not None and s.current is None]
         t = min([TICK, *(d - now for d in due)])
+        if self.metrics is not None:
+            t = min(t, self.metrics.wait_time(now))
         return max(0.0, t)
 
     def _check(self, now: float) -> None:
@@ -243,6 +250,7 @@ class Supervisor:
             index = next(k for k in range(len(slots) + 1) if k not in slots)
             slots[index] = Slot(index)
             log.info("SIGTTIN: %d workers", len(slots))
+            set_title(supervisor_title(self.settings, len(slots)))
         elif sig == signal.SIGTTOU:
             if len(slots) <= 1:
                 log.info("SIGTTOU ignored: 1 worker is the minimum")
@@ -253,6 +261,7 @@ class Supervisor:
                     self.pool.retire(h, "SIGTTOU")
             if slot.index in self.reload_queue:
                 self.reload_queue.remove(slot.index)
+            set_title(supervisor_title(self.settings, len(slots)))
             log.info("SIGTTOU: %d workers", len(slots))
 
     def _begin_stop(self, *, quick: bool) -> None:
@@ -328,7 +337,16 @@ class Supervisor:
 
     # -- metrics --------------------------------------------------------------------------
     def _serve_metrics(self) -> None:
+        r = self.reporter
         try:
-            self.metrics.handle_readable(self.reporter.render_metrics)
+            self.metrics.handle_readable(r.render_metrics, ready=r.probe,
+                                         refresh=r.ask_for_queue)
+        except Exception:
+            log.exception("metrics endpoint failed to serve a scrape")
+
+    def _flush_metrics(self) -> None:
+        r = self.reporter
+        try:
+            self.metrics.flush(r.render_metrics, ready=r.probe, fresh=r.fresh())
         except Exception:
             log.exception("metrics endpoint failed to serve a scrape")

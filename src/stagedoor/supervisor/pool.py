@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import selectors
 import signal
 import time
@@ -55,6 +56,7 @@ class Pool:
         self.handles: dict[int, Handle] = {}
         self.retired: dict[str, Any] = empty_totals()
         self.queue: dict[str, Any] | None = None  # the last queue status a worker sent
+        self.queue_at = -math.inf  # monotonic time it arrived
         self.restarts = 0
         self.recycled = 0
         self.restart_window = RestartWindow(options.flap_max, options.flap_window)
@@ -135,6 +137,7 @@ class Pool:
             h.rss = int(msg.get("rss") or 0)
             if msg.get("queue") is not None:
                 self.queue = msg["queue"]
+                self.queue_at = now
         elif msg.get("t") == "ready" and h.ready_at is None:
             self._on_ready(h, now)
 

@@ -4,7 +4,8 @@ No policy lives here (that is loop.py and decisions.py); this module only knows 
 child with two pipes and how to ask the kernel about it:
 
     heartbeat pipe   child writes, supervisor reads (non-blocking, in the selector)
-    lifeline pipe    supervisor holds the only write end and never writes; when the
+    lifeline pipe    supervisor holds the only write end and writes only one-byte
+                     requests (`ask`: "q" for fresh queue numbers); when the
                      supervisor dies the kernel closes it and the child reads EOF
     pidfd            readable when the child exits (Linux >= 5.3); signals sent
                      through it cannot hit a recycled pid.  Without pidfd_open we
@@ -171,6 +172,19 @@ class Process:
         except BlockingIOError:
             return b""
         return data or None
+
+    def ask(self, request: bytes) -> bool:
+        """Write a one-byte request down the lifeline ("q": fresh queue numbers, please).
+
+        Never blocks: a child that does not read (hung, or gone) just misses the
+        request.  Returns whether it was written."""
+        if self.lifeline_fd < 0:
+            return False
+        try:
+            os.set_blocking(self.lifeline_fd, False)
+            return os.write(self.lifeline_fd, request) == len(request)
+        except (BlockingIOError, BrokenPipeError):
+            return False
 
     # -- descriptors ----------------------------------------------------------------------
     def fds(self) -> list[int]:

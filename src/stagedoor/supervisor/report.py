@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
+import time
 from typing import TYPE_CHECKING, Any
 
 import orjson
 import psutil
 
+from ..ops.endpoint import Probe
 from ..ops.exporter import empty_totals, retire
 
 if TYPE_CHECKING:
@@ -23,6 +26,8 @@ log = logging.getLogger("stagedoor.supervisor")
 
 STATUS_EVERY = 1.0      # most often a changed STATUS= goes to systemd
 LOG_EVERY = 60.0        # the periodic resource log line
+METRICS_WAIT = 0.5      # a scrape waits at most this for fresh queue numbers
+READY_QUEUE_AGE = 15.0  # /readyz: queue numbers older than this mean Redis is away
 
 
 def total(snap: dict[str, Any], counter: str) -> int:
@@ -36,6 +41,8 @@ class Reporter:
         self.last_status = ""
         self.next_log = now + LOG_EVERY
         self.last_status_file = b""
+        self.queue_asked = -math.inf  # monotonic time a scrape last asked for queue numbers
+        self.build: dict[str, str] | None = None
 
     def summary(self) -> str:
         sup = self.sup
@@ -118,7 +125,7 @@ class Reporter:
             log.warning("cannot write status file %s: %s", path, e)
 
     def render_metrics(self) -> bytes:
-        from ..ops.exporter import render_metrics
+        from ..ops.exporter import build_labels, render_metrics
 
         sup = self.sup
         pool = sup.pool
@@ -128,10 +135,60 @@ class Reporter:
         for h in pool.handles.values():  # a retiring worker's counters still count
             if h.role == "retiring":
                 retire(retired, h.stats)
-        extra = {"workers_ready": float(sum(1 for s in pool.slots.values()
-                                            if s.current is not None and s.current.ready)),
+        extra = {"workers_ready": float(self.ready_count()),
                  "workers_wanted": float(len(pool.slots)),
                  "worker_rss_bytes": float(sum(h.rss for h in pool.handles.values()))}
+        processes: dict[int, dict[str, float]] = {}
+        for slot in pool.slots.values():
+            cur = slot.current
+            if cur is None:
+                continue
+            row = processes[slot.index] = {"rss_bytes": float(cur.rss)}
+            if cur.ps is not None:
+                with contextlib.suppress(psutil.Error):
+                    times = cur.ps.cpu_times()
+                    row["cpu_seconds"] = times.user + times.system
+        if self.build is None:
+            self.build = build_labels()
+        s = sup.settings
         out: bytes = render_metrics(workers, retired, pool.queue, pool.restarts,
-                                    extra_gauges=extra)
+                                    extra_gauges=extra, stream=s.stream, maxlen=s.maxlen,
+                                    processes=processes, build=self.build)
         return out
+
+    def ready_count(self) -> int:
+        return sum(1 for s in self.sup.pool.slots.values()
+                   if s.current is not None and s.current.ready)
+
+    # -- fresh queue numbers for a scrape, and /readyz ---------------------------------------
+    def fresh(self) -> bool:
+        """The queue numbers arrived after the last time a scrape asked for them."""
+        return self.sup.pool.queue_at >= self.queue_asked
+
+    def ask_for_queue(self) -> bool:
+        """A scrape wants fresh queue numbers: ask slot 0's worker (it reads them), one
+        byte down its lifeline.  True when the answer is worth waiting for (asked now,
+        or a question is already on its way: one answers every scrape parked on it)."""
+        now = time.monotonic()
+        pool = self.sup.pool
+        if self.queue_asked > pool.queue_at and now - self.queue_asked < METRICS_WAIT:
+            return True
+        slot = pool.slots.get(0)
+        h = slot.current if slot is not None else None
+        if h is None or not h.ready or not h.proc.ask(b"q"):
+            return False
+        self.queue_asked = now
+        return True
+
+    def probe(self) -> Probe:
+        """/readyz: every wanted worker ready, and Redis answered the last question."""
+        sup = self.sup
+        ready, wanted = self.ready_count(), len(sup.pool.slots)
+        if sup.stopping:
+            return Probe(False, "stopping")
+        if ready < wanted:
+            return Probe(False, f"workers {ready}/{wanted} ready")
+        if not self.fresh() or time.monotonic() - sup.pool.queue_at > READY_QUEUE_AGE:
+            return Probe(False, f"workers {ready}/{wanted} ready, but Redis did not answer "
+                                "the queue status in time")
+        return Probe(True, f"workers {ready}/{wanted} ready, Redis answered")

@@ -41,6 +41,7 @@ import redis
 
 from ..config import ConfigError, Settings
 from ..exitcodes import EX_CONFIG, EX_OK, EX_SOFTWARE, EX_UNAVAILABLE
+from ..proctitle import set_title, worker_title
 
 log = logging.getLogger("stagedoor.worker_process")
 
@@ -75,6 +76,7 @@ def setup_logging(settings: Settings) -> None:
 
 def child_main(settings: Settings, slot: int, heartbeat_fd: int, lifeline_fd: int) -> int:
     """The whole life of a worker process; returns its exit code."""
+    set_title(worker_title(settings, slot))
     reset_signals()
     for name in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
         os.environ.pop(name, None)
@@ -128,6 +130,7 @@ class Heartbeat:
         self.slot = slot
         self.pid = os.getpid()
         self.queue: dict[str, Any] | None = None
+        self.asked = asyncio.Event()  # the supervisor wants fresh queue numbers (a scrape)
         self._proc = psutil.Process(self.pid)
 
     def send(self, message: dict[str, Any]) -> None:
@@ -155,18 +158,25 @@ class Heartbeat:
             await asyncio.sleep(interval)
 
     async def queue_status(self, worker: Any, settings: Settings) -> None:
-        """Slot 0 only: the queue's numbers for the exporter, every few seconds."""
+        """Slot 0 only: the queue's numbers for the exporter, every few seconds, and at
+        once when the supervisor asks (a scrape waits for them, up to half a second)."""
         from ..ops.inspect import aqueue_status
 
         await worker.ready.wait()
         every = max(QUEUE_STATUS_EVERY, settings.heartbeat_interval)
         while True:
             started = time.monotonic()
+            asked = self.asked.is_set()
+            self.asked.clear()
             try:
                 self.queue = await aqueue_status(worker.cmd, settings)
             except Exception as e:  # Redis away for a moment, or an odd key: not fatal
                 log.debug("queue status failed: %s", e)
-            await asyncio.sleep(max(0.0, every - (time.monotonic() - started)))
+            if asked and self.queue is not None:
+                self.beat(worker)  # now, not at the next heartbeat: a scrape is waiting
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.asked.wait(),
+                                       max(0.0, every - (time.monotonic() - started)))
 
 
 class _PipeProtocol(asyncio.BaseProtocol):
@@ -216,6 +226,9 @@ async def _amain(settings: Settings, registry: Any, slot: int, heartbeat_fd: int
         try:
             data = os.read(lifeline_fd, 64)
         except BlockingIOError:
+            return
+        if data and b"q" in data:
+            heartbeat.asked.set()
             return
         if not data:
             loop.remove_reader(lifeline_fd)

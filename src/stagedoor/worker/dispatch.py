@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from ..backoff import Backoff
 from ..config import Settings
 from ..handlers import Context, Registry
+from ..ops.logs import job_context
 from ..ops.metrics import WorkerStats
+from ..ops.tracing import JobTracer, entry_ms
 from ..stream import connection
 from ..stream.job import MalformedJob, parse_job
 from ..stream.queue import DeadLetter
@@ -47,6 +50,7 @@ class Dispatcher:
         self.stats = stats
         self.consumer = consumer
         self.kinds = registry.kinds
+        self.tracer: JobTracer | None = None  # set by Worker.run when tracing is on
 
     def dispatch(self, entries: Sequence[Entry], reserved: int,
                  counts: dict[bytes, int] | None, starts: dict[bytes, int] | None = None
@@ -66,7 +70,6 @@ class Dispatcher:
     async def handle(self, entry_id: bytes, fields: list[bytes] | None,
                      deliveries: int, started: int = 0) -> None:
         """started: starts recorded since the first delivery (redelivered entries only)."""
-        s = self.settings
         try:
             if fields is None:
                 # Trimmed while pending: nothing to run; ack so the PEL stops returning it.
@@ -75,39 +78,15 @@ class Dispatcher:
                             entry_id.decode(), extra={"entry_id": entry_id.decode()})
                 self.acker.add(entry_id)
                 return
-            if started and started + 1 > s.max_deliveries:
-                await self.dead(entry_id, fields, deliveries,
-                                f"poison: started {started + 1} times, delivered "
-                                f"{deliveries} times (max_deliveries={s.max_deliveries})",
-                                metric_kind(fields, self.kinds))
+            if self.tracer is None:
+                await self._handle(entry_id, fields, deliveries, started)
                 return
-            try:
-                job = parse_job(fields, self.kinds, max_field_bytes=s.max_field_bytes)
-            except MalformedJob as e:
-                await self.dead(entry_id, fields, deliveries, f"malformed: {e}",
-                                metric_kind(fields, self.kinds))
-                return
-            handler = self.registry.get(job.kind)
-
-            def extra() -> dict[str, object]:  # built only when a line is logged
-                return {"request_id": job.request_id, "trace": job.trace, "kind": job.kind,
-                        "order_id": job.order_id, "outbox_id": job.outbox_id,
-                        "entry_id": entry_id.decode(), "deliveries": deliveries,
-                        "consumer": self.consumer}
-
-            outcome = await run_with_policy(
-                lambda: handler.fn(job, self.ctx), kind=job.kind,
-                time_limit=handler.timeout or s.job_timeout, settings=s, stats=self.stats,
-                deadlines=self.deadlines, extra=extra)
-            if outcome.verdict is Verdict.DONE:
-                self.stats.inc("handled", job.kind)
-                self.acker.add(entry_id)
-            elif outcome.verdict is Verdict.DEAD:
-                await self.dead(entry_id, fields, deliveries, outcome.reason, job.kind)
-            else:
-                self.stats.inc("failed", job.kind)
-                log.error("job failed after %d attempts, left pending for redelivery: %s",
-                          outcome.attempts, outcome.reason, extra=extra())
+            eid = entry_id.decode()
+            with self.tracer.job(stream=self.settings.stream, group=self.settings.group,
+                                 consumer=self.consumer, entry_id=eid,
+                                 trace=raw_field(fields, b"trace"), deliveries=deliveries,
+                                 kind=metric_kind(fields, self.kinds)):
+                await self._handle(entry_id, fields, deliveries, started)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -115,6 +94,51 @@ class Dispatcher:
             log.exception("unexpected error handling %s; left pending", entry_id.decode())
         finally:
             self.stats.gauges["in_flight"] = len(self.slots.running) - 1
+
+    async def _handle(self, entry_id: bytes, fields: list[bytes], deliveries: int,
+                      started: int) -> None:
+        s = self.settings
+        if started and started + 1 > s.max_deliveries:
+            await self.dead(entry_id, fields, deliveries,
+                            f"poison: started {started + 1} times, delivered "
+                            f"{deliveries} times (max_deliveries={s.max_deliveries})",
+                            metric_kind(fields, self.kinds))
+            return
+        try:
+            job = parse_job(fields, self.kinds, max_field_bytes=s.max_field_bytes)
+        except MalformedJob as e:
+            await self.dead(entry_id, fields, deliveries, f"malformed: {e}",
+                            metric_kind(fields, self.kinds))
+            return
+        handler = self.registry.get(job.kind)
+        # Time since Redis added the entry (its id) to now, the handler's start.  The
+        # worker's clock against Redis': both NTP-synced, or the histogram says so.
+        self.stats.observe_wait(job.kind, time.time() - entry_ms(entry_id) / 1000)
+        fields_of_job = {"request_id": job.request_id, "trace": job.trace, "kind": job.kind,
+                         "order_id": job.order_id, "outbox_id": job.outbox_id,
+                         "entry_id": entry_id.decode(), "deliveries": deliveries,
+                         "consumer": self.consumer}
+        tracer = self.tracer
+        # Every line logged while the job runs, from any logger, carries its fields.
+        with job_context(fields_of_job):
+            outcome = await run_with_policy(
+                lambda: handler.fn(job, self.ctx), kind=job.kind,
+                time_limit=handler.timeout or s.job_timeout, settings=s, stats=self.stats,
+                deadlines=self.deadlines,
+                on_retry=None if tracer is None else _retry_event(tracer))
+            if outcome.verdict is Verdict.DONE:
+                self.stats.inc("handled", job.kind)
+                self.acker.add(entry_id)
+            elif outcome.verdict is Verdict.DEAD:
+                await self.dead(entry_id, fields, deliveries, outcome.reason, job.kind)
+            else:
+                self.stats.inc("failed", job.kind)
+                if tracer is not None:
+                    tracer.event("stagedoor.left_pending", {"reason": outcome.reason,
+                                                            "attempts": outcome.attempts})
+                    tracer.fail(outcome.reason)
+                log.error("job failed after %d attempts, left pending for redelivery: %s",
+                          outcome.attempts, outcome.reason)
 
     async def dead(self, entry_id: bytes, fields: list[bytes], deliveries: int,
                    reason: str, kind: str) -> None:
@@ -131,11 +155,31 @@ class Dispatcher:
                 continue
             if dead_id is not None:
                 self.stats.inc("dead_lettered", kind)
+                if self.tracer is not None:
+                    self.tracer.event("stagedoor.dead_letter", {
+                        "reason": reason, "dead_letter.id": dead_id.decode(),
+                        "messaging.redis.message.delivery_count": deliveries})
+                    self.tracer.fail(reason)
                 log.error("dead-lettered %s as %s: %s", entry_id.decode(), dead_id.decode(),
                           reason, extra={"entry_id": entry_id.decode(), "kind": kind,
                                          "error": reason, "deliveries": deliveries})
             return
         log.error("could not dead-letter %s (%s); left pending", entry_id.decode(), last)
+
+
+def _retry_event(tracer: JobTracer) -> Callable[[int, str, float], None]:
+    def on_retry(attempt: int, reason: str, delay: float) -> None:
+        tracer.event("stagedoor.retry", {"attempt": attempt, "reason": reason,
+                                         "delay_s": delay})
+    return on_retry
+
+
+def raw_field(fields: Sequence[bytes], name: bytes) -> str:
+    """A field of an entry that may not parse, as text ('' when absent)."""
+    for i in range(0, len(fields) - 1, 2):
+        if fields[i] == name:
+            return fields[i + 1].decode("utf-8", "replace")
+    return ""
 
 
 def metric_kind(fields: Sequence[bytes], kinds: frozenset[str]) -> str:

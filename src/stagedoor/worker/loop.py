@@ -17,6 +17,7 @@ dead-letter script.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from typing import Any
 
 from ..config import Settings
 from ..handlers import Context, Registry, load_registry
+from ..ops import tracing
 from ..ops.metrics import WorkerStats
 from ..stream import connection
 from ..stream.queue import DeadLetter
@@ -45,16 +47,18 @@ class Worker:
 
     def __init__(self, settings: Settings, registry: Registry | None = None, *,
                  slot: int = 0, consumer: str | None = None, burst: bool = False,
-                 on_ready: Callable[[], None] | None = None) -> None:
+                 on_ready: Callable[[], None] | None = None,
+                 tracer: tracing.JobTracer | None = None) -> None:
         s = self.settings = settings
         self.registry = registry if registry is not None else load_registry(settings.handlers)
         self.consumer = consumer or settings.consumer_name(slot)
         self.slot = slot
         self.burst = burst
-        self.stats = WorkerStats()
+        self.stats = WorkerStats(self.registry.kinds)  # every kind counted from 0
         self.ready = asyncio.Event()
         self._on_ready = on_ready
         self._stopping = asyncio.Event()
+        self.tracer = tracer  # None: run() sets it up from OTEL_* (ops/tracing.py)
         # The parts.  Nothing here connects or starts a thread: that is run()'s.
         self.cmd = connection.async_client(s, name=self.consumer)
         self.executor = ThreadPoolExecutor(s.render_threads,
@@ -93,6 +97,11 @@ class Worker:
         s = self.settings
         tasks: list[asyncio.Task[Any]] = []
         try:
+            # Tracing (stagedoor[otel] + OTEL_*) starts its export thread here, after the
+            # fork; None when it is off, and then it costs one `is None` per job.
+            if self.tracer is None:
+                self.tracer = tracing.setup_or_config_error()
+            self.dispatcher.tracer = self.tracer
             await lifecycle.boot(s, self.cmd, self.reader, self.acker)
             self.ready.set()
             if self._on_ready:
@@ -128,3 +137,6 @@ class Worker:
             await self.reader.conn.aclose()
             await self.acker.aclose()
             await self.cmd.aclose()
+            if self.tracer is not None:  # flush the last spans, bounded
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(asyncio.to_thread(self.tracer.shutdown), 5)

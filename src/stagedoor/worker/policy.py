@@ -92,8 +92,12 @@ class Deadlines:
 
 async def run_with_policy(run: Callable[[], Awaitable[None]], *, kind: str, time_limit: float,
                           settings: Settings, stats: WorkerStats, deadlines: Deadlines,
-                          extra: Callable[[], dict[str, object]] | None = None) -> Outcome:
-    """Run a handler under its time limit, retrying transient failures; return a verdict."""
+                          on_retry: Callable[[int, str, float], None] | None = None
+                          ) -> Outcome:
+    """Run a handler under its time limit, retrying transient failures; return a verdict.
+
+    on_retry(attempt, reason, delay) is told of each retry (the job's span records it).
+    Log lines name the job through the caller's logs.job_context."""
     attempt = 0
     task = asyncio.current_task()
     assert task is not None
@@ -119,7 +123,7 @@ async def run_with_policy(run: Callable[[], Awaitable[None]], *, kind: str, time
         except asyncio.CancelledError:
             raise
         except Exception as e:  # a handler bug: retry, then leave it to the poison counter
-            log.exception("handler raised", extra=extra() if extra else None)
+            log.exception("handler raised")
             reason = f"{type(e).__name__}: {e}"
         else:
             stats.observe(kind, time.perf_counter() - started)
@@ -130,6 +134,8 @@ async def run_with_policy(run: Callable[[], Awaitable[None]], *, kind: str, time
         stats.inc("retried", kind)
         # full jitter from 0 (backoff.py): spreads a burst of retries across the pool
         delay = Schedule(settings.retry_backoff, settings.retry_backoff_max).delay(attempt)
-        log.warning("retrying in %.3fs: %s", delay, reason, extra=extra() if extra else None)
+        log.warning("retrying in %.3fs: %s", delay, reason)
+        if on_retry is not None:
+            on_retry(attempt + 1, reason, delay)
         attempt += 1
         await asyncio.sleep(delay)

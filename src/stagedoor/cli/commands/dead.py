@@ -133,6 +133,8 @@ def _entry_id(text: str) -> str:
 
 # -- reading entries ----------------------------------------------------------------------
 
+_DIGITS = re.compile(r"[0-9]{1,19}")
+
 
 def _field(fields: Sequence[bytes], name: bytes) -> str | None:
     for i in range(0, len(fields) - 1, 2):
@@ -149,18 +151,30 @@ def _when(raw: str | None) -> str:
     return datetime.fromtimestamp(stamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _number(text: str | None) -> int | None:
+    """An integer field as JSON's integer (as `stagedoor status --json` gives them)."""
+    return int(text) if text is not None and _DIGITS.fullmatch(text) else None
+
+
 def summary(entry_id: bytes | str, fields: Sequence[bytes]) -> dict[str, Any]:
-    """The columns of `dead list` for one entry."""
-    return {
+    """The columns of `dead list` for one entry.
+
+    order_id and deliveries are integers, or null when the entry's value is not one (a
+    malformed job is why it is here): its text is then in order_id_raw."""
+    order_id = _field(fields, b"order_id")
+    row: dict[str, Any] = {
         "id": _text(entry_id),
         "time": _when(_field(fields, DEAD_FIELD_PREFIX + b"time")),
         "error": _field(fields, DEAD_FIELD_PREFIX + b"error"),
         "source_id": _field(fields, DEAD_FIELD_PREFIX + b"source_id"),
         "kind": _field(fields, b"kind"),
-        "order_id": _field(fields, b"order_id"),
-        "deliveries": _field(fields, DEAD_FIELD_PREFIX + b"deliveries"),
+        "order_id": _number(order_id),
+        "deliveries": _number(_field(fields, DEAD_FIELD_PREFIX + b"deliveries")),
         "consumer": _field(fields, DEAD_FIELD_PREFIX + b"consumer"),
     }
+    if order_id is not None and row["order_id"] is None:
+        row["order_id_raw"] = order_id
+    return row
 
 
 def _one(client: redis.Redis, settings: config.Settings, entry_id: str
@@ -205,7 +219,8 @@ def run_list(args: argparse.Namespace) -> int:
             return 0
         print(f"{s.dead_stream}: {total} entries, newest {len(rows)} first")
         head = ("id", "time", "kind", "order_id", "source_id", "error")
-        table = [head] + [(r["id"], r["time"], r["kind"] or "-", r["order_id"] or "-",
+        table = [head] + [(r["id"], r["time"], r["kind"] or "-",
+                           str(r["order_id"] or r.get("order_id_raw") or "-"),
                            r["source_id"] or "-", _short(r["error"], 60)) for r in rows]
         widths = [max(len(row[i]) for row in table) for i in range(len(head) - 1)]
         for row in table:
@@ -284,7 +299,8 @@ def run_replay(args: argparse.Namespace) -> int:
                 continue
             status, new_id = replay_one(client, s, dead_id)
             info = summary(dead_id, fields)
-            what = f"kind {info['kind'] or '-'}, order_id {info['order_id'] or '-'}"
+            order = info["order_id"] or info.get("order_id_raw") or "-"
+            what = f"kind {info['kind'] or '-'}, order_id {order}"
             if status == "ok":
                 done += 1
                 print(f"replayed   {dead_id} -> {s.stream} {new_id} ({what})")

@@ -10,13 +10,15 @@ from __future__ import annotations
 import argparse
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any, TextIO
 
 import orjson
 
 from ... import config
 from ...exitcodes import EX_DATAERR
+from ...handlers.registry import load_registry
+from ...ops.tracing import traceparent
 from ...stream import connection
 from ...stream.job import FIELDS, Job, make_job
 from ...stream.queue import enqueue_sync
@@ -26,7 +28,11 @@ def register(sub: Any) -> None:
     p = sub.add_parser("enqueue", help="Add jobs to the stream.",
                        description="Add one job from flags, or many from JSON lines "
                        "(--file; '-' is stdin), each an object with the five job fields: "
-                       + ", ".join(FIELDS) + ". request_id and trace default to fresh ids.")
+                       + ", ".join(FIELDS) + ". request_id defaults to a fresh id, trace to "
+                       "a W3C traceparent (the current span's with stagedoor[otel], else a "
+                       "new one). Only kinds the workers know are accepted: the built-in "
+                       "ones and those of the --handlers registries (STAGEDOOR_HANDLERS, "
+                       "the same setting the workers read); anything else is exit 65.")
     p.add_argument("--kind", help="Handler kind, e.g. render_tickets or refund.")
     p.add_argument("--order-id", type=int, help="Order id (positive integer).")
     p.add_argument("--outbox-id", type=int, help="Outbox row id: the job's identity.")
@@ -34,7 +40,7 @@ def register(sub: Any) -> None:
     p.add_argument("--trace", help="Trace id of the checkout that queued it.")
     p.add_argument("--file", metavar="PATH", help="JSON lines of jobs; '-' reads stdin.")
     config.add_arguments(p, only=["redis_url", "redis_password_file", "stream", "group",
-                                  "maxlen", "socket_timeout"])
+                                  "maxlen", "socket_timeout", "handlers"])
     p.set_defaults(func=run)
 
 
@@ -48,13 +54,17 @@ def _int(data: dict[str, Any], name: str) -> int:
         raise ValueError(f"{name} must be an integer, got {value!r}") from None
 
 
-def _job(data: dict[str, Any]) -> Job:
-    return make_job(str(data["kind"]), _int(data, "order_id"), _int(data, "outbox_id"),
+def _job(data: dict[str, Any], kinds: Collection[str] | None) -> Job:
+    kind = str(data["kind"])
+    if kinds is not None and kind not in kinds:
+        raise ValueError(f"unknown kind {kind!r}: the workers know {', '.join(sorted(kinds))} "
+                         "(more with --handlers module:registry or STAGEDOOR_HANDLERS)")
+    return make_job(kind, _int(data, "order_id"), _int(data, "outbox_id"),
                     str(data.get("request_id") or uuid.uuid4().hex[:16]),
-                    str(data.get("trace") or uuid.uuid4().hex[:16]))
+                    str(data.get("trace") or traceparent()), kinds=kinds)
 
 
-def read_jobs(stream: TextIO) -> Iterator[Job]:
+def read_jobs(stream: TextIO, kinds: Collection[str] | None = None) -> Iterator[Job]:
     for lineno, line in enumerate(stream, 1):
         if not line.strip():
             continue
@@ -62,7 +72,7 @@ def read_jobs(stream: TextIO) -> Iterator[Job]:
             data = orjson.loads(line)
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
-            yield _job(data)
+            yield _job(data, kinds)
         except (ValueError, KeyError, TypeError) as e:
             what = f"missing field {e}" if isinstance(e, KeyError) else str(e)
             raise ValueError(f"line {lineno}: {what}") from None
@@ -70,13 +80,14 @@ def read_jobs(stream: TextIO) -> Iterator[Job]:
 
 def run(args: argparse.Namespace) -> int:
     settings = config.from_args(args)
+    kinds = load_registry(settings.handlers).kinds  # a bad spec: ConfigError, exit 78
     try:
         if args.file:
             if args.file == "-":
-                jobs = list(read_jobs(sys.stdin))
+                jobs = list(read_jobs(sys.stdin, kinds))
             else:
                 with open(args.file) as fh:
-                    jobs = list(read_jobs(fh))
+                    jobs = list(read_jobs(fh, kinds))
         else:
             missing = [f"--{n}" for n in ("kind", "order_id", "outbox_id")
                        if getattr(args, n) is None]
@@ -84,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"stagedoor enqueue: error: missing {', '.join(missing)} (or give "
                       "--file)", file=sys.stderr)
                 return 2
-            jobs = [_job(vars(args))]
+            jobs = [_job(vars(args), kinds)]
     except (OSError, ValueError) as e:
         print(f"stagedoor enqueue: {e}", file=sys.stderr)
         return EX_DATAERR

@@ -4,12 +4,19 @@ Read-only: it sends only XINFO/XPENDING/XRANGE/XLEN/TIME (see stagedoor.ops.insp
 Exit 0 when the numbers were read (a missing stream or group is reported, not an
 error), 69 with one line when Redis cannot be reached, 1 when Redis answered with
 something that is not our queue (WRONGTYPE on the key, say).
+
+--check judges the numbers (stagedoor.ops.check) and exits like a monitoring plugin:
+0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (Redis unreachable included).  --watch prints a
+line every --interval seconds with the throughput (jobs acknowledged per second, from
+the group's entries-read and pending counts) and the time to drain the backlog at that
+rate, until Ctrl-C (or --samples lines).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any
 
 import orjson
@@ -17,6 +24,7 @@ import redis
 
 from ... import config
 from ...exitcodes import EX_UNAVAILABLE
+from ...ops.check import Thresholds, evaluate, unknown
 from ...ops.inspect import InspectError, queue_status
 from ...stream.connection import sync_client
 
@@ -33,9 +41,52 @@ def register(subparsers: Any) -> None:
         description="Show the job stream, its consumer group, pending entries, the age of "
                     "the oldest undelivered job, per-consumer pending/idle, the dead-letter "
                     "stream and the trimmed-backlog alarm. Read-only.")
-    config.add_arguments(p, only=CONNECTION_SETTINGS)
+    config.add_arguments(p, only=(*CONNECTION_SETTINGS, "maxlen"))
     p.add_argument("--json", action="store_true", help="print one JSON object (for scripts)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true",
+                      help="judge the queue and exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN "
+                      "(a monitoring plugin; thresholds below, see docs/monitoring.md)")
+    mode.add_argument("--watch", action="store_true",
+                      help="a line every --interval seconds: backlog, throughput, time to "
+                      "drain (Ctrl-C ends it)")
+    d = Thresholds()
+    p.add_argument("--interval", type=_positive, default=2.0, metavar="SECONDS",
+                   help="--watch: seconds between lines. [default: 2]")
+    p.add_argument("--samples", type=int, default=0, metavar="N",
+                   help="--watch: stop after N lines (0: until Ctrl-C). [default: 0]")
+    p.add_argument("--warn-age", type=_positive, default=d.warn_age, metavar="SECONDS",
+                   help=f"--check: WARNING at this queue age. [default: {d.warn_age:g}]")
+    p.add_argument("--crit-age", type=_positive, default=d.crit_age, metavar="SECONDS",
+                   help=f"--check: CRITICAL at this queue age. [default: {d.crit_age:g}]")
+    p.add_argument("--warn-dead", type=int, default=d.warn_dead, metavar="N",
+                   help=f"--check: WARNING at N dead letters. [default: {d.warn_dead}]")
+    p.add_argument("--crit-dead", type=int, default=d.crit_dead, metavar="N",
+                   help=f"--check: CRITICAL at N dead letters. [default: {d.crit_dead}]")
+    p.add_argument("--warn-lag", type=_fraction, default=d.warn_lag, metavar="FRACTION",
+                   help="--check: WARNING when the undelivered backlog reaches this share "
+                   f"of MAXLEN. [default: {d.warn_lag:g}]")
+    p.add_argument("--crit-lag", type=_fraction, default=d.crit_lag, metavar="FRACTION",
+                   help="--check: CRITICAL at this share of MAXLEN (trimming loses jobs at "
+                   f"1). [default: {d.crit_lag:g}]")
     p.set_defaults(func=run)
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = _positive(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be a fraction in (0, 1]: {text!r}")
+    return value
 
 
 def cli_client(settings: config.Settings) -> redis.Redis:
@@ -51,6 +102,10 @@ def unreachable(prog: str, settings: config.Settings, exc: BaseException) -> int
 
 def run(args: argparse.Namespace) -> int:
     settings = config.from_args(args)
+    if args.check:
+        return run_check(args, settings)
+    if args.watch:
+        return run_watch(args, settings)
     client = cli_client(settings)
     try:
         status = queue_status(client, settings)
@@ -61,12 +116,105 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         client.close()
-    if args.json:
-        sys.stdout.buffer.write(orjson.dumps(status, option=orjson.OPT_APPEND_NEWLINE))
+    _write(status, args.json)
+    return 0
+
+
+def _write(doc: dict[str, Any], as_json: bool, text: str | None = None) -> None:
+    if as_json:
+        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_APPEND_NEWLINE))
         sys.stdout.flush()
     else:
-        sys.stdout.write(format_status(status))
-    return 0
+        sys.stdout.write(format_status(doc) if text is None else text)
+        sys.stdout.flush()
+
+
+def run_check(args: argparse.Namespace, settings: config.Settings) -> int:
+    thresholds = Thresholds(warn_age=args.warn_age, crit_age=args.crit_age,
+                            warn_dead=args.warn_dead, crit_dead=args.crit_dead,
+                            warn_lag=args.warn_lag, crit_lag=args.crit_lag)
+    client = cli_client(settings)
+    status: dict[str, Any] | None = None
+    try:
+        status = queue_status(client, settings)
+        result = evaluate(status, settings.maxlen, thresholds)
+    except (redis.ConnectionError, redis.TimeoutError) as e:
+        detail = (str(e).splitlines() or [type(e).__name__])[0]
+        result = unknown(f"cannot reach Redis at {config.redact_url(settings.redis_url)}: "
+                         f"{detail}")
+    except InspectError as e:
+        result = unknown(str(e))
+    finally:
+        client.close()
+    doc = {**(status or {}), "check": result.as_dict()} if status else {"check": result.as_dict()}
+    _write(doc, args.json, result.line() + "\n")
+    return result.state
+
+
+def run_watch(args: argparse.Namespace, settings: config.Settings) -> int:
+    client = cli_client(settings)
+    previous: tuple[float, int] | None = None
+    lines = 0
+    try:
+        while True:
+            try:
+                status = queue_status(client, settings)
+            except (redis.ConnectionError, redis.TimeoutError) as e:
+                return unreachable("stagedoor status", settings, e)
+            except InspectError as e:
+                print(f"stagedoor status: {e}", file=sys.stderr)
+                return 1
+            sample = watch_sample(status, previous)
+            previous = (status["time_ms"] / 1000, sample["done"])
+            _write(sample, args.json, format_watch(sample))
+            lines += 1
+            if args.samples and lines >= args.samples:
+                return 0
+            time.sleep(args.interval)
+    except KeyboardInterrupt:  # the usual way to end a watch
+        return 0
+    finally:
+        client.close()
+
+
+def watch_sample(status: dict[str, Any], previous: tuple[float, int] | None
+                 ) -> dict[str, Any]:
+    """One --watch line's numbers; throughput from the counter of the previous sample.
+
+    done = entries the group read minus those still pending (acknowledged ones, whether
+    handled or dead-lettered); rate = its change per second of Redis time; time to
+    drain = (waiting + pending) / rate."""
+    group, stream = status["group"], status["stream"]
+    pending = int(status["pending"]["count"])
+    read = group.get("entries_read")
+    if read is None and stream.get("entries_added") is not None and group.get("lag") is not None:
+        read = int(stream["entries_added"]) - int(group["lag"])
+    done = max(0, int(read or 0) - pending)
+    waiting = int(group.get("lag") or 0)
+    now = status["time_ms"] / 1000
+    rate: float | None = None
+    drain: float | None = None
+    if previous is not None and now > previous[0]:
+        rate = max(0.0, (done - previous[1]) / (now - previous[0]))
+        backlog = waiting + pending
+        drain = 0.0 if backlog == 0 else (backlog / rate if rate > 0 else None)
+    return {"time_ms": status["time_ms"], "waiting": waiting, "pending": pending,
+            "queue_age_ms": status["queue_age_ms"], "dead": int(status["dead"]["length"]),
+            "done": done, "rate": rate, "drain_seconds": drain,
+            "trimmed_alarm": bool(status["trimmed_backlog"]["alarm"])}
+
+
+def format_watch(w: dict[str, Any]) -> str:
+    when = time.strftime("%H:%M:%S", time.localtime(w["time_ms"] / 1000))
+    rate = "-" if w["rate"] is None else f"{w['rate']:.1f}/s"
+    if w["drain_seconds"] is None:
+        drain = "-" if w["rate"] is None else "never at this rate"
+    else:
+        drain = human_ms(w["drain_seconds"] * 1000)
+    line = (f"{when}  waiting {w['waiting']}  pending {w['pending']}  queue age "
+            f"{human_ms(w['queue_age_ms'])}  done {w['done']} ({rate})  drained in {drain}"
+            f"  dead {w['dead']}")
+    return line + ("  TRIMMED ALARM" if w["trimmed_alarm"] else "") + "\n"
 
 
 def human_ms(ms: float | None) -> str:

@@ -34,10 +34,13 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ...ops.logs import setup_logging
+    from ...proctitle import set_title
 
     settings = config.from_args(args)
     setup_logging(settings.log_format, settings.log_level)
     registry = load_registry(settings.handlers)
+    set_title(f"stagedoor work: worker {settings.consumer_name(args.slot)}, stream "
+              f"{settings.stream}")
     try:
         import uvloop
 

@@ -1,0 +1,1 @@
+"""Example stagedoor handlers: a receipt per order (see handlers.py)."""

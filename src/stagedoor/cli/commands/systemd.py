@@ -1,0 +1,90 @@
+"""`stagedoor systemd print|install`: the units and example settings of this package.
+
+`print [FILE]` writes a shipped file to stdout (default stagedoor.service), with
+ExecStart= and Documentation= pointed at this installation (`--as-shipped` leaves them
+as they are in src/stagedoor/data/systemd/).  `install` writes the unit (or the
+stagedoor@.service template with --template) into --unit-dir and the example settings
+into --config-dir, never overwriting a file without --force, then says what is left to
+do (the password credential, daemon-reload, enable).  Exit 73 when a file cannot be
+written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ...exitcodes import EX_CANTCREAT
+from ..shipped import SYSTEMD, docs_dir, render_unit, supervise_executable, text
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("systemd", help="Print or install the systemd units of this package.",
+                       description="The systemd units (stagedoor.service, the per-queue "
+                       "template stagedoor@.service) and example settings that ship with "
+                       "stagedoor, pointed at this installation. See docs/supervisor.md.")
+    actions = p.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    pr = actions.add_parser("print", help="Print one shipped file.",
+                            description="Print a shipped file: " + ", ".join(SYSTEMD) + ".")
+    pr.add_argument("file", nargs="?", default="stagedoor.service", choices=SYSTEMD,
+                    metavar="FILE", help="one of: " + ", ".join(SYSTEMD))
+    pr.add_argument("--as-shipped", action="store_true",
+                    help="leave ExecStart= and Documentation= as shipped")
+    pr.set_defaults(func=run_print)
+    ins = actions.add_parser("install", help="Install the unit and example settings.",
+                             description="Write the unit into --unit-dir and the example "
+                             "settings into --config-dir (existing files are kept unless "
+                             "--force), then print the remaining steps.")
+    ins.add_argument("--template", action="store_true",
+                     help="install stagedoor@.service (one instance per queue) instead")
+    ins.add_argument("--unit-dir", default="/etc/systemd/system", metavar="DIR",
+                     help="[default: /etc/systemd/system]")
+    ins.add_argument("--config-dir", default="/etc/stagedoor", metavar="DIR",
+                     help="[default: /etc/stagedoor]")
+    ins.add_argument("--force", action="store_true", help="overwrite existing files")
+    ins.set_defaults(func=run_install)
+
+
+def _content(name: str, as_shipped: bool = False) -> str:
+    if name.endswith(".service") and not as_shipped:
+        return render_unit(name, supervise_executable(), docs_dir())
+    return text("systemd", name)
+
+
+def run_print(args: argparse.Namespace) -> int:
+    sys.stdout.write(_content(args.file, args.as_shipped))
+    return 0
+
+
+def run_install(args: argparse.Namespace) -> int:
+    unit = "stagedoor@.service" if args.template else "stagedoor.service"
+    env = "jobs.env" if args.template else "stagedoor.env"
+    plan = [(Path(args.unit_dir) / unit, _content(unit), 0o644),
+            (Path(args.config_dir) / env, _content("stagedoor.env.example"), 0o640),
+            (Path(args.config_dir) / "stagedoor.toml.example",
+             _content("stagedoor.toml.example"), 0o644)]
+    for path, content, mode in plan:
+        if path.exists() and not args.force:
+            print(f"kept       {path} (exists; --force overwrites it)")
+            continue
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_text(content, encoding="utf-8")
+            tmp.chmod(mode)
+            tmp.replace(path)
+        except OSError as e:
+            print(f"stagedoor systemd install: cannot write {path}: {e.strerror or e}",
+                  file=sys.stderr)
+            return EX_CANTCREAT
+        print(f"wrote      {path}")
+    secret = Path(args.config_dir) / ("jobs.redis-password" if args.template
+                                      else "redis-password")
+    name = "stagedoor@jobs" if args.template else "stagedoor"
+    print(f"next: put the Redis password in {secret} (mode 0600; empty for none), edit "
+          f"{Path(args.config_dir) / env}, then: systemctl daemon-reload && "
+          f"systemctl enable --now {name}")
+    return 0

@@ -1,0 +1,93 @@
+"""The `stagedoor` command's own surface: --version, python -m, the shipped files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from tests.paths import PACKAGE, ROOT
+from tests.test_systemd import unit_directives, verify
+
+from stagedoor import __version__
+
+SHIPPED = PACKAGE / "data"
+
+
+def run(*args: str, module: str = "stagedoor") -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True,
+                          text=True, env=env, timeout=60, cwd=ROOT)
+
+
+def test_version_on_both_commands_and_python_m() -> None:
+    assert (run("--version").stdout, run("--version").returncode) == (
+        f"stagedoor {__version__}\n", 0)
+    r = subprocess.run([sys.executable, "-c", "import sys; from stagedoor.cli.supervise "
+                        "import main; sys.exit(main())", "--version"],
+                       capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout) == (0, f"stagedoor-supervise {__version__}\n")
+    assert run("--version", module="stagedoor.cli").stdout == f"stagedoor {__version__}\n"
+    r = run("status", "--nonsense")
+    assert r.returncode == 2 and r.stderr.startswith("stagedoor: error: unrecognized")
+
+
+def test_systemd_print_points_the_unit_at_this_installation(tmp_path: Path) -> None:
+    r = run("systemd", "print")
+    assert r.returncode == 0, r.stderr
+    d = unit_directives(r.stdout)
+    exe = Path(sys.executable).parent / "stagedoor-supervise"
+    assert d["ExecStart"] == [str(exe)] and exe.is_file()
+    shipped = (SHIPPED / "systemd" / "stagedoor.service").read_text()
+    docs = Path(sys.prefix) / "share" / "doc" / "stagedoor" / "supervisor.md"
+    if docs.is_file():  # an installed wheel (tests/test_packaging.py checks that case)
+        assert d["Documentation"] == [docs.as_uri()]
+    else:  # an editable install has no data files: the shipped path stays
+        assert d["Documentation"] == unit_directives(shipped)["Documentation"]
+    assert verify(tmp_path, r.stdout) == ""
+    assert run("systemd", "print", "--as-shipped").stdout == shipped
+    for name in ("stagedoor@.service", "stagedoor.env.example", "stagedoor.toml.example"):
+        r = run("systemd", "print", name)
+        assert r.returncode == 0 and r.stdout.startswith("#"), (name, r.stderr)
+    r = run("systemd", "print", "nosuch.service")
+    assert r.returncode == 2 and "invalid choice" in r.stderr
+
+
+def test_systemd_install_writes_and_keeps(tmp_path: Path) -> None:
+    units, conf = tmp_path / "units", tmp_path / "etc"
+    args = ("systemd", "install", "--unit-dir", str(units), "--config-dir", str(conf))
+    r = run(*args)
+    assert r.returncode == 0, r.stderr
+    assert (units / "stagedoor.service").read_text() == run("systemd", "print").stdout
+    assert (conf / "stagedoor.env").read_text() == (
+        SHIPPED / "systemd" / "stagedoor.env.example").read_text()
+    assert oct((conf / "stagedoor.env").stat().st_mode & 0o777) == "0o640"
+    assert "systemctl enable --now stagedoor" in r.stdout
+    (conf / "stagedoor.env").write_text("STAGEDOOR_WORKERS=2\n")  # the operator's edit
+    r = run(*args)
+    assert r.returncode == 0 and f"kept       {conf / 'stagedoor.env'}" in r.stdout
+    assert (conf / "stagedoor.env").read_text() == "STAGEDOOR_WORKERS=2\n"
+    r = run(*args, "--template")
+    assert r.returncode == 0, r.stderr
+    assert (units / "stagedoor@.service").is_file() and (conf / "jobs.env").is_file()
+    assert "systemctl enable --now stagedoor@jobs" in r.stdout
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    r = run("systemd", "install", "--unit-dir", str(blocked / "sub"), "--config-dir",
+            str(conf))
+    assert r.returncode == 73
+    assert r.stderr.strip().count("\n") == 0 and "cannot write" in r.stderr
+
+
+def test_monitoring_print_and_path() -> None:
+    alerts = run("monitoring", "print", "alerts")
+    assert alerts.returncode == 0
+    assert alerts.stdout == (SHIPPED / "monitoring" / "alerts.yml").read_text()
+    assert yaml.safe_load(alerts.stdout)["groups"][0]["name"] == "stagedoor"
+    dashboard = run("monitoring", "print", "dashboard")
+    assert json.loads(dashboard.stdout)["uid"] == "stagedoor"
+    path = Path(run("monitoring", "path").stdout.strip())
+    assert (path / "alerts.yml").is_file()
