@@ -20,10 +20,10 @@ import redis
 from tests.workerkit import dead_entries, eventually, running
 
 from stagedoor.config import Settings
-from stagedoor.embedded import EmbeddedRedis
+from stagedoor.demo.embedded_redis import EmbeddedRedis
 from stagedoor.handlers import Registry
-from stagedoor.job import Job, MalformedJob, parse_job
-from stagedoor.queue import dead_letter_fields, ensure_group_sync
+from stagedoor.stream.job import Job, MalformedJob, parse_job
+from stagedoor.stream.queue import dead_letter_fields, ensure_group_sync
 
 ROOT = Path(__file__).resolve().parents[1]
 EX_TEMPFAIL = 75
@@ -57,7 +57,7 @@ def non_utf8_toml(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize(("argv", "needle"), [
     (["--socket-timeout", "nan"], "socket_timeout"),
-    (["--socket-timeout", "-inf"], "socket_timeout"),
+    (["--socket-timeout=-inf"], "socket_timeout"),
     (["--connect-timeout", "nan"], "connect_timeout"),
     (["--redis-url", "redis://127.0.0.1:notaport/0"], "port"),
     (["--redis-url", "redis://127.0.0.1:99999/0"], "port"),
@@ -89,8 +89,8 @@ def test_toml_nan_and_non_utf8_toml_are_exit_78(tmp_path: Path, non_utf8_toml: P
 def test_supervisor_refuses_the_same_bad_settings_with_78(non_utf8_toml: Path) -> None:
     for argv in (["--socket-timeout", "nan"], ["--redis-url", "redis://h:notaport/0"],
                  ["--config", str(non_utf8_toml)], ["--config", "/"]):
-        proc = subprocess.run([sys.executable, "-c", "import sys; from stagedoor.cli import "
-                               "supervise_main; sys.exit(supervise_main())", *argv],
+        proc = subprocess.run([sys.executable, "-c", "import sys; from stagedoor.cli."
+                               "supervise import main; sys.exit(main())", *argv],
                               env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 78, (argv, proc.stderr)
@@ -171,7 +171,7 @@ def test_dead_list_and_show_escape_control_chars_and_truncate(dead_client: redis
 
 
 @pytest.mark.parametrize("raw", [b"103\n", b"103\r\n", b" 103", b"+103", b"1_03",
-                                 "１０３".encode(), b"0x67"])
+                                 "\uff11\uff10\uff13".encode(), b"0x67"])
 def test_parse_job_refuses_anything_but_ascii_digits(raw: bytes) -> None:
     fields = [b"kind", b"render_tickets", b"order_id", raw, b"outbox_id", b"1",
               b"request_id", b"r", b"trace", b"t"]

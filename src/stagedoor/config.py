@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import re
 import socket
@@ -178,15 +179,16 @@ def _validate(s: Settings) -> None:
     for f in fields(s):
         lo, hi = f.metadata.get("lo"), f.metadata.get("hi")
         value = getattr(s, f.name)
+        # NaN compares false with every bound, so it would pass them all; inf is no
+        # timeout or size anyone means.  Whatever way a Settings was built, refuse them.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{f.name}={value!r}: must be a finite number")
         if lo is not None and value < lo:
             raise ConfigError(f"{f.name}={value!r}: must be at least {lo:g}")
         if hi is not None and value > hi:
             raise ConfigError(f"{f.name}={value!r}: must be at most {hi:g}")
     if s.redis_url:
-        scheme = urlsplit(s.redis_url).scheme
-        if scheme not in _URL_SCHEMES:
-            raise ConfigError(f"redis_url={_redact(s.redis_url)!r}: scheme must be one of "
-                              f"redis://, rediss://, unix://")
+        _validate_url(s.redis_url)
     for name in ("stream", "group", "dead_stream"):
         if not _NAME.match(getattr(s, name)):
             raise ConfigError(f"{name}={getattr(s, name)!r}: use 1-200 of A-Z a-z 0-9 . _ : - {{}}")
@@ -207,6 +209,38 @@ def _validate(s: Settings) -> None:
             raise ConfigError(f"handlers: {spec!r} is not module:attr")
 
 
+_URL_DB = re.compile(r"/?([0-9]{1,5})?")
+
+
+def _validate_url(url: str) -> None:
+    """The URL as redis-py will read it, checked now: a bad port, database or query
+    value is a config error (exit 78) here, not a traceback at the first connect."""
+    shown = _redact(url)
+    parts = urlsplit(url)
+    if parts.scheme not in _URL_SCHEMES:
+        raise ConfigError(f"redis_url={shown!r}: scheme must be one of redis://, rediss://, "
+                          "unix://")
+    if parts.scheme != "unix":
+        try:
+            port = parts.port
+        except ValueError:
+            port = -1
+        if port is not None and not 1 <= port <= 65_535:
+            raise ConfigError(f"redis_url={shown!r}: the port must be a number 1-65535")
+        if not _URL_DB.fullmatch(parts.path or ""):
+            raise ConfigError(f"redis_url={shown!r}: the path must be a database number "
+                              f"like /0, not {parts.path!r}")
+    from redis.connection import parse_url  # not at import: `import stagedoor` stays light
+
+    try:
+        kwargs = parse_url(url)
+    except ValueError as e:
+        raise ConfigError(f"redis_url={shown!r}: {e}") from None
+    for name, value in kwargs.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"redis_url={shown!r}: {name} must be a finite number")
+
+
 def _redact(url: str) -> str:
     """A URL fit for a log line: the password replaced by ***."""
     parts = urlsplit(url)
@@ -225,6 +259,15 @@ def _field_types() -> dict[str, str]:
     return {f.name: str(f.type) for f in fields(Settings)}
 
 
+_INT_TEXT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*", re.ASCII)
+_FLOAT_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:_[0-9]+)*(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+                         r"|[+-]?(?:nan|inf|infinity)", re.ASCII | re.IGNORECASE)
+
+
+class _NotFinite(Exception):
+    pass
+
+
 def _coerce(name: str, raw: Any, source: str) -> Any:
     kind = _field_types()[name]
     where = f"{source}: {name}={raw!r}"
@@ -232,11 +275,22 @@ def _coerce(name: str, raw: Any, source: str) -> Any:
         if kind == "int":
             if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
                 raise ValueError
-            return int(str(raw).replace("_", "")) if not isinstance(raw, int) else raw
+            if isinstance(raw, int):
+                return raw
+            if isinstance(raw, float):
+                return int(raw)
+            if not isinstance(raw, str) or not _INT_TEXT.fullmatch(raw):
+                raise ValueError  # int() would take " 5\n", "\uff15" and friends
+            return int(raw.replace("_", ""))
         if kind == "float":
             if isinstance(raw, bool):
                 raise ValueError
-            return float(raw)
+            if isinstance(raw, str) and not _FLOAT_TEXT.fullmatch(raw):
+                raise ValueError
+            value = float(raw)
+            if not math.isfinite(value):
+                raise _NotFinite
+            return value
         if kind == "list[str]":
             if isinstance(raw, str):
                 return [p.strip() for p in raw.split(",") if p.strip()]
@@ -249,14 +303,23 @@ def _coerce(name: str, raw: Any, source: str) -> Any:
     except (TypeError, ValueError):
         expected = {"int": "an integer", "float": "a number", "list[str]": "a list of strings"}
         raise ConfigError(f"{where}: expected {expected.get(kind, 'a string')}") from None
+    except _NotFinite:
+        raise ConfigError(f"{where}: must be a finite number (not NaN or infinite)") from None
 
 
 def from_toml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text())
+        data = tomllib.loads(p.read_bytes().decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file {p}: not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {p}: is a directory, not a TOML file") from None
+    except OSError as e:
+        raise ConfigError(f"config file {p}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config file {p}: not UTF-8 (byte {e.object[e.start]:#04x} at "
+                          f"offset {e.start}); TOML files are UTF-8") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"config file {p}: {e}") from None
     # Allow either top-level keys or a [stagedoor] table.

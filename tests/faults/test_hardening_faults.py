@@ -30,9 +30,9 @@ from tests.aclmode import server_args
 from tests.helpers_supervisor import NotifySocket
 
 from stagedoor.config import Settings
-from stagedoor.embedded import EmbeddedRedis, free_port
-from stagedoor.job import make_job
-from stagedoor.queue import enqueue_sync, ensure_group_sync
+from stagedoor.demo.embedded_redis import EmbeddedRedis, free_port
+from stagedoor.stream.job import make_job
+from stagedoor.stream.queue import enqueue_sync, ensure_group_sync
 
 from .harness import REPO, Procs, Producer, wait_for
 from .invariants import (
@@ -119,7 +119,7 @@ def test_jobs_trimmed_before_any_read_are_counted_alarmed_and_logged(
 def test_producer_warns_then_refuses_before_the_backlog_is_trimmed(
         client: redis.Redis, fsettings: Settings, server: EmbeddedRedis,
         caplog: pytest.LogCaptureFixture) -> None:
-    from stagedoor.queue import BacklogFull  # new with the fix: a collection error before
+    from stagedoor.stream.queue import BacklogFull  # new with the fix: a collection error before
 
     s = fsettings.replace(maxlen=200)
     jobs = [make_job("ledger", i, i, "r", "t") for i in range(1, 301)]
