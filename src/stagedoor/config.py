@@ -92,6 +92,13 @@ class Settings:
     reclaim_count: int = _opt(10, "XAUTOCLAIM COUNT.", lo=1, hi=10_000)
     maxlen: int = _opt(100_000, "MAXLEN ~ of the job stream on every XADD.", lo=1)
     dead_maxlen: int = _opt(10_000, "MAXLEN ~ of the dead-letter stream.", lo=1)
+    backlog_warn_fraction: float = _opt(
+        0.8, "A producer logs a warning once the group's backlog (undelivered + pending) "
+             "reaches this fraction of maxlen.", lo=0.01, hi=1.0)
+    backlog_refuse_fraction: float = _opt(
+        0.95, "A producer refuses jobs beyond this fraction of maxlen (BacklogFull; exit "
+              "75 from `stagedoor enqueue`), before MAXLEN ~ would trim unread jobs.",
+        lo=0.01, hi=1.0)
     max_deliveries: int = _opt(5, "A job delivered more often than this is poison: it is "
                                   "dead-lettered without running.", lo=1, hi=1_000_000)
     ack_flush_ms: float = _opt(5.0, "Longest an ack waits for the next read to carry it (ms); "
@@ -104,6 +111,9 @@ class Settings:
     retry_backoff: float = _opt(0.05, "First retry delay in s; doubles each retry, with "
                                       "jitter.", lo=0, hi=60)
     retry_backoff_max: float = _opt(2.0, "Longest retry delay in s.", lo=0, hi=600)
+    outage_log_interval: float = _opt(
+        10.0, "While Redis refuses writes (out of memory), a worker logs one line per this "
+              "many seconds.", lo=0.1, hi=3600)
     handlers: list[str] = _list_opt("Extra handler registries as module:attr (repeatable).")
     render_threads: int = _opt(8, "Threads in the render pool of each worker.", lo=1, hi=256)
     render_font_dirs: list[str] = _list_opt(
@@ -172,7 +182,7 @@ class Settings:
 
 
 _URL_SCHEMES = ("redis", "rediss", "unix")
-_NAME = re.compile(r"^[A-Za-z0-9._:{}\-]{1,200}$")
+_NAME = re.compile(r"[A-Za-z0-9._:{}\-]{1,200}")
 
 
 def _validate(s: Settings) -> None:
@@ -190,13 +200,16 @@ def _validate(s: Settings) -> None:
     if s.redis_url:
         _validate_url(s.redis_url)
     for name in ("stream", "group", "dead_stream"):
-        if not _NAME.match(getattr(s, name)):
+        if not _NAME.fullmatch(getattr(s, name)):
             raise ConfigError(f"{name}={getattr(s, name)!r}: use 1-200 of A-Z a-z 0-9 . _ : - {{}}")
     if s.stream == s.dead_stream:
         raise ConfigError("dead_stream must differ from stream")
     if s.job_timeout * 1000 >= s.claim_idle_ms:
         raise ConfigError(f"job_timeout={s.job_timeout:g}s must be below claim_idle_ms="
                           f"{s.claim_idle_ms} or live jobs would be reclaimed from their worker")
+    if s.backlog_warn_fraction > s.backlog_refuse_fraction:
+        raise ConfigError(f"backlog_warn_fraction={s.backlog_warn_fraction:g} must not be "
+                          f"above backlog_refuse_fraction={s.backlog_refuse_fraction:g}")
     if s.heartbeat_timeout <= s.heartbeat_interval:
         raise ConfigError("heartbeat_timeout must be longer than heartbeat_interval")
     if s.log_format not in ("auto", "json", "text", "journal"):

@@ -237,7 +237,7 @@ def test_redis_oom_while_running_pauses_reading_and_resumes_own_pending_at_once(
     print(f"OOM cleared -> {3000 - done_at_oom} remaining jobs done in {took:.2f}s")
     assert took < 15, "stranded jobs came back through the own pending list, not reclaim"
     wait_for(lambda: metric(scrape(port), "stagedoor_redis_oom") == 0, 15, what="gauge 0")
-    assert (metric(scrape(port), "stagedoor_redis_oom_total") or 0) >= 1
+    assert (metric(scrape(port), "stagedoor_redis_oom_pauses_total") or 0) >= 1
     check_all(client, fsettings, ledger, duplicates_allowed=2 * 8, effect_exists_allowed=16)
 
 

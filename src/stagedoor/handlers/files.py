@@ -38,9 +38,10 @@ def tmp_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, *, make_dirs: bool = True) -> None:
     """A reader sees the old file or the whole new one; nothing is left on failure."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if make_dirs:
+        path.parent.mkdir(parents=True, exist_ok=True)
     tmp = tmp_name(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
     try:

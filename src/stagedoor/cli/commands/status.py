@@ -27,6 +27,7 @@ from ...exitcodes import EX_UNAVAILABLE
 from ...ops.check import Thresholds, evaluate, unknown
 from ...ops.inspect import InspectError, queue_status
 from ...stream.connection import sync_client
+from ...stream.errors import describe_unreachable
 
 # Settings an operator may need to point the tool at the right queue.
 CONNECTION_SETTINGS = ("redis_url", "redis_password_file", "stream", "group", "dead_stream",
@@ -94,7 +95,7 @@ def cli_client(settings: config.Settings) -> redis.Redis:
 
 
 def unreachable(prog: str, settings: config.Settings, exc: BaseException) -> int:
-    detail = (str(exc).splitlines() or [type(exc).__name__])[0]
+    detail = describe_unreachable(settings.redis_url, exc)
     print(f"{prog}: cannot reach Redis at {config.redact_url(settings.redis_url)}: {detail}",
           file=sys.stderr)
     return EX_UNAVAILABLE
