@@ -113,10 +113,12 @@ async def test_full_disk_leaves_no_tmp_files_and_jobs_finish_once_space_is_back(
                              what="the startup sweep to remove our stale tmps")
             assert foreign.exists(), "and nothing that is not ours"
             await eventually(lambda: w.stats.total("retried") >= 5, what="ENOSPC retries")
-            leaked = [p for p in tmp_files(tickets) if p != foreign]
-            assert not leaked, f"tmp files left on ENOSPC: {leaked}"
-            assert sync_redis.xlen("jobs:dead") == 0, "ENOSPC is transient, never dead"
-            filler.unlink()
+        # The worker stopped: no write is in flight, so any tmp file now is a leak.
+        leaked = [p for p in tmp_files(tickets) if p != foreign]
+        assert not leaked, f"tmp files left on ENOSPC: {leaked}"
+        assert sync_redis.xlen("jobs:dead") == 0, "ENOSPC is transient, never dead"
+        filler.unlink()
+        async with running(s, load_registry()):
             await eventually(lambda: all((tickets / f"order-{o.order_id}.pdf").exists()
                                          for o in orders), 30, what="all rendered")
             await eventually(lambda: pending_summary(sync_redis, s)[0] == 0, 30, what="acked")

@@ -61,6 +61,7 @@ class Outcome:
     reason: str = ""
     attempts: int = 1
     outage: bool = False  # PENDING because Redis refuses writes (OOM), not the job's fault
+    error: BaseException | None = None  # the last exception, when there was one
 
 
 class Deadlines:
@@ -131,7 +132,8 @@ async def run_with_policy(run: Callable[[], Awaitable[None]], *, kind: str, time
                 # runs the job again from its own pending list when memory is back.
                 stats.observe(kind, time.perf_counter() - started)
                 return Outcome(Verdict.PENDING, f"{type(e).__name__}: {first_line(e)}",
-                               attempt + 1, outage=True)
+                               attempt + 1, outage=True, error=e)
+            failure: BaseException = e
             if isinstance(e, RETRYABLE):
                 reason = (f"timed out after {time_limit:g}s" if isinstance(e, JobTimedOut)
                           else f"{type(e).__name__}: {e}")
@@ -143,7 +145,7 @@ async def run_with_policy(run: Callable[[], Awaitable[None]], *, kind: str, time
             return Outcome(Verdict.DONE, attempts=attempt + 1)
         stats.observe(kind, time.perf_counter() - started)
         if attempt >= settings.retries:
-            return Outcome(Verdict.PENDING, reason, attempt + 1)
+            return Outcome(Verdict.PENDING, reason, attempt + 1, error=failure)
         stats.inc("retried", kind)
         # full jitter from 0 (backoff.py): spreads a burst of retries across the pool
         delay = Schedule(settings.retry_backoff, settings.retry_backoff_max).delay(attempt)
