@@ -34,7 +34,7 @@ from stagedoor.demo.embedded_redis import EmbeddedRedis, free_port
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import enqueue_sync, ensure_group_sync
 
-from .harness import REPO, Procs, Producer, wait_for
+from .harness import REPO, Proc, Procs, Producer, wait_for
 from .invariants import (
     Ledger,
     assert_idle,
@@ -63,6 +63,21 @@ def status_json(url: str, *extra: str) -> dict[str, object]:
 def scrape(port: int) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
         return str(resp.read().decode())
+
+
+def faulted(procs: list[Proc], ledger: Ledger) -> set[int]:
+    """Outbox ids of the jobs the workers logged a retry or a Redis failure for."""
+    by_entry = {r["entry_id"]: r["outbox_id"] for r in ledger.enqueued()}
+    out: set[int] = set()
+    for proc in procs:
+        for line in proc.log_lines():
+            msg = line.get("msg", "")
+            if "retrying in" in msg or "left pending" in msg or "Redis failed" in msg:
+                if "outbox_id" in line:
+                    out.add(int(line["outbox_id"]))
+                elif line.get("entry_id") in by_entry:
+                    out.add(by_entry[line["entry_id"]])
+    return out
 
 
 def metric(text: str, name: str) -> float | None:
@@ -223,6 +238,7 @@ def test_redis_oom_while_running_pauses_reading_and_resumes_own_pending_at_once(
     time.sleep(6)  # the OOM window: the measurement, not a sync
     pending = pending_ids(client, fsettings)
     assert len(pending) <= 2 * 8, f"{len(pending)} entries taken while Redis was full"
+    assert pending, "the jobs in flight at the OOM were left pending"
     assert len(ledger.done()) < 3000
     text = sup.text()
     assert "Traceback" not in text, text[text.find("Traceback") - 500:][:3000]
@@ -230,15 +246,24 @@ def test_redis_oom_while_running_pauses_reading_and_resumes_own_pending_at_once(
     window = time.monotonic() - t_oom
     assert len(oom_lines) <= 2 * (window / 5 + 2), [ln["msg"] for ln in oom_lines]
     assert oom_lines, "the operator is told"
+    by_entry = {r["entry_id"]: r["outbox_id"] for r in ledger.enqueued()}
+    stranded = {by_entry[e] for e in pending}
     client.config_set("maxmemory", 0)
     t0 = time.monotonic()
-    wait_for(lambda: len(ledger.done()) == 3000, 30, what="every job after the OOM")
+    wait_for(lambda: stranded <= ledger.done(), 30, what="the stranded jobs")
     took = time.monotonic() - t0
-    print(f"OOM cleared -> {3000 - done_at_oom} remaining jobs done in {took:.2f}s")
-    assert took < 15, "stranded jobs came back through the own pending list, not reclaim"
+    wait_for(lambda: len(ledger.done()) == 3000, 60, what="every job after the OOM")
+    print(f"OOM cleared -> the {len(stranded)} stranded jobs done in {took:.2f}s "
+          f"({3000 - done_at_oom} were left at the OOM)")
+    # Reclaim is 30 s away and the claim threshold 60 s: only the re-read of the own
+    # pending list can bring them back this soon.
+    assert took < 10, "stranded jobs came back through the own pending list, not reclaim"
     wait_for(lambda: metric(scrape(port), "stagedoor_redis_oom") == 0, 15, what="gauge 0")
     assert (metric(scrape(port), "stagedoor_redis_oom_pauses_total") or 0) >= 1
-    check_all(client, fsettings, ledger, duplicates_allowed=2 * 8, effect_exists_allowed=16)
+    # Run twice only where a fault hit: stranded by the OOM, or a call that timed out
+    # on the loaded box and was retried (each such run is in the workers' log).
+    check_all(client, fsettings, ledger, duplicates_allowed=stranded | faulted([sup], ledger),
+              effect_exists_allowed=len(stranded))
 
 
 # -- #14: after a stall ------------------------------------------------------------------------
@@ -273,12 +298,20 @@ def test_after_a_redis_stall_the_own_pending_list_is_reread_at_once(
             wait_for(lambda k=k: len(ledger.done()) >= 400 * (k + 1), 60,
                      what=f"progress before stall {k + 1}")
             admin.execute_command("DEBUG", "SLEEP", 3)
-        t0 = time.monotonic()
-        wait_for(lambda: len(ledger.done()) == 3000, 60, what="every job after the stalls")
-        took = time.monotonic() - t0
-        print(f"3 x DEBUG SLEEP 3: drained {took:.2f}s after the last stall")
-        assert took < 20, "jobs failed in the stall came back by the own pending list at once"
-        check_all(admin, s, ledger, duplicates_allowed=3 * 2 * 8, effect_exists_allowed=48)
+        t_end = time.time()
+        wait_for(lambda: len(ledger.done()) == 3000, 90, what="every job after the stalls")
+        hit = faulted(workers, ledger)
+        assert hit, "the stalls failed some jobs (else this test tests nothing)"
+        done_at = {e["outbox_id"]: e["t"] for e in ledger.events() if e["event"] == "done"}
+        late = max(done_at[j] for j in hit) - t_end
+        print(f"3 x DEBUG SLEEP 3: {len(hit)} jobs failed by the stalls, the last done "
+              f"{late:.2f}s after the last stall")
+        # The claim threshold is 60 s: only the re-read of the own pending list brings
+        # them back this soon.
+        assert late < 10, "jobs failed in the stall came back by the own pending list at once"
+        # Run twice only where a stall hit (each such run is in the workers' log).
+        hit = faulted(workers, ledger)
+        check_all(admin, s, ledger, duplicates_allowed=hit, effect_exists_allowed=len(hit))
         assert all(w.alive() for w in workers)
         assert_idle(admin, [w.pid for w in workers], block_ms=5000)
     finally:

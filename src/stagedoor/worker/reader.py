@@ -98,6 +98,9 @@ class Reader:
                 await self.outage.wait_clear()
                 self._recover, self._recover_cursor = True, b"0"
             n = await self.slots.reserve(s.count)
+            if self.outage.active:  # began while we waited for a slot: read nothing
+                self.slots.unreserve(n)
+                continue
             try:
                 if self._reclaim_due:
                     self._reclaim_due = False

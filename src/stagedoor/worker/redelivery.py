@@ -53,7 +53,12 @@ class Redelivery:
 
     async def dispatch(self, entries: Sequence[Entry], reserved: int,
                        counts: dict[bytes, int]) -> None:
-        """Read the entries' recorded starts; run them, the suspicious ones one at a time."""
+        """Read the entries' recorded starts; run them, the suspicious ones one at a time.
+
+        `counts` is XPENDING's view, taken after the read: an entry missing from it was
+        acked in between (it finished here while the read was on the wire), and
+        running it again would be a second run for nothing."""
+        entries = [e for e in entries if e[0] in counts]
         try:
             starts = await self.recorded_starts([e[0] for e in entries if e[1] is not None])
         except BaseException:
