@@ -178,28 +178,28 @@ async def test_poison_reason_carries_the_last_real_error(
 # -- #9: inconsistent orders --------------------------------------------------------------
 
 
-async def test_order_stored_under_another_id_is_refused(
-        settings: Settings, sync_redis: redis.Redis) -> None:
-    sync_redis.hset(settings.key("order", 115),
-                    mapping={"data": demo_order(999).to_json(), "status": "placed"})
+async def render_refused(settings: Settings, sync_redis: redis.Redis, order_id: int,
+                         data: bytes, status: str) -> bytes:
+    """Store an order as given, run its render job; return the dead-letter reason."""
+    sync_redis.hset(settings.key("order", order_id), mapping={"data": data, "status": status})
     ensure_group_sync(sync_redis, settings)
-    add_jobs(settings, "render_tickets", [115])
+    add_jobs(settings, "render_tickets", [order_id])
     async with running(settings.replace(**FAST), load_registry()):
         await eventually(lambda: sync_redis.xlen("jobs:dead") == 1, what="refused")
     [dead] = dead_entries(sync_redis, settings)
-    assert b"999" in dead[b"dead:error"] and b"115" in dead[b"dead:error"], dead
-    assert not (Path(settings.tickets_dir) / "order-115.pdf").exists()
+    assert not left_in(settings.tickets_dir), "nothing rendered, nothing left behind"
+    return dead[b"dead:error"]
+
+
+async def test_order_stored_under_another_id_is_refused(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    reason = await render_refused(settings, sync_redis, 115, demo_order(999).to_json(),
+                                  "placed")
+    assert b"stored under order 115 but its data is for order 999" in reason, reason
 
 
 async def test_unknown_order_status_is_refused_not_rendered(
         settings: Settings, sync_redis: redis.Redis) -> None:
-    sync_redis.hset(settings.key("order", 116),
-                    mapping={"data": demo_order(116).to_json(), "status": "shipped"})
-    ensure_group_sync(sync_redis, settings)
-    add_jobs(settings, "render_tickets", [116])
-    async with running(settings.replace(**FAST), load_registry()):
-        await eventually(lambda: sync_redis.xlen("jobs:dead") == 1, what="refused")
-    [dead] = dead_entries(sync_redis, settings)
-    assert b"unknown order status 'shipped'" in dead[b"dead:error"], dead
-    assert not (Path(settings.tickets_dir) / "order-116.pdf").exists()
-    assert not left_in(settings.tickets_dir), "nothing rendered, nothing left behind"
+    reason = await render_refused(settings, sync_redis, 116, demo_order(116).to_json(),
+                                  "shipped")
+    assert b"unknown order status 'shipped'" in reason, reason
