@@ -237,19 +237,21 @@ def test_enqueue_against_full_redis_is_one_line_75_with_what_went_in(
     client = redis.Redis.from_url(own_redis.url, protocol=2)
     try:
         ensure_group_sync(client, Settings(redis_url=own_redis.url))
-        fill_up(client, 300_000)
+        # ~100 bytes a job: some 10,000 fit; a chunk's request (~0.3 MB) always does.
+        fill_up(client, 1_500_000)
         lines = "".join(f'{{"kind": "refund", "order_id": {i}, "outbox_id": {i}}}\n'
-                        for i in range(1, 20_001))
+                        for i in range(1, 50_001))
         proc = cli("enqueue", "--file", "-", "--redis-url", own_redis.url, stdin=lines)
         assert proc.returncode == EX_TEMPFAIL, proc.stderr
         line = one_line(proc.stderr)
         assert "out of memory" in line
         added = client.xlen("jobs")
-        assert 0 < added < 20_000
-        assert f"{added} of 20000" in line, line
+        assert 0 < added < 50_000
+        assert f"{added} of 50000" in line, line
         last = client.xrevrange("jobs", count=1)[0][0].decode()
         assert f"last id {last}" in line, line
         assert len(proc.stdout.split()) == added, "the ids that went in are printed"
+        client.config_set("maxmemory", 1)  # full for sure: a single job does not fit either
         single = cli("enqueue", "--kind", "refund", "--order-id", "1", "--outbox-id", "1",
                      "--redis-url", own_redis.url)
         assert single.returncode == EX_TEMPFAIL, single.stderr

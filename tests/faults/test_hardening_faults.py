@@ -246,6 +246,8 @@ def test_redis_oom_while_running_pauses_reading_and_resumes_own_pending_at_once(
     window = time.monotonic() - t_oom
     assert len(oom_lines) <= 2 * (window / 5 + 2), [ln["msg"] for ln in oom_lines]
     assert oom_lines, "the operator is told"
+    memory = status_json(fsettings.redis_url)["redis_memory"]
+    assert isinstance(memory, dict) and memory["full"] is True, memory
     by_entry = {r["entry_id"]: r["outbox_id"] for r in ledger.enqueued()}
     stranded = {by_entry[e] for e in pending}
     client.config_set("maxmemory", 0)

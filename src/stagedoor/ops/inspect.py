@@ -45,7 +45,7 @@ from ..stream import backlog
 from ..stream.backlog import trimmed_key
 
 __all__ = ["InspectError", "aqueue_status", "build_status", "id_ms", "parse_id",
-           "queue_gauges", "queue_status"]
+           "queue_gauges", "queue_status", "redis_memory"]
 
 
 class InspectError(RuntimeError):
@@ -269,6 +269,22 @@ async def aqueue_status(client: aioredis.Redis, settings: Settings) -> dict[str,
     second = await _run_async(client, _second_commands(settings, first))
     _raise_transport(second)
     return build_status(settings, first, second)
+
+
+def redis_memory(client: redis.Redis) -> dict[str, Any] | None:
+    """Redis's memory against maxmemory, for `stagedoor status`: None when INFO is not
+    allowed (the worker's ACL user has no INFO; an operator's user should).
+
+    full: writes are refused now (used above maxmemory under noeviction), the state in
+    which the workers pause (worker/outage.py)."""
+    try:
+        info = client.info("memory")
+    except redis.ResponseError:
+        return None
+    used, limit = int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
+    policy = str(info.get("maxmemory_policy", ""))
+    return {"used_bytes": used, "maxmemory_bytes": limit, "policy": policy,
+            "full": bool(limit) and used > limit and policy == "noeviction"}
 
 
 def queue_gauges(status: Mapping[str, Any] | None) -> dict[str, float]:

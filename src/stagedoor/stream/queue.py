@@ -121,7 +121,7 @@ class RedisOutOfMemory(EnqueueError):
 # One round trip per chunk: count entries trimmed unread, check the backlog, ensure the
 # group, XADD what fits (backlog.lua's account() is prepended).
 _ENQUEUE_LUA = """
-local stream, counter, group = KEYS[1], KEYS[2], ARGV[1]
+local stream, group, counter = KEYS[1], ARGV[1], ARGV[5]
 local maxlen, limit, width = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local r = account(stream, group, counter)
 local backlog, lost = 0, 0
@@ -134,13 +134,13 @@ if r == nil then
 else
   backlog, lost = r[1], r[2]
 end
-local jobs = (#ARGV - 4) / width
+local jobs = (#ARGV - 5) / width
 local n = jobs
 if backlog >= 0 then n = math.max(0, math.min(jobs, limit - backlog)) end
 local out = {backlog, lost}
 for j = 0, n - 1 do
   local args = {'XADD', stream, 'MAXLEN', '~', maxlen, '*'}
-  for i = 1, width do args[#args + 1] = ARGV[4 + j * width + i] end
+  for i = 1, width do args[#args + 1] = ARGV[5 + j * width + i] end
   out[#out + 1] = redis.call(unpack(args))
 end
 return out
@@ -161,13 +161,14 @@ def _chunks(settings: Settings, jobs: Iterable[Job], chunk: int
     batch = list(jobs)
     _warn, limit = backlog_limits(s)
     for start in range(0, len(batch), chunk):
-        args: list[Any] = [s.group, s.maxlen, limit, JOB_WIDTH]
+        # The counter hash goes in ARGV, not KEYS: see backlog.AUDIT_LUA.
+        args: list[Any] = [s.group, s.maxlen, limit, JOB_WIDTH, trimmed_key(s)]
         part = batch[start:start + chunk]
         for job in part:
             fields = job.fields()
             assert len(fields) == JOB_WIDTH
             args.extend(fields)
-        yield [s.stream, trimmed_key(s)], args, len(part)
+        yield [s.stream], args, len(part)
 
 
 def _settle(settings: Settings, reply: Any, wanted: int, ids: list[str], total: int) -> None:

@@ -175,8 +175,8 @@ class Heartbeat:
             asked = self.asked.is_set()
             self.asked.clear()
             try:
-                found = await audit(keys=[settings.stream, trimmed_key(settings)],
-                                    args=[settings.group])
+                found = await audit(keys=[settings.stream],
+                                    args=[settings.group, trimmed_key(settings)])
                 lost = int(found[1]) if found else 0
                 if lost:
                     log.error("%d jobs were trimmed from stream %s before any worker read "

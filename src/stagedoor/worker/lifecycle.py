@@ -21,7 +21,7 @@ from ..backoff import Backoff, reconnect
 from ..config import ConfigError, Settings
 from ..handlers import Context, Registry
 from ..stream import connection
-from ..stream.errors import is_oom
+from ..stream.errors import describe_unreachable, is_oom
 from ..stream.queue import ensure_group
 from .acks import Acker
 from .outage import Outage
@@ -73,7 +73,8 @@ async def boot(settings: Settings, cmd: aioredis.Redis, reader: Reader, acker: A
             deadline = time.monotonic() + s.boot_timeout
         except connection.TRANSIENT_ERRORS as e:
             if time.monotonic() > deadline:
-                raise BootError(f"Redis unreachable for {s.boot_timeout:g}s: {e}") from e
+                raise BootError(f"Redis unreachable for {s.boot_timeout:g}s: "
+                                f"{describe_unreachable(s.redis_url, e)}") from e
             delay = backoff.next()
             log.warning("Redis not reachable (%s); retrying in %.2fs", e, delay)
             await asyncio.sleep(delay)
