@@ -161,7 +161,7 @@ def test_dead_list_and_show_escape_control_chars_and_truncate(dead_client: redis
 
     as_json = cli("dead", "list", "--json", "--redis-url", redis_url)
     rows = orjson.loads(as_json.stdout)
-    assert rows[0]["order_id"] == "A" * 1_000_000, "--json is complete"
+    assert rows[0]["order_id_raw"] == "A" * 1_000_000, "--json is complete"
     assert rows[0]["kind"] == evil.decode("utf-8", "backslashreplace")
     doc = orjson.loads(cli("dead", "show", ids[0], "--json", "--redis-url", redis_url).stdout)
     assert doc["fields"][0] == ["kind", evil.decode("utf-8", "backslashreplace")]

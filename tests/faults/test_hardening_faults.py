@@ -151,7 +151,7 @@ def test_producer_warns_then_refuses_before_the_backlog_is_trimmed(
     info_stream = client.xinfo_stream(s.stream)
     assert info_stream["entries-added"] == info_stream["length"], "nothing was trimmed"
 
-    lines = "".join(f'{{"kind": "ledger", "order_id": {i}, "outbox_id": {i}}}\n'
+    lines = "".join(f'{{"kind": "refund", "order_id": {i}, "outbox_id": {i}}}\n'
                     for i in range(400, 410))
     proc = subprocess.run([sys.executable, "-m", "stagedoor.cli", "enqueue", "--file", "-",
                            "--maxlen", "200", "--redis-url", server.url], input=lines,
@@ -261,7 +261,7 @@ def test_redis_oom_while_running_pauses_reading_and_resumes_own_pending_at_once(
     # pending list can bring them back this soon.
     assert took < 10, "stranded jobs came back through the own pending list, not reclaim"
     wait_for(lambda: metric(scrape(port), "stagedoor_redis_oom") == 0, 15, what="gauge 0")
-    assert (metric(scrape(port), "stagedoor_redis_oom_pauses_total") or 0) >= 1
+    assert (metric(scrape(port), "stagedoor_redis_oom_jobs_total") or 0) >= 1
     # Run twice only where a fault hit: stranded by the OOM, or a call that timed out
     # on the loaded box and was retried (each such run is in the workers' log).
     check_all(client, fsettings, ledger, duplicates_allowed=stranded | faulted([sup], ledger),

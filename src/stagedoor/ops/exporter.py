@@ -217,8 +217,8 @@ def _families(totals: Mapping[str, Any], queue: Mapping[str, Any] | None, restar
               build: Mapping[str, str] | None) -> list[Metric]:
     out: list[Metric] = []
     counters = dict(totals["counters"])
-    # Not per job kind: how often a worker found Redis refusing writes (OOM).
-    oom_episodes = sum(counters.pop("redis_oom", {}).values())
+    # Not per job kind: jobs left pending because Redis refused writes (OOM).
+    oom_jobs = sum(counters.pop("redis_oom", {}).values())
     for name in (*COUNTERS, *sorted(set(counters) - set(COUNTERS))):
         fam = CounterMetricFamily(f"stagedoor_jobs_{_BAD_NAME.sub('_', name)}",
                                   _COUNTER_HELP.get(name, f"Jobs counted as {name} (jobs)."),
@@ -242,8 +242,9 @@ def _families(totals: Mapping[str, Any], queue: Mapping[str, Any] | None, restar
     out.append(GaugeMetricFamily("stagedoor_redis_oom", _WORKER_GAUGE_HELP["redis_oom"],
                                  value=gauges.pop("redis_oom", 0.0)))
     out.append(CounterMetricFamily(
-        "stagedoor_redis_oom_pauses", "Times a worker found Redis out of memory and stopped "
-        "taking new entries until it took writes again (pauses).", value=oom_episodes))
+        "stagedoor_redis_oom_jobs", "Jobs a worker left pending because Redis refused writes "
+        "for memory; they run again from its own pending list when it takes writes (jobs).",
+        value=oom_jobs))
     for name, value in sorted(gauges.items()):
         out.append(GaugeMetricFamily(_metric_name("worker_" + name),
                                      _WORKER_GAUGE_HELP.get(
@@ -274,7 +275,7 @@ def _families(totals: Mapping[str, Any], queue: Mapping[str, Any] | None, restar
         if isinstance(lost, int | float):
             out.append(CounterMetricFamily(
                 "stagedoor_trimmed_unread", "Jobs trimmed from the stream before any worker "
-                "read them (MAXLEN ~, XTRIM), counted in Redis: lost jobs.", value=lost))
+                "read them (MAXLEN ~, XTRIM), counted in Redis: lost (jobs).", value=lost))
 
     out.append(CounterMetricFamily("stagedoor_worker_restarts",
                                    "Workers respawned by the supervisor after a crash "

@@ -7,8 +7,8 @@ them on its pending list, to come back only through the 30 s reclaim; a worker t
 logged every failure would write megabytes of tracebacks.  So:
 
 - `enter()` (a handler's outcome, the dead-letter script, a start count or the boot's
-  XGROUP CREATE answered OOM): the gauge redis_oom goes to 1, the pause counter
-  (redis_oom) up by one, one warning line.
+  XGROUP CREATE answered OOM): the gauge redis_oom goes to 1, one warning line; each
+  job left pending for memory counts (stagedoor_redis_oom_jobs_total).
 - the reader calls `wait_clear()` before it reads again: a tiny write (SET with a
   short expiry on a key of our own) every backoff step up to 2 s, one line per
   `outage_log_interval` while it is refused, no traceback.
@@ -50,7 +50,7 @@ class Outage:
         self.stranded = 0  # jobs left pending for memory in this episode
         self._next_log = 0.0
         self.stats.gauges["redis_oom"] = 0
-        self.stats.counters.setdefault("redis_oom", Counter())  # episodes, for the exporter
+        self.stats.counters.setdefault("redis_oom", Counter())  # jobs left, for the exporter
 
     @property
     def active(self) -> bool:
@@ -59,12 +59,12 @@ class Outage:
     def enter(self, exc: BaseException | None = None, *, job_left: bool = False) -> None:
         if job_left:
             self.stranded += 1
+            self.stats.inc("redis_oom")  # jobs left pending for memory (the exporter's)
         if self.since is not None:
             return
         self.since = time.monotonic()
         self._next_log = self.since + self.settings.outage_log_interval
         self.stats.gauges["redis_oom"] = 1
-        self.stats.inc("redis_oom")
         detail = f" ({first_line(exc)})" if exc is not None else ""
         log.warning("%s%s: not taking new entries; the jobs it refused stay pending and run "
                     "again as soon as it takes writes", OOM_ADVICE, detail,
