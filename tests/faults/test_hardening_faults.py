@@ -81,7 +81,7 @@ def faulted(procs: list[Proc], ledger: Ledger) -> set[int]:
 
 
 def metric(text: str, name: str) -> float | None:
-    m = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
+    m = re.search(rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$", text, re.M)  # any labels
     return float(m.group(1)) if m else None
 
 
