@@ -75,7 +75,9 @@ def fill(url: str, n: int, kind: str = "noop") -> float:
     c = client(url)
     try:
         c.flushall()
-        s = settings(url)
+        # A backlog of n unread jobs: maxlen well above it, or the producer's backlog
+        # check (95 % of maxlen) refuses the rest, as it should in production.
+        s = settings(url, maxlen=max(100_000, 2 * n))
         t0 = time.perf_counter()
         chunk = 5000
         for start in range(0, n, chunk):

@@ -32,7 +32,7 @@ async def _single(url: str, n: int) -> float:
 
 
 async def _many(url: str, n: int, chunk: int) -> float:
-    s = mc.settings(url)
+    s = mc.settings(url, maxlen=max(100_000, 2 * n))  # n unread: below the refusal level
     c = aioredis.Redis.from_url(url, protocol=2, socket_timeout=10)
     try:
         jobs = [mc.job(i) for i in range(n)]
@@ -58,7 +58,7 @@ def enqueue_rates(url: str, *, single_n: int = 5000, many_n: int = 100_000,
         many = uvloop.run(_many(url, many_n, chunk))
         mc.progress(f"enqueue_many: {many_n / many:,.0f} jobs/s")
         c.flushall()
-        s = mc.settings(url)
+        s = mc.settings(url, maxlen=max(100_000, 2 * many_n))
         jobs = [mc.job(i) for i in range(many_n)]
         t0 = time.perf_counter()
         enqueue_sync(c, s, jobs, chunk=chunk)

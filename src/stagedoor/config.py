@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import re
 import socket
@@ -91,6 +92,13 @@ class Settings:
     reclaim_count: int = _opt(10, "XAUTOCLAIM COUNT.", lo=1, hi=10_000)
     maxlen: int = _opt(100_000, "MAXLEN ~ of the job stream on every XADD.", lo=1)
     dead_maxlen: int = _opt(10_000, "MAXLEN ~ of the dead-letter stream.", lo=1)
+    backlog_warn_fraction: float = _opt(
+        0.8, "A producer logs a warning once the group's backlog (undelivered + pending) "
+             "reaches this fraction of maxlen.", lo=0.01, hi=1.0)
+    backlog_refuse_fraction: float = _opt(
+        0.95, "A producer refuses jobs beyond this fraction of maxlen (BacklogFull; exit "
+              "75 from `stagedoor enqueue`), before MAXLEN ~ would trim unread jobs.",
+        lo=0.01, hi=1.0)
     max_deliveries: int = _opt(5, "A job delivered more often than this is poison: it is "
                                   "dead-lettered without running.", lo=1, hi=1_000_000)
     ack_flush_ms: float = _opt(5.0, "Longest an ack waits for the next read to carry it (ms); "
@@ -103,6 +111,9 @@ class Settings:
     retry_backoff: float = _opt(0.05, "First retry delay in s; doubles each retry, with "
                                       "jitter.", lo=0, hi=60)
     retry_backoff_max: float = _opt(2.0, "Longest retry delay in s.", lo=0, hi=600)
+    outage_log_interval: float = _opt(
+        10.0, "While Redis refuses writes (out of memory), a worker logs one line per this "
+              "many seconds.", lo=0.1, hi=3600)
     handlers: list[str] = _list_opt("Extra handler registries as module:attr (repeatable).")
     render_threads: int = _opt(8, "Threads in the render pool of each worker.", lo=1, hi=256)
     render_font_dirs: list[str] = _list_opt(
@@ -171,30 +182,34 @@ class Settings:
 
 
 _URL_SCHEMES = ("redis", "rediss", "unix")
-_NAME = re.compile(r"^[A-Za-z0-9._:{}\-]{1,200}$")
+_NAME = re.compile(r"[A-Za-z0-9._:{}\-]{1,200}")
 
 
 def _validate(s: Settings) -> None:
     for f in fields(s):
         lo, hi = f.metadata.get("lo"), f.metadata.get("hi")
         value = getattr(s, f.name)
+        # NaN compares false with every bound, so it would pass them all; inf is no
+        # timeout or size anyone means.  Whatever way a Settings was built, refuse them.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{f.name}={value!r}: must be a finite number")
         if lo is not None and value < lo:
             raise ConfigError(f"{f.name}={value!r}: must be at least {lo:g}")
         if hi is not None and value > hi:
             raise ConfigError(f"{f.name}={value!r}: must be at most {hi:g}")
     if s.redis_url:
-        scheme = urlsplit(s.redis_url).scheme
-        if scheme not in _URL_SCHEMES:
-            raise ConfigError(f"redis_url={_redact(s.redis_url)!r}: scheme must be one of "
-                              f"redis://, rediss://, unix://")
+        _validate_url(s.redis_url)
     for name in ("stream", "group", "dead_stream"):
-        if not _NAME.match(getattr(s, name)):
+        if not _NAME.fullmatch(getattr(s, name)):
             raise ConfigError(f"{name}={getattr(s, name)!r}: use 1-200 of A-Z a-z 0-9 . _ : - {{}}")
     if s.stream == s.dead_stream:
         raise ConfigError("dead_stream must differ from stream")
     if s.job_timeout * 1000 >= s.claim_idle_ms:
         raise ConfigError(f"job_timeout={s.job_timeout:g}s must be below claim_idle_ms="
                           f"{s.claim_idle_ms} or live jobs would be reclaimed from their worker")
+    if s.backlog_warn_fraction > s.backlog_refuse_fraction:
+        raise ConfigError(f"backlog_warn_fraction={s.backlog_warn_fraction:g} must not be "
+                          f"above backlog_refuse_fraction={s.backlog_refuse_fraction:g}")
     if s.heartbeat_timeout <= s.heartbeat_interval:
         raise ConfigError("heartbeat_timeout must be longer than heartbeat_interval")
     if s.log_format not in ("auto", "json", "text", "journal"):
@@ -205,6 +220,38 @@ def _validate(s: Settings) -> None:
     for spec in s.handlers:
         if ":" not in spec:
             raise ConfigError(f"handlers: {spec!r} is not module:attr")
+
+
+_URL_DB = re.compile(r"/?([0-9]{1,5})?")
+
+
+def _validate_url(url: str) -> None:
+    """The URL as redis-py will read it, checked now: a bad port, database or query
+    value is a config error (exit 78) here, not a traceback at the first connect."""
+    shown = _redact(url)
+    parts = urlsplit(url)
+    if parts.scheme not in _URL_SCHEMES:
+        raise ConfigError(f"redis_url={shown!r}: scheme must be one of redis://, rediss://, "
+                          "unix://")
+    if parts.scheme != "unix":
+        try:
+            port = parts.port
+        except ValueError:
+            port = -1
+        if port is not None and not 1 <= port <= 65_535:
+            raise ConfigError(f"redis_url={shown!r}: the port must be a number 1-65535")
+        if not _URL_DB.fullmatch(parts.path or ""):
+            raise ConfigError(f"redis_url={shown!r}: the path must be a database number "
+                              f"like /0, not {parts.path!r}")
+    from redis.connection import parse_url  # not at import: `import stagedoor` stays light
+
+    try:
+        kwargs = parse_url(url)
+    except ValueError as e:
+        raise ConfigError(f"redis_url={shown!r}: {e}") from None
+    for name, value in kwargs.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"redis_url={shown!r}: {name} must be a finite number")
 
 
 def _redact(url: str) -> str:
@@ -225,6 +272,15 @@ def _field_types() -> dict[str, str]:
     return {f.name: str(f.type) for f in fields(Settings)}
 
 
+_INT_TEXT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*", re.ASCII)
+_FLOAT_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:_[0-9]+)*(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+                         r"|[+-]?(?:nan|inf|infinity)", re.ASCII | re.IGNORECASE)
+
+
+class _NotFinite(Exception):
+    pass
+
+
 def _coerce(name: str, raw: Any, source: str) -> Any:
     kind = _field_types()[name]
     where = f"{source}: {name}={raw!r}"
@@ -232,11 +288,22 @@ def _coerce(name: str, raw: Any, source: str) -> Any:
         if kind == "int":
             if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
                 raise ValueError
-            return int(str(raw).replace("_", "")) if not isinstance(raw, int) else raw
+            if isinstance(raw, int):
+                return raw
+            if isinstance(raw, float):
+                return int(raw)
+            if not isinstance(raw, str) or not _INT_TEXT.fullmatch(raw):
+                raise ValueError  # int() would take " 5\n", "\uff15" and friends
+            return int(raw.replace("_", ""))
         if kind == "float":
             if isinstance(raw, bool):
                 raise ValueError
-            return float(raw)
+            if isinstance(raw, str) and not _FLOAT_TEXT.fullmatch(raw):
+                raise ValueError
+            value = float(raw)
+            if not math.isfinite(value):
+                raise _NotFinite
+            return value
         if kind == "list[str]":
             if isinstance(raw, str):
                 return [p.strip() for p in raw.split(",") if p.strip()]
@@ -249,14 +316,23 @@ def _coerce(name: str, raw: Any, source: str) -> Any:
     except (TypeError, ValueError):
         expected = {"int": "an integer", "float": "a number", "list[str]": "a list of strings"}
         raise ConfigError(f"{where}: expected {expected.get(kind, 'a string')}") from None
+    except _NotFinite:
+        raise ConfigError(f"{where}: must be a finite number (not NaN or infinite)") from None
 
 
 def from_toml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text())
+        data = tomllib.loads(p.read_bytes().decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file {p}: not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {p}: is a directory, not a TOML file") from None
+    except OSError as e:
+        raise ConfigError(f"config file {p}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config file {p}: not UTF-8 (byte {e.object[e.start]:#04x} at "
+                          f"offset {e.start}); TOML files are UTF-8") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"config file {p}: {e}") from None
     # Allow either top-level keys or a [stagedoor] table.

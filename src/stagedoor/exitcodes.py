@@ -16,6 +16,7 @@ EX_NOINPUT = os.EX_NOINPUT  # 66: an input file cannot be read
 EX_UNAVAILABLE = os.EX_UNAVAILABLE  # 69: Redis cannot be reached
 EX_SOFTWARE = os.EX_SOFTWARE  # 70: a bug, a flapping pool, an unfinished demo
 EX_CANTCREAT = os.EX_CANTCREAT  # 73: an output file cannot be written
+EX_TEMPFAIL = os.EX_TEMPFAIL  # 75: try again later: Redis out of memory, backlog near MAXLEN
 EX_CONFIG = os.EX_CONFIG  # 78: a bad setting; systemd does not restart on it
 
 # `stagedoor status --check` speaks the monitoring-plugin convention instead (Nagios,

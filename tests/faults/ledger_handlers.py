@@ -22,6 +22,8 @@ Kinds (all registered in `registry`, loaded with --handlers tests.faults.ledger_
                then as ledger: a job slower than the claim threshold
     boom       start, then raise: a poison job that fails every time
     crash      start, then SIGKILL its own process: a poison job that kills workers
+    exit_on    start; the job whose outbox_id is FAULTS_KILLER calls os._exit(1) (a
+               worker-killing job in the middle of a stream), every other one as ledger
 
 The side effect is guarded by ctx.already_done / ctx.mark_done, as production handlers
 are.  If the effect file already exists when a delivery tries to create it (a delivery
@@ -140,3 +142,11 @@ async def crash(job: Job, ctx: Context) -> None:
     record("start", job)
     os.kill(os.getpid(), signal.SIGKILL)
     await asyncio.sleep(10)  # not reached
+
+
+@registry.register("exit_on")
+async def exit_on(job: Job, ctx: Context) -> None:
+    record("start", job)
+    if str(job.outbox_id) == os.environ.get("FAULTS_KILLER"):
+        os._exit(1)
+    await apply_once(job, ctx)

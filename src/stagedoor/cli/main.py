@@ -3,13 +3,15 @@
 Each subcommand lives in stagedoor/cli/commands/<name>.py and exposes
 `register(subparsers)`, which adds its parser and sets `func(args) -> int`.
 Errors an operator can fix are one line on stderr: exit 2 for wrong arguments,
-78 (EX_CONFIG) for a bad setting, 69 (EX_UNAVAILABLE) when Redis cannot be reached.
+78 (EX_CONFIG) for a bad setting, 69 (EX_UNAVAILABLE) when Redis cannot be reached,
+75 (EX_TEMPFAIL) when Redis is out of memory or the backlog is near MAXLEN.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -17,7 +19,8 @@ from typing import NoReturn
 import redis
 
 from ..config import ConfigError
-from ..exitcodes import EX_CONFIG, EX_UNAVAILABLE
+from ..exitcodes import EX_CONFIG, EX_TEMPFAIL, EX_UNAVAILABLE
+from ..stream.errors import OOM_ADVICE, describe_unreachable, first_line, is_oom
 
 COMMANDS = ("enqueue", "work", "demo", "status", "dead", "render", "systemd", "monitoring")
 
@@ -53,10 +56,21 @@ def run(func: object, args: argparse.Namespace) -> int:
         print(f"stagedoor: config error: {e}", file=sys.stderr)
         return EX_CONFIG
     except (redis.ConnectionError, redis.TimeoutError) as e:
-        print(f"stagedoor: cannot reach Redis: {e}", file=sys.stderr)
+        print(f"stagedoor: cannot reach Redis: {describe_unreachable(url(args), e)}",
+              file=sys.stderr)
+        return EX_UNAVAILABLE
+    except redis.ResponseError as e:
+        if is_oom(e):
+            print(f"stagedoor: {OOM_ADVICE}", file=sys.stderr)
+            return EX_TEMPFAIL
+        print(f"stagedoor: Redis refused: {first_line(e)}", file=sys.stderr)
         return EX_UNAVAILABLE
     except KeyboardInterrupt:
         return 130
+
+
+def url(args: argparse.Namespace) -> str:
+    return str(getattr(args, "redis_url", None) or os.environ.get("STAGEDOOR_REDIS_URL", ""))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

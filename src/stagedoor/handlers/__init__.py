@@ -6,6 +6,7 @@
 - context.py   Context: what a handler gets besides its job (Redis, settings, the
                thread pool, idempotency by outbox_id)
 - tickets.py   the built-in handlers, render_tickets and refund
+- files.py     atomic writes, paths confined to the tickets directory, stale-tmp sweep
 - orders.py    the order store they read (a Redis hash per order)
 """
 

@@ -23,7 +23,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ..config import Settings
-from ..render.order import Order
+from ..render.order import Order, OrderDataError
 
 # KEYS[1] order hash; ARGV[1] path. Mark rendered only if still placed.
 _MARK_RENDERED = """
@@ -41,6 +41,25 @@ local rendered = redis.call('HGET', KEYS[1], 'rendered')
 redis.call('HDEL', KEYS[1], 'rendered')
 return {1, rendered}
 """
+
+
+STATUSES = ("placed", "refunded")
+
+
+def check_stored(order_id: int, order: Order, status: str, rendered: str | None
+                 ) -> StoredOrder:
+    """An order as stored, refused when it contradicts itself or its key.
+
+    A hash under order:115 whose data says order 999 would print ORDER 999 on
+    order-115.pdf; a status we do not know (say "shipped") would be rendered and then
+    taken for a refund by the mark-rendered script.  Both are data errors."""
+    if order.order_id != order_id:
+        raise OrderDataError(f"stored under order {order_id} but its data is for order "
+                             f"{order.order_id}")
+    if status not in STATUSES:
+        raise OrderDataError(f"unknown order status {status[:40]!r} (expected "
+                             f"{' or '.join(STATUSES)})")
+    return StoredOrder(order, status, rendered)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +92,8 @@ class OrderStore:
             self.key(order_id), ["data", "status", "rendered"])
         if data is None:
             return None
-        return StoredOrder(Order.from_json(data), _text(status) or "placed",
-                           _text(rendered) or None)
+        return check_stored(order_id, Order.from_json(data), _text(status) or "placed",
+                            _text(rendered) or None)
 
     async def mark_rendered(self, order_id: int, path: str) -> bool:
         return bool(await self._mark(keys=[self.key(order_id)], args=[path]))

@@ -31,6 +31,9 @@ class Handler:
     timeout: float | None = None  # None: settings.job_timeout
 
 
+StartFn = Callable[["Context"], Awaitable[None]]
+
+
 class Registry:
     """Handlers by job kind: what a worker can run.
 
@@ -43,12 +46,23 @@ class Registry:
     registration of a kind replaces an earlier one; see load_registry).  An entry of a
     kind no handler is registered for is malformed for this worker: dead-lettered.
     `timeout` is the kind's time limit per attempt (None: settings.job_timeout).
+    `@registry.on_start` functions run once per worker process after it reached Redis,
+    before its first job (the built-ins sweep stale temporaries there).
     """
 
-    def __init__(self, handlers: Iterable[Handler] = ()) -> None:
+    def __init__(self, handlers: Iterable[Handler] = (), starts: Iterable[StartFn] = ()
+                 ) -> None:
         self._by_kind: dict[str, Handler] = {}
         for h in handlers:
             self.add(h)
+        # Run once per worker process after it reached Redis, before the first job
+        # (the built-ins sweep stale temporaries of the tickets directory).
+        self.starts: list[StartFn] = list(starts)
+
+    def on_start(self, fn: StartFn) -> StartFn:
+        if fn not in self.starts:
+            self.starts.append(fn)
+        return fn
 
     def add(self, handler: Handler) -> None:
         self._by_kind[handler.kind] = handler
@@ -68,7 +82,7 @@ class Registry:
         return frozenset(self._by_kind)
 
     def merged(self, other: Registry) -> Registry:
-        return Registry([*self, *other])
+        return Registry([*self, *other], [*self.starts, *other.starts])
 
     def __iter__(self) -> Iterator[Handler]:
         return iter(self._by_kind.values())

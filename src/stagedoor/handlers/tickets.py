@@ -9,43 +9,37 @@ other (see orders.py), and the PDF of a refunded order does not survive.
 
 from __future__ import annotations
 
-import os
-import threading
 from pathlib import Path
 
 from ..render.order import OrderDataError
 from ..stream.job import Job
 from ..worker.policy import PermanentError
 from .context import Context, log_extra
+from .files import OutsideTicketsDir, confined, sweep_stale, write_atomic
 from .orders import OrderStore
 from .registry import Registry
 
 registry = Registry()
 
 
+def pdf_name(order_id: int) -> str:
+    return f"order-{order_id}.pdf"
+
+
 def pdf_path(ctx: Context, order_id: int) -> Path:
-    return Path(ctx.settings.tickets_dir) / f"order-{order_id}.pdf"
+    """The order's PDF, checked to be directly inside the tickets directory."""
+    path = Path(ctx.settings.tickets_dir) / pdf_name(order_id)
+    try:
+        confined(ctx.settings.tickets_dir, path, pdf_name(order_id))
+        return path
+    except OutsideTicketsDir as e:  # a tickets_dir that resolves oddly: refuse, loudly
+        raise PermanentError(f"order {order_id}: {e}") from None
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """tmp + fsync + rename + fsync(dir): a reader sees the old file or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Unique per call: two deliveries of one job may render at once in one process.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+@registry.on_start
+async def sweep_temporaries(ctx: Context) -> None:
+    """Partial PDFs of a worker killed mid-write (or of a full disk before the fix)."""
+    await ctx.to_thread(sweep_stale, ctx.settings.tickets_dir)
 
 
 def _store(ctx: Context) -> OrderStore:
@@ -122,8 +116,18 @@ async def refund(job: Job, ctx: Context) -> None:
     if not found:
         raise PermanentError(f"order {job.order_id} not found")
     if rendered:
-        stored = await store.get(job.order_id)
-        await ctx.to_thread(Path(rendered).unlink, True)
+        try:
+            path = confined(ctx.settings.tickets_dir, rendered, pdf_name(job.order_id))
+        except OutsideTicketsDir as e:
+            # The field is data anyone with write access to the store can set: never
+            # delete what it names unless it is this order's PDF in our directory.
+            raise PermanentError(f"order {job.order_id} refunded, but its rendered {e}; "
+                                 "not deleted") from None
+        try:
+            stored = await store.get(job.order_id)
+        except OrderDataError:
+            stored = None  # the refund stands; the count of cancelled tickets is unknown
+        await ctx.to_thread(path.unlink, True)
         await store.add_cancelled(job.order_id, len(stored.order.tickets) if stored else 0)
         ctx.log.info("order %d refunded: tickets cancelled", job.order_id,
                      extra=log_extra(job))

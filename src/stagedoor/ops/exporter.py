@@ -216,7 +216,9 @@ def _families(totals: Mapping[str, Any], queue: Mapping[str, Any] | None, restar
               processes: Mapping[int, Mapping[str, float]],
               build: Mapping[str, str] | None) -> list[Metric]:
     out: list[Metric] = []
-    counters = totals["counters"]
+    counters = dict(totals["counters"])
+    # Not per job kind: jobs left pending because Redis refused writes (OOM).
+    oom_jobs = sum(counters.pop("redis_oom", {}).values())
     for name in (*COUNTERS, *sorted(set(counters) - set(COUNTERS))):
         fam = CounterMetricFamily(f"stagedoor_jobs_{_BAD_NAME.sub('_', name)}",
                                   _COUNTER_HELP.get(name, f"Jobs counted as {name} (jobs)."),
@@ -239,6 +241,10 @@ def _families(totals: Mapping[str, Any], queue: Mapping[str, Any] | None, restar
                                  value=gauges.pop("in_flight", 0.0)))
     out.append(GaugeMetricFamily("stagedoor_redis_oom", _WORKER_GAUGE_HELP["redis_oom"],
                                  value=gauges.pop("redis_oom", 0.0)))
+    out.append(CounterMetricFamily(
+        "stagedoor_redis_oom_jobs", "Jobs a worker left pending because Redis refused writes "
+        "for memory; they run again from its own pending list when it takes writes (jobs).",
+        value=oom_jobs))
     for name, value in sorted(gauges.items()):
         out.append(GaugeMetricFamily(_metric_name("worker_" + name),
                                      _WORKER_GAUGE_HELP.get(
@@ -265,6 +271,11 @@ def _families(totals: Mapping[str, Any], queue: Mapping[str, Any] | None, restar
             out.append(GaugeMetricFamily(f"stagedoor_{key}",
                                          _QUEUE_HELP.get(key, key.replace("_", " ")),
                                          value=value))
+        lost = (queue.get("trimmed_backlog") or {}).get("undelivered_trimmed")
+        if isinstance(lost, int | float):
+            out.append(CounterMetricFamily(
+                "stagedoor_trimmed_unread", "Jobs trimmed from the stream before any worker "
+                "read them (MAXLEN ~, XTRIM), counted in Redis: lost (jobs).", value=lost))
 
     out.append(CounterMetricFamily("stagedoor_worker_restarts",
                                    "Workers respawned by the supervisor after a crash "

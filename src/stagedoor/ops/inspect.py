@@ -6,34 +6,27 @@ CLI, the metrics exporter and the tests all read one shape:
 
   round 1: TIME, XINFO STREAM, XINFO GROUPS, XINFO CONSUMERS, XPENDING (summary),
            XPENDING - + 1 (the oldest pending entry), XLEN of the dead-letter stream
-  round 2: XRANGE jobs (<last-delivered-id> + COUNT 1: the oldest undelivered entry
+  round 2: XRANGE jobs (<last-delivered-id> + COUNT 1: the oldest undelivered entry,
+           HMGET stagedoor:trimmed:<stream> count gap_end skew: jobs trimmed unread so far
 
 Every age is measured against the server's clock (TIME), because entry ids are
 stamped by that clock too; a skewed operator laptop must not invent a backlog.
 
 Trimmed backlog.  MAXLEN ~ and XTRIM ignore the group, so entries the group never
-delivered can be dropped.  Trimming removes the oldest entries first, so the alarm
-is a *current* state: "the entry after the group's cursor is gone".  We chose:
+delivered can be dropped.  The rule and its counters are stagedoor.stream.backlog's
+(read-only twin of the accounting the producer and worker slot 0 do in Redis):
 
-    behind = last-generated-id > last-delivered-id          (something came after it)
-             and (stream empty or first-entry id > the id right after last-delivered-id)
-    waiting = lag (XINFO GROUPS; Redis estimates it itself when entries-read is
-              unknown) or else entries-added - entries-read        (method "lag"/"counters")
-    undelivered_trimmed = max(0, waiting - length)   if behind, else 0
-    alarm = behind and (undelivered_trimmed > 0 or the stream is empty)
+    undelivered_trimmed = counted (stagedoor:trimmed:<stream>, `count`)
+                          + entries-added - entries-read - length   while behind the gap
+    alarm = lost entries not yet counted, or the group is still before the gap
 
-When the group is behind the stream's start every entry left is undelivered, so
-waiting - length is the number of never-delivered entries that were trimmed: this is
-the brief's "entries-added > entries-read + length".  The counters alone are not
-enough: Redis never re-syncs entries-read after a trim, so `lag` keeps counting the
-lost entries forever, and "entries-added > entries-read + length" would stay true
-after the group has caught up.  Requiring `behind` makes the alarm clear once the
-group reads past the gap (the worker's `deleted` counter keeps the event).  The ids
-alone are not enough either: ids are timestamps, not contiguous, so a first entry
-newer than the cursor can also mean that only delivered entries were trimmed.
-With no counters at all (method "ids") the alarm is that heuristic.  Known blind
-spot: lag inflated by an older loss, then every delivered entry trimmed, then new
-entries not yet read; and XDEL holes (nothing in stagedoor XDELs the job stream).
+entries-read is taken as 0 for a group that never delivered (Redis reports it as
+unknown after `XGROUP CREATE ... $ MKSTREAM` and then estimates the lag from the
+stream's length, which hid every loss of a group that had not read yet), and lag
+is never trusted alone (Valkey may say 0 after a trim).  The alarm clears once the
+group reads past the gap; the count stays (metric stagedoor_trimmed_unread_total).
+With no counters at all (method "ids") the alarm is the ids' heuristic: the first
+entry is newer than the id right after the cursor.
 
 Missing stream or group are reported (`exists: False`), never raised.  Any other
 Redis error (WRONGTYPE on the key, say) is raised as InspectError with one line.
@@ -48,9 +41,11 @@ import redis
 import redis.asyncio as aioredis
 
 from ..config import Settings
+from ..stream import backlog
+from ..stream.backlog import trimmed_key
 
 __all__ = ["InspectError", "aqueue_status", "build_status", "id_ms", "parse_id",
-           "queue_gauges", "queue_status"]
+           "queue_gauges", "queue_status", "redis_memory"]
 
 
 class InspectError(RuntimeError):
@@ -136,7 +131,8 @@ def _second_commands(settings: Settings, first: Sequence[Any]) -> list[Command]:
     if isinstance(first[1], Exception) or group is None:
         return []
     last = _text(group.get("last-delivered-id")) or "0-0"
-    return [("XRANGE", settings.stream, f"({last}", "+", "COUNT", 1)]
+    return [("XRANGE", settings.stream, f"({last}", "+", "COUNT", 1),
+            ("HMGET", trimmed_key(settings), "count", "gap_end", "skew")]
 
 
 def _now_ms(time_reply: Any) -> int:
@@ -151,35 +147,6 @@ def _entry_id(entry: Any) -> str | None:
     return str(_text(entry[0]))
 
 
-def _next_id(entry_id: tuple[int, int]) -> tuple[int, int]:
-    ms, seq = entry_id
-    return (ms, seq + 1) if seq < 2**64 - 1 else (ms + 1, 0)
-
-
-def _trimmed(stream: dict[str, Any], group: dict[str, Any]) -> dict[str, Any]:
-    """Is the group's next entry gone?  See the module docstring for the rule."""
-    cursor = parse_id(group["last_delivered_id"] or "0-0")
-    first = stream["first_id"]
-    newest = parse_id(stream["last_generated_id"] or "0-0")
-    length, lag = stream["length"], group["lag"]
-    read, added = group["entries_read"], stream["entries_added"]
-    behind = newest > cursor and (first is None or parse_id(first) > _next_id(cursor))
-    if lag is not None:
-        waiting, method = lag, "lag"
-    elif read is not None and added is not None:
-        waiting, method = added - read, "counters"
-    else:
-        waiting, method = None, "ids"
-    if not behind:
-        return {"alarm": False, "undelivered_trimmed": 0, "method": method}
-    if waiting is None:
-        # Empty stream: entries up to last-generated-id were added after the cursor and
-        # are all gone, a certain loss. Otherwise only the ids say so: a heuristic.
-        return {"alarm": True, "undelivered_trimmed": None, "method": method}
-    lost = max(0, waiting - length)
-    return {"alarm": lost > 0 or length == 0, "undelivered_trimmed": lost, "method": method}
-
-
 def build_status(settings: Settings, first: Sequence[Any], second: Sequence[Any]) -> dict[str, Any]:
     """Turn the raw replies of the two rounds into the status dict (pure; no I/O)."""
     s = settings
@@ -187,8 +154,8 @@ def build_status(settings: Settings, first: Sequence[Any], second: Sequence[Any]
              "XPENDING - + 1", "XLEN")
     for reply, name in zip(first, names, strict=True):
         _check(reply, f"{name} {s.dead_stream if name == 'XLEN' else s.stream}")
-    for reply in second:
-        _check(reply, f"XRANGE {s.stream}")
+    for reply, name in zip(second, ("XRANGE", "HMGET"), strict=False):
+        _check(reply, f"{name} {s.stream if name == 'XRANGE' else trimmed_key(s)}")
     now = _now_ms(first[0])
     info = first[1]
     stream_exists = not isinstance(info, Exception)
@@ -241,7 +208,11 @@ def build_status(settings: Settings, first: Sequence[Any], second: Sequence[Any]
             undelivered_id = str(_text(entries[0][0]))
             queue_age_ms = max(0, now - id_ms(undelivered_id))
     if graw is not None and stream_exists:
-        trimmed = _trimmed(stream, group)
+        counted = second[1] if len(second) > 1 else None
+        count, gap_end, skew = (counted if isinstance(counted, list | tuple)
+                                else (None, None, None))
+        trimmed = backlog.status(stream, group, {"count": _int(count), "skew": _int(skew),
+                                                 "gap_end": _text(gap_end)})
     else:
         trimmed = {"alarm": False, "undelivered_trimmed": None, "method": "none"}
     return {
@@ -298,6 +269,22 @@ async def aqueue_status(client: aioredis.Redis, settings: Settings) -> dict[str,
     second = await _run_async(client, _second_commands(settings, first))
     _raise_transport(second)
     return build_status(settings, first, second)
+
+
+def redis_memory(client: redis.Redis) -> dict[str, Any] | None:
+    """Redis's memory against maxmemory, for `stagedoor status`: None when INFO is not
+    allowed (the worker's ACL user has no INFO; an operator's user should).
+
+    full: writes are refused now (used above maxmemory under noeviction), the state in
+    which the workers pause (worker/outage.py)."""
+    try:
+        info = client.info("memory")
+    except redis.ResponseError:
+        return None
+    used, limit = int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
+    policy = str(info.get("maxmemory_policy", ""))
+    return {"used_bytes": used, "maxmemory_bytes": limit, "policy": policy,
+            "full": bool(limit) and used > limit and policy == "noeviction"}
 
 
 def queue_gauges(status: Mapping[str, Any] | None) -> dict[str, float]:

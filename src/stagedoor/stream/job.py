@@ -16,9 +16,10 @@ from dataclasses import dataclass
 FIELDS = ("kind", "order_id", "outbox_id", "request_id", "trace")
 _FIELD_SET = frozenset(f.encode() for f in FIELDS)
 MAX_ID = 2**63 - 1  # a signed 64-bit integer: what the api's database keys are
-_DIGITS = re.compile(rb"^[0-9]{1,19}$")
-_TOKEN = re.compile(rb"^[A-Za-z0-9._:/+=\-]{1,128}$")
-_KIND = re.compile(rb"^[a-z][a-z0-9_]{0,63}$")
+# Matched with fullmatch(): `$` also matches before a final newline, so "103\n" passed.
+_DIGITS = re.compile(rb"[0-9]{1,19}")
+_TOKEN = re.compile(rb"[A-Za-z0-9._:/+=\-]{1,128}")
+_KIND = re.compile(rb"[a-z][a-z0-9_]{0,63}")
 DEFAULT_MAX_FIELD_BYTES = 256
 
 
@@ -42,7 +43,7 @@ class Job:
 
 
 def _parse_id(name: bytes, raw: bytes) -> int:
-    if not isinstance(raw, bytes) or not _DIGITS.match(raw):
+    if not isinstance(raw, bytes) or not _DIGITS.fullmatch(raw):
         raise _refused(name, raw, "must be a positive decimal integer")
     value = int(raw)
     if not 1 <= value <= MAX_ID:
@@ -79,13 +80,13 @@ def parse_job(raw: Sequence[bytes] | None, kinds: Collection[str] | None = None,
             values[b"request_id"], values[b"trace"])
     # Every accepted value is ASCII (digits, a kind, tokens), so the patterns are the
     # whole check; UTF-8 is only looked at to say why a value was refused.
-    if not isinstance(kind_raw, bytes) or not _KIND.match(kind_raw):
+    if not isinstance(kind_raw, bytes) or not _KIND.fullmatch(kind_raw):
         raise _refused(b"kind", kind_raw, "must match [a-z][a-z0-9_]*")
     kind = kind_raw.decode()
     if kinds is not None and kind not in kinds:
         raise MalformedJob(f"unknown kind {kind!r}")
     for name, value in ((b"request_id", request_id), (b"trace", trace)):
-        if not isinstance(value, bytes) or not _TOKEN.match(value):
+        if not isinstance(value, bytes) or not _TOKEN.fullmatch(value):
             raise _refused(name, value, "must be 1-128 of A-Z a-z 0-9 . _ : / + = -")
     return Job(kind, _parse_id(b"order_id", order_raw), _parse_id(b"outbox_id", outbox_raw),
                request_id.decode(), trace.decode())

@@ -12,6 +12,8 @@ twice; the script makes the retry a no-op, so a poison job lands there exactly o
 
 from __future__ import annotations
 
+import logging
+import math
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -20,7 +22,11 @@ import redis
 import redis.asyncio as aioredis
 
 from ..config import Settings
+from .backlog import ACCOUNT_LUA, trimmed_key
+from .errors import OOM_ADVICE, first_line, is_oom
 from .job import Job
+
+log = logging.getLogger("stagedoor.queue")
 
 DEAD_FIELD_PREFIX = b"dead:"
 # Metadata added to a dead-letter entry after the original fields.
@@ -82,17 +88,121 @@ def ensure_group_sync(client: redis.Redis, settings: Settings) -> bool:
         raise
 
 
-def _ids(replies: list[Any]) -> list[str]:
-    """Pipeline replies of [XGROUP CREATE, XADD...]: raise real errors, return the ids."""
-    first = replies[0]
-    if isinstance(first, Exception) and not is_busygroup(first):
-        raise first
-    out: list[str] = []
-    for reply in replies[1:]:
-        if isinstance(reply, Exception):
-            raise reply
-        out.append(reply.decode() if isinstance(reply, bytes) else str(reply))
-    return out
+class EnqueueError(RuntimeError):
+    """Not every job went in.  `ids` are those that did (in order: jobs[:len(ids)]),
+    so the caller can resume after the last one; the message is one line."""
+
+    def __init__(self, message: str, ids: list[str], total: int) -> None:
+        super().__init__(message)
+        self.ids = ids
+        self.total = total
+
+    @property
+    def progress(self) -> str:
+        last = f", last id {self.ids[-1]}" if self.ids else ""
+        return f"{len(self.ids)} of {self.total} jobs went in{last}"
+
+
+class BacklogFull(EnqueueError):
+    """The group's backlog reached backlog_refuse_fraction of maxlen: adding more would
+    let MAXLEN ~ trim jobs no worker has read.  Retry when the workers caught up."""
+
+    def __init__(self, message: str, ids: list[str], total: int, *, backlog: int,
+                 limit: int) -> None:
+        super().__init__(message, ids, total)
+        self.backlog = backlog
+        self.limit = limit
+
+
+class RedisOutOfMemory(EnqueueError):
+    """Redis answered OOM (maxmemory reached, noeviction): nothing more can be added."""
+
+
+# One round trip per chunk: count entries trimmed unread, check the backlog, ensure the
+# group, XADD what fits (backlog.lua's account() is prepended).
+_ENQUEUE_LUA = """
+local stream, group, counter = KEYS[1], ARGV[1], ARGV[5]
+local maxlen, limit, width = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local r = account(stream, group, counter)
+local backlog, lost = 0, 0
+if r == nil then
+  local added, info = 0, redis.pcall('XINFO', 'STREAM', stream)
+  if not info.err then added = fields(info)['entries-added'] end
+  -- ENTRIESREAD: the group's counter is exact from its first moment, so what it
+  -- has not read is entries-added minus entries-read, also after a trim.
+  redis.call('XGROUP', 'CREATE', stream, group, '$', 'MKSTREAM', 'ENTRIESREAD', added)
+else
+  backlog, lost = r[1], r[2]
+end
+local jobs = (#ARGV - 5) / width
+local n = jobs
+if backlog >= 0 then n = math.max(0, math.min(jobs, limit - backlog)) end
+local out = {backlog, lost}
+for j = 0, n - 1 do
+  local args = {'XADD', stream, 'MAXLEN', '~', maxlen, '*'}
+  for i = 1, width do args[#args + 1] = ARGV[5 + j * width + i] end
+  out[#out + 1] = redis.call(unpack(args))
+end
+return out
+"""
+ENQUEUE_LUA = ACCOUNT_LUA + _ENQUEUE_LUA
+JOB_WIDTH = 10  # Job.fields(): five names, five values
+
+
+def backlog_limits(settings: Settings) -> tuple[int, int]:
+    """(warn at, refuse above) in entries: the settings' fractions of maxlen."""
+    return (math.floor(settings.maxlen * settings.backlog_warn_fraction),
+            math.floor(settings.maxlen * settings.backlog_refuse_fraction))
+
+
+def _chunks(settings: Settings, jobs: Iterable[Job], chunk: int
+            ) -> Iterator[tuple[list[str], list[Any], int]]:
+    s = settings
+    batch = list(jobs)
+    _warn, limit = backlog_limits(s)
+    for start in range(0, len(batch), chunk):
+        # The counter hash goes in ARGV, not KEYS: see backlog.AUDIT_LUA.
+        args: list[Any] = [s.group, s.maxlen, limit, JOB_WIDTH, trimmed_key(s)]
+        part = batch[start:start + chunk]
+        for job in part:
+            fields = job.fields()
+            assert len(fields) == JOB_WIDTH
+            args.extend(fields)
+        yield [s.stream], args, len(part)
+
+
+def _settle(settings: Settings, reply: Any, wanted: int, ids: list[str], total: int) -> None:
+    """Take the ids of one chunk's reply; warn, log a loss, or raise BacklogFull."""
+    backlog, lost = int(reply[0]), int(reply[1])
+    got = [x.decode() if isinstance(x, bytes) else str(x) for x in reply[2:]]
+    ids.extend(got)
+    if lost:
+        log.error("%d jobs were trimmed from stream %s before any worker read them "
+                  "(counted in %s)", lost, settings.stream, trimmed_key(settings))
+    warn, limit = backlog_limits(settings)
+    now = backlog + len(got)
+    if len(got) < wanted:
+        raise BacklogFull(
+            f"backlog of {settings.stream} is {backlog} entries, the refusal level "
+            f"{settings.backlog_refuse_fraction:.0%} of maxlen {settings.maxlen} ({limit}): "
+            f"adding more would trim jobs no worker has read; "
+            f"{len(ids)} of {total} jobs went in"
+            + (f", last id {ids[-1]}" if ids else ""),
+            ids, total, backlog=backlog, limit=limit)
+    if backlog >= 0 and now >= warn:
+        log.warning("backlog of %s is %d entries, %d%% of maxlen %d (warns at %s, refuses "
+                    "above %s)", settings.stream, now, 100 * now // settings.maxlen,
+                    settings.maxlen, f"{settings.backlog_warn_fraction:.0%}",
+                    f"{settings.backlog_refuse_fraction:.0%}")
+
+
+def _failed(e: redis.RedisError, ids: list[str], total: int) -> EnqueueError:
+    last = f", last id {ids[-1]}" if ids else ""
+    if is_oom(e):
+        return RedisOutOfMemory(f"{OOM_ADVICE}; {len(ids)} of {total} jobs went in{last}",
+                                ids, total)
+    return EnqueueError(f"{first_line(e)}; {len(ids)} of {total} jobs went in{last}",
+                        ids, total)
 
 
 async def enqueue(client: aioredis.Redis, settings: Settings, job: Job) -> str:
@@ -102,32 +212,35 @@ async def enqueue(client: aioredis.Redis, settings: Settings, job: Job) -> str:
 
 async def enqueue_many(client: aioredis.Redis, settings: Settings, jobs: Iterable[Job],
                        *, chunk: int = 1000) -> list[str]:
-    """The bulk form: pipelined XADDs, `chunk` per round trip."""
+    """The bulk form: `chunk` jobs per round trip (one script call).
+
+    Raises BacklogFull (the backlog is near MAXLEN), RedisOutOfMemory, or EnqueueError
+    (any other Redis error), each carrying the ids that did go in."""
+    script = client.register_script(ENQUEUE_LUA)
+    batch = list(jobs)
     ids: list[str] = []
-    for pipe in _pipelines(client, settings, jobs, chunk):
-        ids.extend(_ids(await pipe.execute(raise_on_error=False)))
+    for keys, args, wanted in _chunks(settings, batch, chunk):
+        try:
+            reply = await script(keys=keys, args=args)
+        except redis.RedisError as e:
+            raise _failed(e, ids, len(batch)) from e
+        _settle(settings, reply, wanted, ids, len(batch))
     return ids
 
 
 def enqueue_sync(client: redis.Redis, settings: Settings, jobs: Iterable[Job],
                  *, chunk: int = 1000) -> list[str]:
     """enqueue_many for callers without an event loop (the CLI, a sync api)."""
-    ids: list[str] = []
-    for pipe in _pipelines(client, settings, jobs, chunk):
-        ids.extend(_ids(pipe.execute(raise_on_error=False)))
-    return ids
-
-
-def _pipelines(client: Any, settings: Settings, jobs: Iterable[Job], chunk: int
-               ) -> Iterator[Any]:
-    """Pipelines of [XGROUP CREATE, XADD x chunk], for a sync or an asyncio client."""
+    script = client.register_script(ENQUEUE_LUA)
     batch = list(jobs)
-    for start in range(0, len(batch), chunk):
-        pipe = client.pipeline(transaction=False)
-        pipe.execute_command(*group_create_args(settings))
-        for job in batch[start:start + chunk]:
-            pipe.execute_command(*xadd_args(settings, job.fields()))
-        yield pipe
+    ids: list[str] = []
+    for keys, args, wanted in _chunks(settings, batch, chunk):
+        try:
+            reply = script(keys=keys, args=args)
+        except redis.RedisError as e:
+            raise _failed(e, ids, len(batch)) from e
+        _settle(settings, reply, wanted, ids, len(batch))
+    return ids
 
 
 def dead_letter_fields(fields: Sequence[bytes] | None, *, error: str, source_id: str,

@@ -32,7 +32,10 @@ or every slot failed to boot `--boot-retries` times in a row, the supervisor exi
 with the child's code so systemd sees it.  A worker that dies after READY crashed:
 the same slot is respawned with exponential backoff (0.1 s, 0.2 s, ... 10 s, reset
 after 30 s of good health); more than `--flap-max` restarts in `--flap-window`
-seconds across the pool is flapping: exit 70.
+seconds across the pool is flapping: exit 70.  Redis out of memory at boot is
+neither: the workers wait (XGROUP CREATE answers OOM) and report it in their
+heartbeats; the supervisor keeps the boot deadline ahead, says so in STATUS= and
+sends EXTEND_TIMEOUT_USEC so systemd's start timeout does not kill the wait.
 
 The parts: this module is the loop (select, signals, stop, rolling restart, the
 watchdog, exit); pool.py forks, reads, reaps and respawns the workers; decisions.py
@@ -60,7 +63,7 @@ from . import decisions as rules
 from .decisions import SlotView
 from .pool import Pool
 from .process import ForkUnsafe
-from .report import METRICS_WAIT, Reporter
+from .report import METRICS_WAIT, Reporter, redis_oom
 from .signals import SignalInbox
 from .state import Options, Slot
 from .systemd import Notifier
@@ -68,6 +71,8 @@ from .systemd import Notifier
 log = logging.getLogger("stagedoor.supervisor")
 
 TICK = 0.2              # longest the loop sleeps
+EXTEND_EVERY = 5.0      # while the workers wait for Redis memory at boot, every this ...
+EXTEND_BY = 30.0        # ... many seconds: EXTEND_TIMEOUT_USEC of this many, and STATUS
 
 
 class Supervisor:
@@ -93,6 +98,7 @@ class Supervisor:
         self.reload_t = 0.0
         self.started = time.monotonic()
         self.boot_deadline = self.started + settings.boot_timeout
+        self.next_extend = 0.0
         self.next_watchdog = self.started
         self.metrics: Any = None
         self.reporter = Reporter(self, self.started)
@@ -211,6 +217,13 @@ class Supervisor:
         self.pool.watch_processes(now)
         if self.stopping:
             return
+        if not self.pool.ever_ready and redis_oom(self.pool.handles.values()):
+            # Full memory is an outage to wait out, not a boot failure: the workers
+            # retry on their own; keep the deadline ahead and systemd's start timeout too.
+            self.boot_deadline = now + self.settings.boot_timeout
+            if now >= self.next_extend:
+                self.next_extend = now + EXTEND_EVERY
+                self.notifier.extend_timeout(EXTEND_BY, self.reporter.summary())
         if not self.pool.ever_ready and now > self.boot_deadline:
             codes = [sl.last_boot_code for sl in self.pool.slots.values()
                      if sl.last_boot_code is not None]

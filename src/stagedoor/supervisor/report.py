@@ -11,6 +11,7 @@ import logging
 import math
 import os
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -21,6 +22,7 @@ from ..ops.exporter import empty_totals, retire
 
 if TYPE_CHECKING:
     from .loop import Supervisor
+    from .state import Handle
 
 log = logging.getLogger("stagedoor.supervisor")
 
@@ -32,6 +34,11 @@ READY_QUEUE_AGE = 15.0  # /readyz: queue numbers older than this mean Redis is a
 
 def total(snap: dict[str, Any], counter: str) -> int:
     return int(sum((snap.get("counters") or {}).get(counter, {}).values()))
+
+
+def redis_oom(handles: Iterable[Handle]) -> bool:
+    """A worker reports Redis refusing writes for memory (its redis_oom gauge)."""
+    return any((h.stats.get("gauges") or {}).get("redis_oom") for h in handles)
 
 
 class Reporter:
@@ -58,6 +65,8 @@ class Reporter:
         cpu = sum(h.cpu for h in live)
         if live:
             text += f", cpu {cpu:.0f}%"
+        if redis_oom(live):
+            text = "Redis out of memory (writes refused), waiting: " + text
         return text
 
     def report(self, now: float) -> None:
@@ -93,6 +102,7 @@ class Reporter:
             "reloading": sup.reloading,
             "restarts": pool.restarts,
             "recycled": pool.recycled,
+            "redis_oom": redis_oom(pool.handles.values()),
             "handled": total(pool.retired, "handled")
             + sum(total(h.stats, "handled") for h in pool.handles.values()),
             "slots": {str(k): {"pid": s.current.pid if s.current else None,

@@ -123,6 +123,12 @@ class Notifier:
     def watchdog(self) -> bool:
         return self.send("WATCHDOG=1")
 
+    def extend_timeout(self, seconds: float, status: str | None = None) -> bool:
+        """EXTEND_TIMEOUT_USEC: the start (or stop) timeout of a Type=notify unit is
+        pushed to now + seconds, so a wait that is not a hang is not killed."""
+        return self.send(f"EXTEND_TIMEOUT_USEC={int(seconds * 1_000_000)}",
+                         *([f"STATUS={status}"] if status else []))
+
     def stopping(self, status: str | None = None) -> bool:
         return self.send("STOPPING=1", *([f"STATUS={status}"] if status else []))
 

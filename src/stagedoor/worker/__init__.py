@@ -7,6 +7,8 @@
 - redelivery.py  delivery and start counts, isolation of suspicious entries (poison)
 - dispatch.py    entry -> parse -> handler under policy -> ack, dead letter or pending
 - acks.py        XACK, coalesced and piggybacked on the next read
+- outage.py      Redis out of memory: read nothing new, say so once in a while, resume
+                 the own pending list when a write goes through
 - policy.py      a job's time limit, retries with backoff and jitter, the verdict
 - child.py       the worker process's entry under the supervisor: heartbeats over the
                  pipe, exit codes, the boot report

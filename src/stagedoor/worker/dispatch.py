@@ -7,6 +7,13 @@ Nothing here may crash the loop: an unexpected error leaves the entry pending (i
 back), and a cancelled handler acks nothing.  A malformed entry, a permanent error and
 poison (too many starts, decided by redelivery.py) go to the dead-letter stream with
 their reason, and the dead-letter script acks them in the same step.
+
+A redelivered entry's start is counted here, as its handler starts (not when it was
+read: the batch-mates queued behind a job that kills the process never start, and
+must not be counted as if they had).  An entry left pending keeps its last error
+(stagedoor:lasterr:<id>), so a poison verdict says what actually went wrong.  One
+left pending because Redis failed it asks the reader to re-read the own pending list
+at once; one refused for memory puts the worker in the outage state (outage.py).
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
+import redis
+
 from ..backoff import Backoff
 from ..config import Settings
 from ..handlers import Context, Registry
@@ -23,15 +32,19 @@ from ..ops.logs import job_context
 from ..ops.metrics import WorkerStats
 from ..ops.tracing import JobTracer, entry_ms
 from ..stream import connection
+from ..stream.errors import first_line, is_oom
 from ..stream.job import MalformedJob, parse_job
 from ..stream.queue import DeadLetter
 from .acks import Acker
+from .outage import Outage
 from .policy import Deadlines, Verdict, run_with_policy
 from .slots import Slots
 
 log = logging.getLogger("stagedoor.worker")
 
 Entry = tuple[bytes, list[bytes] | None]
+STARTS_TTL = 86_400  # a start count or last error outlives any redelivery cycle
+_BEST_EFFORT: tuple[type[BaseException], ...] = (redis.RedisError, *connection.TRANSIENT_ERRORS)
 
 
 class Dispatcher:
@@ -39,7 +52,7 @@ class Dispatcher:
 
     def __init__(self, settings: Settings, registry: Registry, ctx: Context, *,
                  slots: Slots, acker: Acker, dead_letter: DeadLetter, deadlines: Deadlines,
-                 stats: WorkerStats, consumer: str) -> None:
+                 stats: WorkerStats, consumer: str, outage: Outage) -> None:
         self.settings = settings
         self.registry = registry
         self.ctx = ctx
@@ -49,27 +62,38 @@ class Dispatcher:
         self.deadlines = deadlines
         self.stats = stats
         self.consumer = consumer
+        self.outage = outage
         self.kinds = registry.kinds
+        self.cmd = ctx.redis
         self.tracer: JobTracer | None = None  # set by Worker.run when tracing is on
+        # The reader's: re-read the own pending list soon (set when the reader is made).
+        self.recover_soon: Callable[[], None] = lambda: None
 
     def dispatch(self, entries: Sequence[Entry], reserved: int,
                  counts: dict[bytes, int] | None, starts: dict[bytes, int] | None = None
                  ) -> None:
         """Start a task per entry in the slots `reserved` for them; give back the rest.
 
-        counts: delivery counts (None: first delivery); starts: recorded starts of
-        redelivered entries (see redelivery.py)."""
+        counts: delivery counts (None: first delivery); starts: starts recorded before
+        of redelivered entries (None: a first delivery; see redelivery.py)."""
+        if self.outage.active and entries:
+            # Read while Redis refuses writes: they cannot finish; leave them pending for
+            # the re-read of the own pending list once it takes writes again.
+            for _ in entries:
+                self.outage.enter(job_left=True)
+            self.slots.unreserve(reserved)
+            return
         for entry_id, fields in entries:
             deliveries = 1 if counts is None else counts.get(entry_id, 1)
-            started = 0 if starts is None else starts.get(entry_id, 0)
-            task = asyncio.create_task(self.handle(entry_id, fields, deliveries, started))
+            prior = None if starts is None else starts.get(entry_id, 0)
+            task = asyncio.create_task(self.handle(entry_id, fields, deliveries, prior))
             self.slots.start(entry_id, task)
         self.slots.unreserve(reserved - len(entries))
         self.stats.gauges["in_flight"] = len(self.slots.running)
 
     async def handle(self, entry_id: bytes, fields: list[bytes] | None,
-                     deliveries: int, started: int = 0) -> None:
-        """started: starts recorded since the first delivery (redelivered entries only)."""
+                     deliveries: int, prior: int | None = None) -> None:
+        """prior: starts recorded before, None for a first delivery (never recorded)."""
         try:
             if fields is None:
                 # Trimmed while pending: nothing to run; ack so the PEL stops returning it.
@@ -79,31 +103,47 @@ class Dispatcher:
                 self.acker.add(entry_id)
                 return
             if self.tracer is None:
-                await self._handle(entry_id, fields, deliveries, started)
+                await self._handle(entry_id, fields, deliveries, prior)
                 return
             eid = entry_id.decode()
             with self.tracer.job(stream=self.settings.stream, group=self.settings.group,
                                  consumer=self.consumer, entry_id=eid,
                                  trace=raw_field(fields, b"trace"), deliveries=deliveries,
                                  kind=metric_kind(fields, self.kinds)):
-                await self._handle(entry_id, fields, deliveries, started)
+                await self._handle(entry_id, fields, deliveries, prior)
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as e:
             # Nothing may crash the loop; the entry stays pending and comes back.
-            log.exception("unexpected error handling %s; left pending", entry_id.decode())
+            if is_oom(e):
+                self.outage.enter(e, job_left=True)
+            elif is_redis_trouble(e):
+                log.warning("Redis failed while handling %s (%s: %s); left pending, "
+                            "re-reading the own pending list", entry_id.decode(),
+                            type(e).__name__, first_line(e),
+                            extra={"entry_id": entry_id.decode(), "consumer": self.consumer})
+                self.recover_soon()
+            else:
+                log.exception("unexpected error handling %s; left pending",
+                              entry_id.decode())
         finally:
             self.stats.gauges["in_flight"] = len(self.slots.running) - 1
 
     async def _handle(self, entry_id: bytes, fields: list[bytes], deliveries: int,
-                      started: int) -> None:
+                      prior: int | None) -> None:
         s = self.settings
-        if started and started + 1 > s.max_deliveries:
-            await self.dead(entry_id, fields, deliveries,
-                            f"poison: started {started + 1} times, delivered "
-                            f"{deliveries} times (max_deliveries={s.max_deliveries})",
-                            metric_kind(fields, self.kinds))
-            return
+        if prior is not None:
+            # The first, fresh start counts as one; this one would be prior + 2.
+            if prior + 2 > s.max_deliveries:
+                reason = (f"poison: started {prior + 2} times, delivered {deliveries} "
+                          f"times (max_deliveries={s.max_deliveries})")
+                last = await self._last_error(entry_id)
+                if last:
+                    reason += f"; last error: {last}"
+                await self.dead(entry_id, fields, deliveries, reason,
+                                metric_kind(fields, self.kinds))
+                return
+            await self._count_start(entry_id)
         try:
             job = parse_job(fields, self.kinds, max_field_bytes=s.max_field_bytes)
         except MalformedJob as e:
@@ -131,6 +171,8 @@ class Dispatcher:
                 self.acker.add(entry_id)
             elif outcome.verdict is Verdict.DEAD:
                 await self.dead(entry_id, fields, deliveries, outcome.reason, job.kind)
+            elif outcome.outage:
+                self.outage.enter(outcome.error, job_left=True)  # no line per job
             else:
                 self.stats.inc("failed", job.kind)
                 if tracer is not None:
@@ -139,6 +181,9 @@ class Dispatcher:
                     tracer.fail(outcome.reason)
                 log.error("job failed after %d attempts, left pending for redelivery: %s",
                           outcome.attempts, outcome.reason)
+                await self._keep_error(entry_id, outcome.reason)
+                if is_redis_trouble(outcome.error):
+                    self.recover_soon()
 
     async def dead(self, entry_id: bytes, fields: list[bytes], deliveries: int,
                    reason: str, kind: str) -> None:
@@ -153,6 +198,11 @@ class Dispatcher:
                 await asyncio.sleep(backoff.next())
                 last: BaseException = e
                 continue
+            except redis.ResponseError as e:
+                if not is_oom(e):
+                    raise
+                self.outage.enter(e, job_left=True)  # jobs:dead refused: stays pending
+                return
             if dead_id is not None:
                 self.stats.inc("dead_lettered", kind)
                 if self.tracer is not None:
@@ -165,6 +215,36 @@ class Dispatcher:
                                          "error": reason, "deliveries": deliveries})
             return
         log.error("could not dead-letter %s (%s); left pending", entry_id.decode(), last)
+        self.recover_soon()
+
+    # -- what a redelivered entry carries across deliveries ---------------------------
+    async def _count_start(self, entry_id: bytes) -> None:
+        key = self.settings.key("starts", entry_id.decode())
+        pipe = self.cmd.pipeline(transaction=False)
+        pipe.incr(key)
+        pipe.expire(key, STARTS_TTL)
+        await pipe.execute()
+
+    async def _keep_error(self, entry_id: bytes, reason: str) -> None:
+        """Best effort: the reason a delivery failed, for a later poison verdict."""
+        key = self.settings.key("lasterr", entry_id.decode())
+        try:
+            await self.cmd.set(key, reason[:500], ex=STARTS_TTL)
+        except _BEST_EFFORT as e:
+            log.debug("could not keep the last error of %s: %s", entry_id.decode(), e)
+
+    async def _last_error(self, entry_id: bytes) -> str | None:
+        try:
+            raw = await self.cmd.get(self.settings.key("lasterr", entry_id.decode()))
+        except _BEST_EFFORT:
+            return None
+        return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else None
+
+
+def is_redis_trouble(exc: BaseException | None) -> bool:
+    """Redis stalled, reset or refused for memory: not the job's fault, run it again soon."""
+    return exc is not None and (isinstance(exc, redis.ConnectionError | redis.TimeoutError)
+                                or is_oom(exc))
 
 
 def _retry_event(tracer: JobTracer) -> Callable[[int, str, float], None]:

@@ -19,10 +19,12 @@ import redis.asyncio as aioredis
 
 from ..backoff import Backoff, reconnect
 from ..config import ConfigError, Settings
-from ..handlers import Registry
+from ..handlers import Context, Registry
 from ..stream import connection
+from ..stream.errors import describe_unreachable, is_oom
 from ..stream.queue import ensure_group
 from .acks import Acker
+from .outage import Outage
 from .reader import Reader
 from .slots import Slots
 
@@ -36,8 +38,14 @@ class BootError(RuntimeError):
     """The worker could not reach a usable Redis within boot_timeout."""
 
 
-async def boot(settings: Settings, cmd: aioredis.Redis, reader: Reader, acker: Acker) -> None:
-    """Until Redis answers and the group exists; then open the hot-path connections."""
+async def boot(settings: Settings, cmd: aioredis.Redis, reader: Reader, acker: Acker,
+               outage: Outage) -> None:
+    """Until Redis answers and the group exists; then open the hot-path connections.
+
+    Redis out of memory answers XGROUP CREATE with OOM (also for a group that exists):
+    an outage to wait out, not a boot failure.  The worker stays un-READY, says so in
+    its heartbeats (gauge redis_oom, which the supervisor reports to systemd), and
+    boots once a write goes through; boot_timeout counts from then."""
     s = settings
     deadline = time.monotonic() + s.boot_timeout
     backoff = Backoff(reconnect(0.05, 1.0))
@@ -57,12 +65,29 @@ async def boot(settings: Settings, cmd: aioredis.Redis, reader: Reader, acker: A
         except (redis.AuthenticationError, redis.exceptions.AuthorizationError) as e:
             # redis-py files these under ConnectionError; no retry makes them right.
             raise ConfigError(f"Redis refused the credentials: {e}") from None
+        except redis.ResponseError as e:
+            if not is_oom(e):
+                raise
+            outage.enter(e)
+            await outage.wait_clear()
+            deadline = time.monotonic() + s.boot_timeout
         except connection.TRANSIENT_ERRORS as e:
             if time.monotonic() > deadline:
-                raise BootError(f"Redis unreachable for {s.boot_timeout:g}s: {e}") from e
+                raise BootError(f"Redis unreachable for {s.boot_timeout:g}s: "
+                                f"{describe_unreachable(s.redis_url, e)}") from e
             delay = backoff.next()
             log.warning("Redis not reachable (%s); retrying in %.2fs", e, delay)
             await asyncio.sleep(delay)
+
+
+async def on_start(registry: Registry, ctx: Context) -> None:
+    """The registry's start hooks (the built-ins sweep stale temporaries); one failing
+    is logged, not fatal: the jobs can still run."""
+    for fn in registry.starts:
+        try:
+            await fn(ctx)
+        except Exception:
+            log.exception("start hook %s failed", getattr(fn, "__qualname__", fn))
 
 
 def warn_at_start(settings: Settings, registry: Registry, consumer: str) -> None:

@@ -34,6 +34,7 @@ from ..stream.resp import FastConnection
 from . import lifecycle
 from .acks import Acker
 from .dispatch import Dispatcher
+from .outage import Outage
 from .policy import Deadlines
 from .reader import Reader
 from .redelivery import Redelivery
@@ -67,6 +68,7 @@ class Worker:
                            executor=self.executor, stats=self.stats)
         self.deadlines = Deadlines()
         self.slots = Slots(s.concurrency)
+        self.outage = Outage(s, self.cmd, self.stats, self.consumer)
         reader: Reader  # the acker asks it whether a read is on the wire
         self.acker = Acker(FastConnection(s, timeout=s.socket_timeout,
                                           name=self.consumer + ":ack"), s,
@@ -74,7 +76,7 @@ class Worker:
         self.dispatcher = Dispatcher(s, self.registry, self.ctx, slots=self.slots,
                                      acker=self.acker, dead_letter=DeadLetter(self.cmd, s),
                                      deadlines=self.deadlines, stats=self.stats,
-                                     consumer=self.consumer)
+                                     consumer=self.consumer, outage=self.outage)
         self.redelivery = Redelivery(s, self.cmd, consumer=self.consumer, slots=self.slots,
                                      acker=self.acker, dispatcher=self.dispatcher)
         # The hot path: XREADGROUP '>' and XACK on lean hiredis connections (resp.py).
@@ -83,7 +85,8 @@ class Worker:
                                         name=self.consumer + ":read"),
             consumer=self.consumer, slots=self.slots, acker=self.acker,
             dispatcher=self.dispatcher, redelivery=self.redelivery, stats=self.stats,
-            stop=self._stopping, burst=burst)
+            stop=self._stopping, outage=self.outage, burst=burst)
+        self.dispatcher.recover_soon = reader.recover_soon
 
     def request_stop(self) -> None:
         """Graceful: stop reading, let in-flight jobs finish within graceful_timeout."""
@@ -102,7 +105,8 @@ class Worker:
             if self.tracer is None:
                 self.tracer = tracing.setup_or_config_error()
             self.dispatcher.tracer = self.tracer
-            await lifecycle.boot(s, self.cmd, self.reader, self.acker)
+            await lifecycle.boot(s, self.cmd, self.reader, self.acker, self.outage)
+            await lifecycle.on_start(self.registry, self.ctx)
             self.ready.set()
             if self._on_ready:
                 self._on_ready()

@@ -3,7 +3,10 @@
 Transient: TransientError, a time limit, and the errors of a Redis or network that
 is away for a moment (redis.ConnectionError, timeouts, OSError).  Anything else a
 handler raises is a bug: logged with its traceback, retried like a transient error,
-and bounded by the poison counter.
+and bounded by the poison counter.  Errors no delivery will fix (a read-only
+filesystem, EACCES, a WRONGTYPE order key: stagedoor.stream.errors) are permanent at
+once; Redis's OOM reply leaves the entry pending without retries (outage=True), for
+the worker to pause on.
 
 The loop asks one question of a handler run: what to do with the entry.  DONE is
 acked; DEAD goes to the dead-letter stream (and is acked there); PENDING is left on
@@ -26,6 +29,7 @@ from ..backoff import Schedule
 from ..config import Settings
 from ..ops.metrics import WorkerStats
 from ..stream.connection import TRANSIENT_ERRORS
+from ..stream.errors import first_line, is_oom, is_permanent
 
 log = logging.getLogger("stagedoor.policy")
 
@@ -56,6 +60,8 @@ class Outcome:
     verdict: Verdict
     reason: str = ""
     attempts: int = 1
+    outage: bool = False  # PENDING because Redis refuses writes (OOM), not the job's fault
+    error: BaseException | None = None  # the last exception, when there was one
 
 
 class Deadlines:
@@ -117,20 +123,29 @@ async def run_with_policy(run: Callable[[], Awaitable[None]], *, kind: str, time
         except PermanentError as e:
             return Outcome(Verdict.DEAD, f"permanent error: {type(e).__name__}: {e}",
                            attempt + 1)
-        except RETRYABLE as e:
-            reason = (f"timed out after {time_limit:g}s" if isinstance(e, JobTimedOut)
-                      else f"{type(e).__name__}: {e}")
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # a handler bug: retry, then leave it to the poison counter
-            log.exception("handler raised")
-            reason = f"{type(e).__name__}: {e}"
+        except Exception as e:
+            if is_permanent(e):  # EROFS, EACCES, WRONGTYPE: no delivery will fare better
+                return Outcome(Verdict.DEAD, f"permanent error: {type(e).__name__}: "
+                               f"{first_line(e)}", attempt + 1)
+            if is_oom(e):
+                # Redis refuses writes: retrying now cannot help; the worker pauses and
+                # runs the job again from its own pending list when memory is back.
+                stats.observe(kind, time.perf_counter() - started)
+                return Outcome(Verdict.PENDING, f"{type(e).__name__}: {first_line(e)}",
+                               attempt + 1, outage=True, error=e)
+            failure: BaseException = e
+            if isinstance(e, RETRYABLE):
+                reason = (f"timed out after {time_limit:g}s" if isinstance(e, JobTimedOut)
+                          else f"{type(e).__name__}: {e}")
+            else:  # a handler bug: retry, then leave it to the poison counter
+                log.exception("handler raised")
+                reason = f"{type(e).__name__}: {e}"
         else:
             stats.observe(kind, time.perf_counter() - started)
             return Outcome(Verdict.DONE, attempts=attempt + 1)
         stats.observe(kind, time.perf_counter() - started)
         if attempt >= settings.retries:
-            return Outcome(Verdict.PENDING, reason, attempt + 1)
+            return Outcome(Verdict.PENDING, reason, attempt + 1, error=failure)
         stats.inc("retried", kind)
         # full jitter from 0 (backoff.py): spreads a burst of retries across the pool
         delay = Schedule(settings.retry_backoff, settings.retry_backoff_max).delay(attempt)

@@ -14,6 +14,9 @@
   our own pending list or XAUTOCLAIM hands them back, or they would run twice.
 - A reclaim pass runs between reads, not beside them: the blocking read holds every
   free slot while it waits, so a pass is late by at most one BLOCK.
+- A job left pending because Redis failed it (a stall, a reset, OOM) asks for a
+  re-read of the own pending list (`recover_soon`): it runs again after the next read,
+  not after claim_idle_ms.  While Redis refuses writes (outage.py) nothing is read.
 """
 
 from __future__ import annotations
@@ -30,10 +33,12 @@ from ..backoff import Backoff
 from ..config import Settings
 from ..ops.metrics import WorkerStats
 from ..stream import connection
+from ..stream.errors import is_oom
 from ..stream.queue import ensure_group, is_nogroup
 from ..stream.resp import FastConnection
 from .acks import Acker
 from .dispatch import Dispatcher, Entry
+from .outage import Outage
 from .redelivery import Redelivery
 from .slots import Slots
 
@@ -53,7 +58,7 @@ class Reader:
     def __init__(self, settings: Settings, cmd: aioredis.Redis, conn: FastConnection, *,
                  consumer: str, slots: Slots, acker: Acker, dispatcher: Dispatcher,
                  redelivery: Redelivery, stats: WorkerStats, stop: asyncio.Event,
-                 burst: bool = False) -> None:
+                 outage: Outage, burst: bool = False) -> None:
         self.settings = settings
         self.cmd = cmd
         self.conn = conn
@@ -64,12 +69,21 @@ class Reader:
         self.redelivery = redelivery
         self.stats = stats
         self.stop = stop
+        self.outage = outage
         self.burst = burst
         self.reading = False  # a '>' read is on the wire (the acker then flushes alone)
         self._recover = True
         self._recover_cursor = b"0"
         self._claim_cursor = b"0-0"
         self._reclaim_due = False
+        self._recover_again = False
+
+    def recover_soon(self) -> None:
+        """Re-read the own pending list from the start before the next '>' read."""
+        if self._recover:
+            self._recover_again = True  # a pass is under way: start over when it ends
+        else:
+            self._recover, self._recover_cursor = True, b"0"
 
     def _busy(self, entry_id: bytes) -> bool:
         return entry_id in self.slots.running or entry_id in self.acker
@@ -79,7 +93,14 @@ class Reader:
         backoff = Backoff()
         group, stream, me = s.group, s.stream, self.consumer
         while True:
+            if self.outage.active:
+                # Reads work under OOM, the handlers' writes do not: take nothing new.
+                await self.outage.wait_clear()
+                self._recover, self._recover_cursor = True, b"0"
             n = await self.slots.reserve(s.count)
+            if self.outage.active:  # began while we waited for a slot: read nothing
+                self.slots.unreserve(n)
+                continue
             try:
                 if self._reclaim_due:
                     self._reclaim_due = False
@@ -91,7 +112,8 @@ class Reader:
                         "XREADGROUP", "GROUP", group, me, "COUNT", n,
                         "STREAMS", stream, self._recover_cursor))
                     if not entries:
-                        self._recover, self._recover_cursor = False, b"0"
+                        self._recover, self._recover_cursor = self._recover_again, b"0"
+                        self._recover_again = False
                         self.slots.unreserve(n)
                         n = 0
                         continue
@@ -136,6 +158,9 @@ class Reader:
                 raise
             except redis.ResponseError as e:
                 self.slots.unreserve(n)
+                if is_oom(e):  # a start count (redelivery.py) refused for memory
+                    self.outage.enter(e)
+                    continue
                 if not is_nogroup(e):
                     raise
                 log.warning("group %s is gone (Redis restarted empty?); recreating", group)

@@ -2,12 +2,15 @@
 
 The delivery count alone is a poor poison counter: a crash adds 1 to every entry the
 dead worker held, so the innocent jobs that ran beside a worker-killing one would
-reach max_deliveries with it.  Redelivered entries count their starts
-(stagedoor:starts:<id>, one pipelined INCR per batch); one that was started again
-after a redelivery, or is on its last allowed start, runs alone, nothing else in
-flight, so a crash then is its own.  The poison verdict is on starts (dispatch.py
-dead-letters an entry past max_deliveries starts); the first, fresh delivery counts
-as one.
+reach max_deliveries with it.  Redelivered entries count their starts instead
+(stagedoor:starts:<id>), and a start is counted when the handler starts (dispatch.py),
+not when the entry is read: the batch-mates queued behind a job that kills the
+process never start, so they are never counted as if they had.  An entry started
+before after a redelivery, or whose next start would be its last allowed one, runs
+alone, nothing else in flight, so a crash then is its own; an innocent one runs
+alone at most once and succeeds.  The poison verdict is on starts (dispatch.py
+dead-letters an entry whose next start would pass max_deliveries); the first, fresh
+delivery counts as one and is not recorded (the hot path pays nothing).
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ from .slots import Slots
 
 log = logging.getLogger("stagedoor.worker")
 
-STARTS_TTL = 86_400  # a start count outlives any redelivery cycle; then it expires
 
 
 class Redelivery:
@@ -51,9 +53,14 @@ class Redelivery:
 
     async def dispatch(self, entries: Sequence[Entry], reserved: int,
                        counts: dict[bytes, int]) -> None:
-        """Record the entries' starts; run them, the suspicious ones one at a time."""
+        """Read the entries' recorded starts; run them, the suspicious ones one at a time.
+
+        `counts` is XPENDING's view, taken after the read: an entry missing from it was
+        acked in between (it finished here while the read was on the wire), and
+        running it again would be a second run for nothing."""
+        entries = [e for e in entries if e[0] in counts]
         try:
-            starts = await self.record_starts([e[0] for e in entries if e[1] is not None])
+            starts = await self.recorded_starts([e[0] for e in entries if e[1] is not None])
         except BaseException:
             self.slots.unreserve(reserved)
             raise
@@ -71,27 +78,27 @@ class Redelivery:
             await self.slots.wait_idle()
             await self.acker.drain()
 
-    async def record_starts(self, ids: Sequence[bytes]) -> dict[bytes, int]:
+    async def recorded_starts(self, ids: Sequence[bytes]) -> dict[bytes, int]:
+        """Starts counted before (after redeliveries), one pipelined GET per entry."""
         if not ids:
             return {}
         pipe = self.cmd.pipeline(transaction=False)
         for entry_id in ids:
-            key = self.settings.key("starts", entry_id.decode())
-            pipe.incr(key)
-            pipe.expire(key, STARTS_TTL)
+            pipe.get(self.settings.key("starts", entry_id.decode()))
         replies = await pipe.execute()
-        return {entry_id: int(replies[2 * i]) for i, entry_id in enumerate(ids)}
+        return {entry_id: int(r or 0) for entry_id, r in zip(ids, replies, strict=True)}
 
 
 def isolate(entries: Sequence[Entry], starts: dict[bytes, int], limit: int
             ) -> tuple[list[Entry], list[Entry]]:
     """(entries that may run together, entries to run alone).
 
-    Alone: started at least twice already, or about to make its last allowed start."""
+    Alone: started before after a redelivery, or its next start (fresh one + recorded
+    + this) would be its last allowed one."""
     together: list[Entry] = []
     alone: list[Entry] = []
     for entry in entries:
         recorded = starts.get(entry[0], 0)
-        suspicious = entry[1] is not None and (recorded >= 2 or recorded + 1 == limit)
+        suspicious = entry[1] is not None and (recorded >= 1 or recorded + 2 >= limit)
         (alone if suspicious else together).append(entry)
     return together, alone

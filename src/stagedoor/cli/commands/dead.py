@@ -37,7 +37,7 @@ from ...ops.inspect import parse_id
 from ...stream.queue import DEAD_FIELD_PREFIX
 from .status import CONNECTION_SETTINGS, cli_client, unreachable
 
-_ENTRY_ID = re.compile(r"^[0-9]{1,20}-[0-9]{1,20}$")
+_ENTRY_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
 PAGE = 100
 
 REPLAY_LUA = """
@@ -125,7 +125,7 @@ def _positive(text: str) -> int:
 
 
 def _entry_id(text: str) -> str:
-    if not _ENTRY_ID.match(text):
+    if not _ENTRY_ID.fullmatch(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a stream entry id like "
                                          "1758200000000-0")
     return text
@@ -183,8 +183,26 @@ def _one(client: redis.Redis, settings: config.Settings, entry_id: str
     return list(reply[0][1]) if reply else None
 
 
+def safe(text: str) -> str:
+    """The text with every control and format character escaped (\\x1b, \\u202e).
+
+    A dead letter holds whatever was on the stream; printed raw, an escape sequence
+    in it is a command to the operator's terminal (retitle, clear, recolour, or an
+    OSC 52 clipboard write).  --json is left as it is: JSON escapes these itself."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _escape(ch) for ch in text)
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 \
+        else f"\\U{code:08x}"
+
+
 def _short(text: str | None, width: int) -> str:
-    text = (text or "-").replace("\n", " ")
+    """A listing cell: escaped, one line, at most `width` characters."""
+    text = safe(text or "-")
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
@@ -219,9 +237,11 @@ def run_list(args: argparse.Namespace) -> int:
             return 0
         print(f"{s.dead_stream}: {total} entries, newest {len(rows)} first")
         head = ("id", "time", "kind", "order_id", "source_id", "error")
-        table = [head] + [(r["id"], r["time"], r["kind"] or "-",
-                           str(r["order_id"] or r.get("order_id_raw") or "-"),
-                           r["source_id"] or "-", _short(r["error"], 60)) for r in rows]
+        # Every cell escaped and cut: one 1 MB field must not make a 55 MB listing.
+        table = [head] + [(r["id"], _short(r["time"], 20), _short(r["kind"], 24),
+                           _short(str(r["order_id"] or r.get("order_id_raw") or "-"), 20),
+                           _short(r["source_id"], 41), _short(r["error"], 60))
+                          for r in rows]
         widths = [max(len(row[i]) for row in table) for i in range(len(head) - 1)]
         for row in table:
             cells = [cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)]
@@ -243,9 +263,10 @@ def run_show(args: argparse.Namespace) -> int:
             sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_APPEND_NEWLINE))
             sys.stdout.flush()
             return 0
-        width = max([len("id"), *(len(name) for name, _ in pairs)])
+        shown = [(safe(name), safe(value)) for name, value in pairs]  # whole, escaped
+        width = max([len("id"), *(min(len(name), 40) for name, _ in shown)])
         print(f"{'id':<{width}}  {args.id}")
-        for name, value in pairs:
+        for name, value in shown:
             print(f"{name:<{width}}  {value}")
         when = _field(fields, DEAD_FIELD_PREFIX + b"time")
         if when:
@@ -299,8 +320,8 @@ def run_replay(args: argparse.Namespace) -> int:
                 continue
             status, new_id = replay_one(client, s, dead_id)
             info = summary(dead_id, fields)
-            order = info["order_id"] or info.get("order_id_raw") or "-"
-            what = f"kind {info['kind'] or '-'}, order_id {order}"
+            order = str(info["order_id"] or info.get("order_id_raw") or "-")
+            what = f"kind {_short(info['kind'], 24)}, order_id {_short(order, 20)}"
             if status == "ok":
                 done += 1
                 print(f"replayed   {dead_id} -> {s.stream} {new_id} ({what})")

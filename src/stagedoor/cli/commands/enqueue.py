@@ -8,20 +8,23 @@ the stream that a worker would dead-letter.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import uuid
 from collections.abc import Collection, Iterator
 from typing import Any, TextIO
 
 import orjson
+import redis
 
 from ... import config
-from ...exitcodes import EX_DATAERR
+from ...exitcodes import EX_CONFIG, EX_DATAERR, EX_TEMPFAIL, EX_UNAVAILABLE
 from ...handlers.registry import load_registry
 from ...ops.tracing import traceparent
 from ...stream import connection
+from ...stream.errors import describe_unreachable
 from ...stream.job import FIELDS, Job, make_job
-from ...stream.queue import enqueue_sync
+from ...stream.queue import BacklogFull, EnqueueError, RedisOutOfMemory, enqueue_sync
 
 
 def register(sub: Any) -> None:
@@ -34,24 +37,34 @@ def register(sub: Any) -> None:
                        "ones and those of the --handlers registries (STAGEDOOR_HANDLERS, "
                        "the same setting the workers read); anything else is exit 65.")
     p.add_argument("--kind", help="Handler kind, e.g. render_tickets or refund.")
-    p.add_argument("--order-id", type=int, help="Order id (positive integer).")
-    p.add_argument("--outbox-id", type=int, help="Outbox row id: the job's identity.")
+    p.add_argument("--order-id", type=_digits, help="Order id (positive integer).")
+    p.add_argument("--outbox-id", type=_digits, help="Outbox row id: the job's identity.")
     p.add_argument("--request-id", help="Request id of the checkout that queued it.")
     p.add_argument("--trace", help="Trace id of the checkout that queued it.")
     p.add_argument("--file", metavar="PATH", help="JSON lines of jobs; '-' reads stdin.")
     config.add_arguments(p, only=["redis_url", "redis_password_file", "stream", "group",
-                                  "maxlen", "socket_timeout", "handlers"])
+                                  "maxlen", "socket_timeout", "handlers",
+                                  "backlog_warn_fraction", "backlog_refuse_fraction"])
     p.set_defaults(func=run)
+
+
+_DIGITS = re.compile(r"[0-9]{1,19}", re.ASCII)
+
+
+def _digits(text: str) -> int:
+    """ASCII digits and nothing else: int() would take " 103\n", "+103", "1_03" too."""
+    if not _DIGITS.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
 
 
 def _int(data: dict[str, Any], name: str) -> int:
     value = data[name]
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    try:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and _DIGITS.fullmatch(value):
         return int(value)
-    except ValueError:
-        raise ValueError(f"{name} must be an integer, got {value!r}") from None
+    raise ValueError(f"{name} must be an integer, got {value!r}")
 
 
 def _job(data: dict[str, Any], kinds: Collection[str] | None) -> Job:
@@ -102,6 +115,26 @@ def run(args: argparse.Namespace) -> int:
     client = connection.sync_client(settings, timeout=max(settings.socket_timeout, 2.0))
     try:
         ids = enqueue_sync(client, settings, jobs)
+    except EnqueueError as e:
+        # What went in first (stdout, as on success), then one line saying where to
+        # resume: jobs[len(e.ids):] are the ones that did not.
+        for entry_id in e.ids:
+            print(entry_id)
+        sys.stdout.flush()
+        cause = e.__cause__
+        if isinstance(e, BacklogFull | RedisOutOfMemory):
+            code = EX_TEMPFAIL
+        elif isinstance(cause, redis.exceptions.NoPermissionError):
+            code = EX_CONFIG
+        else:
+            code = EX_UNAVAILABLE
+        if isinstance(cause, redis.ConnectionError | redis.TimeoutError):
+            message = (f"cannot reach Redis at {config.redact_url(settings.redis_url)}: "
+                       f"{describe_unreachable(settings.redis_url, cause)}; {e.progress}")
+        else:
+            message = str(e)
+        print(f"stagedoor enqueue: {message}", file=sys.stderr)
+        return code
     finally:
         client.close()
     for entry_id in ids:

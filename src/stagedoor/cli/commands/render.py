@@ -12,7 +12,6 @@ draws it and the sample letters no configured font has.  Exit codes follow sysex
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from ...exitcodes import (
     EX_UNAVAILABLE,
     EX_USAGE,
 )
+from ...handlers.files import write_atomic
 from ...render import fonts, reference
 from ...render.order import Order, OrderDataError
 
@@ -118,12 +118,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         return _fail(str(e), EX_DATAERR)
     out = Path(args.output)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_bytes(pdf)
-        os.replace(tmp, out)
+        # The worker's own writer: its tmp file goes on every failure path.
+        write_atomic(out, pdf, make_dirs=False)
     except OSError as e:
-        tmp.unlink(missing_ok=True)
         return _fail(f"cannot write {out}: {e.strerror or e}", EX_CANTCREAT)
     pages = len(order.tickets)
     print(f"{out}: order {order.order_id}, {pages} page{'s' if pages != 1 else ''}, "

@@ -25,8 +25,9 @@ import redis
 from ... import config
 from ...exitcodes import EX_UNAVAILABLE
 from ...ops.check import Thresholds, evaluate, unknown
-from ...ops.inspect import InspectError, queue_status
+from ...ops.inspect import InspectError, queue_status, redis_memory
 from ...stream.connection import sync_client
+from ...stream.errors import describe_unreachable
 
 # Settings an operator may need to point the tool at the right queue.
 CONNECTION_SETTINGS = ("redis_url", "redis_password_file", "stream", "group", "dead_stream",
@@ -94,7 +95,7 @@ def cli_client(settings: config.Settings) -> redis.Redis:
 
 
 def unreachable(prog: str, settings: config.Settings, exc: BaseException) -> int:
-    detail = (str(exc).splitlines() or [type(exc).__name__])[0]
+    detail = describe_unreachable(settings.redis_url, exc)
     print(f"{prog}: cannot reach Redis at {config.redact_url(settings.redis_url)}: {detail}",
           file=sys.stderr)
     return EX_UNAVAILABLE
@@ -109,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
     client = cli_client(settings)
     try:
         status = queue_status(client, settings)
+        status["redis_memory"] = redis_memory(client)
     except (redis.ConnectionError, redis.TimeoutError) as e:
         return unreachable("stagedoor status", settings, e)
     except InspectError as e:
@@ -277,6 +279,16 @@ def format_status(st: dict[str, Any]) -> str:
                      f"(lost jobs; method {trimmed['method']})")
     else:
         lines.append("trimmed   ok (no undelivered entry was trimmed)")
+    memory = st.get("redis_memory")
+    if memory:
+        used, limit = memory["used_bytes"], memory["maxmemory_bytes"]
+        text = f"memory    used {used / 2**20:.1f} MB"
+        text += (f" of maxmemory {limit / 2**20:.1f} MB ({memory['policy']})" if limit
+                 else " (no maxmemory)")
+        if memory["full"]:
+            text += (": FULL, Redis refuses writes; workers take no new entries until it "
+                     "clears (free memory or raise maxmemory)")
+        lines.append(text)
     lines.append(f"dead      {dead['name']}: {dead['length']} entries"
                  + (" (see: stagedoor dead list)" if dead["length"] else ""))
     consumers = st["consumers"]

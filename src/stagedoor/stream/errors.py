@@ -1,0 +1,73 @@
+"""What an error means for a job or an operator: permanent, an outage, or transient.
+
+One place decides it, so the policy (retry or dead-letter), the worker (pause while
+Redis is full) and the CLI (one line, which exit code) agree:
+
+    permanent   will fail the same way on every delivery: a read-only filesystem
+                (EROFS), no permission (EACCES, EPERM), a path that is not what it
+                should be (ENOTDIR, EISDIR, ELOOP), a Redis key of the wrong type
+                (WRONGTYPE).  Dead-letter at once, with the error as the reason.
+    oom         Redis refuses writes: maxmemory is reached (noeviction).  Reads and
+                XACK still work; retrying a handler cannot help until memory is back.
+    transient   everything else that is the world's fault (ENOSPC, timeouts, a reset
+                connection): retry with backoff, then leave pending.
+
+ENOSPC is transient on purpose: a full disk is freed by an operator or a log
+rotation, and the job should then run, not sit in the dead-letter stream.
+"""
+
+from __future__ import annotations
+
+import errno
+import ssl
+
+import redis
+
+PERMANENT_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
+                              errno.EISDIR, errno.ELOOP, errno.ENAMETOOLONG})
+
+
+def is_oom(exc: BaseException) -> bool:
+    """Redis's OOM reply (maxmemory reached with noeviction), from redis-py or resp.py."""
+    return isinstance(exc, redis.exceptions.OutOfMemoryError) or (
+        isinstance(exc, redis.ResponseError) and str(exc).startswith("OOM"))
+
+
+def is_wrongtype(exc: BaseException) -> bool:
+    return isinstance(exc, redis.ResponseError) and str(exc).startswith("WRONGTYPE")
+
+
+def is_permanent(exc: BaseException) -> bool:
+    """Errors that no retry or redelivery can fix (see the module docstring)."""
+    if is_wrongtype(exc):
+        return True
+    return isinstance(exc, OSError) and exc.errno in PERMANENT_ERRNOS
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+OOM_ADVICE = ("Redis is out of memory (maxmemory reached, noeviction): it refuses writes "
+              "until memory is freed or maxmemory raised")
+
+
+def describe_unreachable(url: str, exc: BaseException) -> str:
+    """One line for 'cannot reach Redis', naming a failed TLS handshake as such.
+
+    A rediss:// URL pointed at a plain-text port makes redis-py wait for a TLS reply
+    the server never sends ("Timeout connecting to server"), or read its plain-text
+    error as a broken record ("wrong version number"): say what to check instead."""
+    detail = first_line(exc)
+    if url.startswith("rediss:") and (
+            isinstance(exc, redis.TimeoutError | ssl.SSLError)
+            or "timeout connecting" in detail.lower()
+            or "wrong version number" in detail.lower()
+            or "record layer" in detail.lower()):
+        if "certificate verify failed" in detail:
+            return detail
+        return (f"TLS handshake failed ({detail}): is this port speaking TLS? A plain-text "
+                "Redis port needs redis://, not rediss://; check the server's tls-port and "
+                "the URL's port")
+    return detail
