@@ -48,6 +48,7 @@ import os
 import re
 import unicodedata
 
+from libc.stdio cimport snprintf
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy, memset, strlen
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
