@@ -316,6 +316,69 @@ def test_a_200_character_field_stays_in_its_box(script: str, tmp_path: Path) -> 
     assert b"/Span << /ActualText <" + render.actual_text(long) + b"> >> BDC" in page
 
 
+def libthai_word_breaks(text: str) -> set[int]:
+    """Where libthai's dictionary segmenter puts word boundaries in text (indices of the
+    characters that start a word), asked here through its wide-character entry point
+    on the whole string (the renderers give it runs of TIS-620 bytes)."""
+    import ctypes
+    import ctypes.util
+
+    lib = ctypes.CDLL(ctypes.util.find_library("thai") or "libthai.so.0")
+    lib.th_brk_new.restype = ctypes.c_void_p
+    lib.th_brk_wc_find_breaks.argtypes = [ctypes.c_void_p, ctypes.c_wchar_p,
+                                          ctypes.POINTER(ctypes.c_int), ctypes.c_size_t]
+    brk = lib.th_brk_new(None)
+    assert brk, "libthai's dictionary did not load"
+    try:
+        pos = (ctypes.c_int * (len(text) + 1))()
+        n = lib.th_brk_wc_find_breaks(brk, text, pos, len(text))
+        return set(pos[:n])
+    finally:
+        lib.th_brk_delete(ctypes.c_void_p(brk))
+
+
+# 109 characters, no space; where these fields fill a line, a cut by width alone falls
+# inside a word (checked when this test was written: 88 of venue and buyer, 105 of event)
+THAI_RUN_ON = ("ขอบคุณที่ใช้บริการการแสดงคอนเสิร์ตดนตรีคลาสสิกของวงออร์เคสตราแห่งชาติ"
+               "ณศูนย์วัฒนธรรมแห่งประเทศไทยกรุงเทพมหานคร")
+
+
+@pytest.mark.parametrize(("field", "repeat"), [("event", 1), ("venue", 1), ("buyer", 1),
+                                               ("small_print", 3)])
+def test_unspaced_thai_wraps_at_libthai_word_breaks(field: str, repeat: int,
+                                                    tmp_path: Path) -> None:
+    """A Thai field too long for one line, with no space in it, wraps where libthai's
+    dictionary sees a word boundary, never inside a word (UAX #14 has no break in Thai
+    without a dictionary: it used to be cut at a character cluster)."""
+    from stagedoor.render import shaped
+
+    text = THAI_RUN_ON * repeat
+    assert " " not in text
+    base = load("thai").tickets[0]
+    order = Order(order_id=base.order_id,
+                  tickets=(dataclasses.replace(base, **{field: text}),))
+    data = _render.render_order(order)
+    assert data == render.render_order(order)
+    qpdf_check(data, tmp_path)
+    assert scan(data, tmp_path) == [[base.admission_code]]
+    # where the lines end, in the layout both renderers share (their bytes are equal);
+    # the last line may be cut with an ellipsis, the others end where the wrap broke
+    f = FIELDS.index(field)
+    u = [ord(c) for c in text]
+    out = shaped.layout_field(shaped.fonts_for(fonts.current()), shaped.Registry(), f, u, [])
+    assert len(out.lines) >= 2, out.lines
+    ends = [max(g.ci + g.cn for g in line.glyphs) for line in out.lines[:-1]]
+    words = libthai_word_breaks(text)
+    assert len(words) >= 15 * repeat, words
+    for e in ends:
+        assert e in words, (e, text[max(0, e - 5):e] + "|" + text[e:e + 5], sorted(words))
+    # nothing lost when it fits in its lines: pdftotext gives the field back whole
+    pdf = tmp_path / "thai.pdf"
+    pdf.write_bytes(data)
+    if repeat == 1:
+        assert norm(field_text(pdf, 1, f)) == text
+
+
 def test_han_takes_the_face_of_the_order_locale() -> None:
     """骨 and 直 are drawn differently in China, Taiwan and Japan: the order's locale picks
     the face; without one, the documented default order (zh-Hans first), unless the

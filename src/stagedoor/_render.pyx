@@ -6,7 +6,8 @@ the GIL released.
 Why the split: the Python part only turns the order's strings into C buffers (cp1252
 bytes straight from the str data for the Helvetica fast path; NFC UTF-32 and the
 /ActualText hex for a shaped field); everything else runs in C inside `with nogil:` --
-the text shaping and layout (HarfBuzz, fribidi, libunibreak through their C APIs), the
+the text shaping and layout (HarfBuzz, fribidi, libunibreak, libthai through their C
+APIs), the
 QR code, the content stream, the order's fonts, deflate through zlib's C API, the xref
 table -- so threads render in parallel.  The static part of the page (border, header
 bar, labels) is compressed once at import and shared by every page.
@@ -35,6 +36,7 @@ way asyncpg splits its protocol (one extension, one C module, several .pxi):
     render/_native/fonts.pxi     faces (opened lazily, memory-mapped), the glyph cache
     render/_native/shape.pxi     itemise, bidi, shape one line of a field
     render/_native/type3.pxi     the order's glyphs as Type 3 fonts + ToUnicode
+    render/_native/thai.pxi      Thai word breaks from libthai's dictionary
     render/_native/layout.pxi    fit a field in its box (shrink, wrap, ellipsis); its ops
     render/_native/pdf.pxi       the file: objects, deflate, scratch pool, xref, render_c
     render/_native/text.pxi      str -> Helvetica bytes when they fit, else shaped text
@@ -82,6 +84,7 @@ include "render/_native/textlibs.pxi"
 include "render/_native/fonts.pxi"
 include "render/_native/shape.pxi"
 include "render/_native/type3.pxi"
+include "render/_native/thai.pxi"
 include "render/_native/layout.pxi"
 include "render/_native/pdf.pxi"
 include "render/_native/text.pxi"

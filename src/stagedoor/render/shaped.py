@@ -13,7 +13,9 @@ tests/test_render.py checks the native glue and not a library against itself:
 - bidi: python-bidi's pure-Python UBA (bidi.algorithm) where the extension calls fribidi;
 - scripts: fontTools.unicodedata where the extension asks HarfBuzz's Unicode functions;
 - line breaks: libunibreak through ctypes, the same library (there is no other UAX #14
-  implementation among the dependencies; the greedy wrap around it is re-implemented);
+  implementation among the dependencies; the greedy wrap around it is re-implemented),
+  and Thai word breaks from libthai through ctypes (the same dictionary segmenter; the
+  Thai runs and their TIS-620 bytes are made here by Python's tis_620 codec);
 - outlines to PDF path operators, rounded as the C code rounds (float32, then half
   away from zero); codes, ToUnicode, fonts and layout: written again in Python.
 
@@ -389,6 +391,52 @@ def line_breaks(u: list[int]) -> bytes:
     return brks.raw[:n]
 
 
+# -- libthai's word breaks (thai.pxi) -------------------------------------------------------
+
+LINEBREAK_ALLOWBREAK, LINEBREAK_NOBREAK = 1, 2
+
+
+def _is_thai(cp: int) -> bool:
+    return 0x0E01 <= cp <= 0x0E5B and not 0x0E3B <= cp <= 0x0E3E
+
+
+@functools.cache
+def _libthai() -> tuple[Any, Any]:
+    lib = ctypes.CDLL(ctypes.util.find_library("thai") or "libthai.so.0")
+    lib.th_brk_new.restype = ctypes.c_void_p
+    lib.th_brk_new.argtypes = [ctypes.c_char_p]
+    lib.th_brk_find_breaks.restype = ctypes.c_int
+    lib.th_brk_find_breaks.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                                       ctypes.POINTER(ctypes.c_int), ctypes.c_size_t]
+    return lib, lib.th_brk_new(None)
+
+
+def thai_breaks(u: list[int], brk: bytes) -> bytes:
+    """thai_breaks in thai.pxi: a break allowed after each word libthai finds in a run of
+    Thai letters, where libunibreak had none."""
+    if not any(_is_thai(c) for c in u):
+        return brk
+    lib, breaker = _libthai()
+    if not breaker:
+        return brk
+    out = bytearray(brk)
+    i, n = 0, len(u)
+    while i < n:
+        if not _is_thai(u[i]):
+            i += 1
+            continue
+        s = i
+        while i < n and _is_thai(u[i]):
+            i += 1
+        tis = "".join(map(chr, u[s:i])).encode("tis_620")
+        pos = (ctypes.c_int * (i - s + 1))()
+        for k in range(lib.th_brk_find_breaks(breaker, tis, pos, i - s)):
+            at = s + pos[k] - 1
+            if s <= at < i - 1 and out[at] == LINEBREAK_NOBREAK:
+                out[at] = LINEBREAK_ALLOWBREAK
+    return bytes(out)
+
+
 # -- one paragraph (para_init in shape.pxi) ---------------------------------------------
 
 def _script(cp: int) -> str:
@@ -675,6 +723,7 @@ def layout_field(fs: Fonts, reg: Registry, f: int, u: list[int], han: list[int])
         lines.append(Line(glyphs, w))
     else:
         limit = box * 1000 // size
+        brk = thai_breaks(u, p.brk)
         adv = list(p.adv)
         n = len(u)
         start = 0
@@ -688,7 +737,7 @@ def layout_field(fs: Fonts, reg: Registry, f: int, u: list[int], han: list[int])
                 if acc + adv[i] > limit and i > start:
                     break
                 acc += adv[i]
-                if p.brk[i] in (0, 1):        # LINEBREAK_MUSTBREAK, LINEBREAK_ALLOWBREAK
+                if brk[i] in (0, 1):          # LINEBREAK_MUSTBREAK, LINEBREAK_ALLOWBREAK
                     last = i + 1
                 i += 1
             if i >= n:
