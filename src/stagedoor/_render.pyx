@@ -48,6 +48,7 @@ initialisation they run) and the Python entry points.
 import array
 import os
 import re
+import threading
 import unicodedata
 
 from libc.stdio cimport snprintf
@@ -96,22 +97,39 @@ include "render/_native/text.pxi"
 
 cdef object _PLAN = None
 cdef dict _HAN = {}
+# The first shaped order configures the default fonts: once, under this lock.  Without
+# it, threads starting cold each called configure(), and a later one freed the faces
+# (drop_faces) that an earlier one was already rendering with, outside the GIL: a
+# segfault or a lock never released, in 4 of 10 runs of 8 cold threads.
+cdef object _PLAN_LOCK = threading.Lock()
 
 
 def configure(plan):
-    """Use this font plan (stagedoor.render.fonts.plan(...)) from now on."""
+    """Use this font plan (stagedoor.render.fonts.plan(...)) from now on.  Not while
+    other threads render: the faces they use are closed (the worker configures at
+    boot, before its render threads start)."""
     global _PLAN
     configure_fonts(plan.faces, plan.scripts, plan.fallback, plan.han_order)
     _PLAN = plan
     _HAN.clear()
 
 
+def _plan_lock_after_fork_in_child():
+    global _PLAN_LOCK
+    _PLAN_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_plan_lock_after_fork_in_child)
+
+
 cdef object han_array(object order, list shaped):
     """The Han faces of this order as an int array (kept alive by the caller)."""
     global _PLAN
     if _PLAN is None:
-        from stagedoor.render import fonts
-        configure(fonts.current())
+        with _PLAN_LOCK:
+            if _PLAN is None:
+                from stagedoor.render import fonts
+                configure(fonts.current())
     locale = getattr(order, "locale", "") or ""
     kana = not locale and any(_KANA.search(v) is not None for v in shaped)
     key = (locale, kana)
