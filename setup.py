@@ -45,10 +45,11 @@ def _check_toolchain() -> None:
             sys.exit(f"error: compiling against zlib failed:\n{proc.stderr.strip()}\n{NEEDS}")
 
 
-TEXT_LIBS = ("harfbuzz", "fribidi", "libunibreak")
-TEXT_NEEDS = ("stagedoor's renderer shapes text with HarfBuzz, orders it with fribidi and "
-              "breaks lines with libunibreak: apt-get install pkg-config libharfbuzz-dev "
-              "libfribidi-dev libunibreak-dev (or run scripts/setup.sh)")
+TEXT_LIBS = ("harfbuzz", "fribidi", "libunibreak", "libthai")
+TEXT_NEEDS = ("stagedoor's renderer shapes text with HarfBuzz, orders it with fribidi, "
+              "breaks lines with libunibreak and Thai words with libthai: apt-get install "
+              "pkg-config libharfbuzz-dev libfribidi-dev libunibreak-dev libthai-dev "
+              "(or run scripts/setup.sh)")
 
 
 def _pkg_config() -> tuple[list[str], list[str], list[str]]:

@@ -60,6 +60,8 @@ TARGETS = [
     Target("latency_send_lag_p99_ms", "ms", None, None, "producer lateness vs timetable, P99"),
     Target("recovery_s", "s", "<=", 2.0, "kill -9 -> 8 pending jobs handled again (max)"),
     Target("worker_rss_mb", "MB", "<=", 60, "worker RSS after draining"),
+    Target("worker_rss_scripts_mb", "MB", "<=", 120,
+           "worker RSS after rendering the world orders"),
 ]
 
 
@@ -144,11 +146,16 @@ def section_recovery(quick: bool) -> dict[str, Any]:
 
 
 def section_rss(quick: bool) -> dict[str, Any]:
-    from .measure_rss import worker_rss
+    from .measure_rss import worker_rss, worker_rss_scripts
 
     with mc.redis_server() as server:
         r = worker_rss(server.url, n=10_000 if quick else 50_000)
-    return {"worker_rss_mb": r["rss_mb"], "rss": r}
+        scripts = worker_rss_scripts(server.url, orders=400 if quick else 1200)
+    mc.progress(f"worker RSS after {scripts['orders']} world orders: "
+                f"{scripts['rss_mb']:.1f} MB (font files {scripts['fonts_mb']:.1f} MB, "
+                f"anonymous {scripts['anon_mb']:.1f} MB)")
+    return {"worker_rss_mb": r["rss_mb"], "rss": r,
+            "worker_rss_scripts_mb": scripts["rss_mb"], "rss_scripts": scripts}
 
 
 RUNNERS: dict[str, Callable[[bool], dict[str, Any]]] = {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up on Debian/Ubuntu with Python >= 3.11: system packages the product
 # and its tests need (redis-server, qpdf, poppler-utils, a C compiler, zlib, HarfBuzz,
-# fribidi and libunibreak headers, Noto and Symbola fonts, tesseract, prometheus and
-# promtool), then .venv with stagedoor installed in editable mode (this builds the Cython
+# fribidi, libunibreak and libthai headers, Noto and Symbola fonts, tesseract, prometheus
+# and promtool), then .venv with stagedoor installed in editable mode (this builds the Cython
 # renderer).  Fast when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +25,9 @@ command -v pkg-config >/dev/null || need_apt+=(pkg-config)
 [ -e /usr/include/harfbuzz/hb.h ] || need_apt+=(libharfbuzz-dev)
 [ -e /usr/include/fribidi/fribidi.h ] || need_apt+=(libfribidi-dev)
 [ -e /usr/include/linebreak.h ] || need_apt+=(libunibreak-dev)
+# Thai word breaks: libthai's dictionary segmenter and its dictionary
+[ -e /usr/include/thai/thbrk.h ] || need_apt+=(libthai-dev)
+[ -e /usr/share/libthai/thbrk.tri ] || need_apt+=(libthai-data)
 # the fonts the default settings name (docs/settings.md, render_font_*): Noto for the
 # scripts, Noto CJK for Han/kana/Hangul, Symbola for monochrome emoji and symbols
 [ -e /usr/share/fonts/truetype/noto/NotoSans-Regular.ttf ] || need_apt+=(fonts-noto-core)

@@ -3,8 +3,9 @@ src/stagedoor/demo/scripts/ (one per script) and on generated long fields.
 
 - both renderers give the same bytes (the pure-Python one shapes through the same
   HarfBuzz, but its bidi, itemisation, layout and PDF code are its own);
-- qpdf --check is clean; pdffonts lists the order's Type 3 fonts as embedded with a
-  ToUnicode map, and no font but the standard Helvetica pair as not embedded;
+- qpdf --check is clean; pdffonts lists the order's Type 3 fonts as embedded subsets
+  (a TAG+Name subset name, tags distinct within the file) with a ToUnicode map, and no
+  font but the standard Helvetica pair as not embedded;
 - pdftotext, field by field (its -x/-y/-W/-H crop of the field's box), gives the NFC
   text back exactly, with /ActualText and again with every /ActualText removed, for
   Latin, Greek, Cyrillic, Hebrew, CJK and Hangul; for Arabic, Devanagari, Thai and the
@@ -123,14 +124,55 @@ def test_valid_with_embedded_fonts(rendered: dict[str, bytes], name: str,
     data = rendered[name]
     qpdf_check(data, tmp_path)
     rows = pdffonts(data, tmp_path)
+    assert_embedded_subsets(rows)
+
+
+SUBSET_NAME = re.compile(r"[A-Z]{6}\+[A-Za-z0-9._-]+(_[A-Za-z0-9._-]+)*")
+
+
+def assert_embedded_subsets(rows: list[list[str]]) -> list[list[str]]:
+    """Every font but the standard Helvetica pair: Type 3, embedded, a subset (poppler
+    reads that from a six-letter tag in its name), with a ToUnicode map; the tags of one
+    file differ.  Returns the Type 3 rows."""
     type3 = [r for r in rows if "Type" in r and r[r.index("Type") + 1] == "3"]
     assert type3, rows
-    for r in type3:
-        emb, _sub, uni = r[-5:-2]
-        assert (emb, uni) == ("yes", "yes"), r
     for r in rows:
-        if r[-5] == "no":
-            assert r[0] in ("Helvetica", "Helvetica-Bold"), r
+        if r[0] in ("Helvetica", "Helvetica-Bold"):
+            continue
+        assert r in type3, r
+        emb, sub, uni = r[-5:-2]
+        assert (emb, sub, uni) == ("yes", "yes", "yes"), r
+        assert SUBSET_NAME.fullmatch(r[0]), r
+    tags = [r[0][:6] for r in type3]
+    assert len(set(tags)) == len(tags), tags
+    return type3
+
+
+def test_fonts_of_many_glyphs_are_subsets_with_their_own_tags(tmp_path: Path) -> None:
+    """An order with 700 different Han characters needs three fonts of 256 codes: each
+    is named as a subset, by a tag of its own glyphs; the same glyphs give the same name
+    in another order, other glyphs another tag."""
+    han = [chr(c) for c in range(0x4E00, 0x9FA5) if unicodedata.category(chr(c)) == "Lo"]
+    base = load("chinese-simplified").tickets[0]
+
+    def order(chars: list[str]) -> Order:
+        tickets = tuple(dataclasses.replace(base, event="".join(chars[i:i + 100]),
+                                            buyer="", venue="", section="", row="",
+                                            seat=str(i))
+                        for i in range(0, len(chars), 100))
+        return Order(order_id=base.order_id, tickets=tickets)
+
+    many = order(han[:700])
+    data = _render.render_order(many)
+    assert data == render.render_order(many)
+    qpdf_check(data, tmp_path)
+    names = [r[0] for r in assert_embedded_subsets(pdffonts(data, tmp_path))]
+    assert len(names) == 3, names
+    again = _render.render_order(order(han[:700]))
+    assert [r[0] for r in pdffonts(again, tmp_path)] == [r[0] for r in pdffonts(data, tmp_path)]
+    other = [r[0] for r in assert_embedded_subsets(
+        pdffonts(_render.render_order(order(han[700:1400])), tmp_path))]
+    assert not set(n[:6] for n in other) & set(n[:6] for n in names), (names, other)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -272,6 +314,69 @@ def test_a_200_character_field_stays_in_its_box(script: str, tmp_path: Path) -> 
     # the full text of each cut field is still in the page, as its /ActualText
     page = content_streams(data)[1]
     assert b"/Span << /ActualText <" + render.actual_text(long) + b"> >> BDC" in page
+
+
+def libthai_word_breaks(text: str) -> set[int]:
+    """Where libthai's dictionary segmenter puts word boundaries in text (indices of the
+    characters that start a word), asked here through its wide-character entry point
+    on the whole string (the renderers give it runs of TIS-620 bytes)."""
+    import ctypes
+    import ctypes.util
+
+    lib = ctypes.CDLL(ctypes.util.find_library("thai") or "libthai.so.0")
+    lib.th_brk_new.restype = ctypes.c_void_p
+    lib.th_brk_wc_find_breaks.argtypes = [ctypes.c_void_p, ctypes.c_wchar_p,
+                                          ctypes.POINTER(ctypes.c_int), ctypes.c_size_t]
+    brk = lib.th_brk_new(None)
+    assert brk, "libthai's dictionary did not load"
+    try:
+        pos = (ctypes.c_int * (len(text) + 1))()
+        n = lib.th_brk_wc_find_breaks(brk, text, pos, len(text))
+        return set(pos[:n])
+    finally:
+        lib.th_brk_delete(ctypes.c_void_p(brk))
+
+
+# 109 characters, no space; where these fields fill a line, a cut by width alone falls
+# inside a word (checked when this test was written: 88 of venue and buyer, 105 of event)
+THAI_RUN_ON = ("ขอบคุณที่ใช้บริการการแสดงคอนเสิร์ตดนตรีคลาสสิกของวงออร์เคสตราแห่งชาติ"
+               "ณศูนย์วัฒนธรรมแห่งประเทศไทยกรุงเทพมหานคร")
+
+
+@pytest.mark.parametrize(("field", "repeat"), [("event", 1), ("venue", 1), ("buyer", 1),
+                                               ("small_print", 3)])
+def test_unspaced_thai_wraps_at_libthai_word_breaks(field: str, repeat: int,
+                                                    tmp_path: Path) -> None:
+    """A Thai field too long for one line, with no space in it, wraps where libthai's
+    dictionary sees a word boundary, never inside a word (UAX #14 has no break in Thai
+    without a dictionary: it used to be cut at a character cluster)."""
+    from stagedoor.render import shaped
+
+    text = THAI_RUN_ON * repeat
+    assert " " not in text
+    base = load("thai").tickets[0]
+    order = Order(order_id=base.order_id,
+                  tickets=(dataclasses.replace(base, **{field: text}),))
+    data = _render.render_order(order)
+    assert data == render.render_order(order)
+    qpdf_check(data, tmp_path)
+    assert scan(data, tmp_path) == [[base.admission_code]]
+    # where the lines end, in the layout both renderers share (their bytes are equal);
+    # the last line may be cut with an ellipsis, the others end where the wrap broke
+    f = FIELDS.index(field)
+    u = [ord(c) for c in text]
+    out = shaped.layout_field(shaped.fonts_for(fonts.current()), shaped.Registry(), f, u, [])
+    assert len(out.lines) >= 2, out.lines
+    ends = [max(g.ci + g.cn for g in line.glyphs) for line in out.lines[:-1]]
+    words = libthai_word_breaks(text)
+    assert len(words) >= 15 * repeat, words
+    for e in ends:
+        assert e in words, (e, text[max(0, e - 5):e] + "|" + text[e:e + 5], sorted(words))
+    # nothing lost when it fits in its lines: pdftotext gives the field back whole
+    pdf = tmp_path / "thai.pdf"
+    pdf.write_bytes(data)
+    if repeat == 1:
+        assert norm(field_text(pdf, 1, f)) == text
 
 
 def test_han_takes_the_face_of_the_order_locale() -> None:

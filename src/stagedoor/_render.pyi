@@ -15,6 +15,9 @@ def configure(plan: FontPlan) -> None:
 def configure_fonts(faces: object, scripts: object, fallback: object,
                     han_default: object) -> None: ...
 
+def thai_stats() -> dict[str, int]:
+    """{"loaded": 1} once this process has loaded libthai's dictionary, else 0."""
+
 def font_stats() -> dict[str, int]:
     """{"faces_open", "glyphs_cached", "missing_glyphs"} of this process."""
 

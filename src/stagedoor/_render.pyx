@@ -6,7 +6,8 @@ the GIL released.
 Why the split: the Python part only turns the order's strings into C buffers (cp1252
 bytes straight from the str data for the Helvetica fast path; NFC UTF-32 and the
 /ActualText hex for a shaped field); everything else runs in C inside `with nogil:` --
-the text shaping and layout (HarfBuzz, fribidi, libunibreak through their C APIs), the
+the text shaping and layout (HarfBuzz, fribidi, libunibreak, libthai through their C
+APIs), the
 QR code, the content stream, the order's fonts, deflate through zlib's C API, the xref
 table -- so threads render in parallel.  The static part of the page (border, header
 bar, labels) is compressed once at import and shared by every page.
@@ -35,6 +36,7 @@ way asyncpg splits its protocol (one extension, one C module, several .pxi):
     render/_native/fonts.pxi     faces (opened lazily, memory-mapped), the glyph cache
     render/_native/shape.pxi     itemise, bidi, shape one line of a field
     render/_native/type3.pxi     the order's glyphs as Type 3 fonts + ToUnicode
+    render/_native/thai.pxi      Thai word breaks from libthai's dictionary
     render/_native/layout.pxi    fit a field in its box (shrink, wrap, ellipsis); its ops
     render/_native/pdf.pxi       the file: objects, deflate, scratch pool, xref, render_c
     render/_native/text.pxi      str -> Helvetica bytes when they fit, else shaped text
@@ -46,8 +48,10 @@ initialisation they run) and the Python entry points.
 import array
 import os
 import re
+import threading
 import unicodedata
 
+from libc.stdio cimport snprintf
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy, memset, strlen
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
@@ -81,6 +85,7 @@ include "render/_native/textlibs.pxi"
 include "render/_native/fonts.pxi"
 include "render/_native/shape.pxi"
 include "render/_native/type3.pxi"
+include "render/_native/thai.pxi"
 include "render/_native/layout.pxi"
 include "render/_native/pdf.pxi"
 include "render/_native/text.pxi"
@@ -92,22 +97,39 @@ include "render/_native/text.pxi"
 
 cdef object _PLAN = None
 cdef dict _HAN = {}
+# The first shaped order configures the default fonts: once, under this lock.  Without
+# it, threads starting cold each called configure(), and a later one freed the faces
+# (drop_faces) that an earlier one was already rendering with, outside the GIL: a
+# segfault or a lock never released, in 4 of 10 runs of 8 cold threads.
+cdef object _PLAN_LOCK = threading.Lock()
 
 
 def configure(plan):
-    """Use this font plan (stagedoor.render.fonts.plan(...)) from now on."""
+    """Use this font plan (stagedoor.render.fonts.plan(...)) from now on.  Not while
+    other threads render: the faces they use are closed (the worker configures at
+    boot, before its render threads start)."""
     global _PLAN
     configure_fonts(plan.faces, plan.scripts, plan.fallback, plan.han_order)
     _PLAN = plan
     _HAN.clear()
 
 
+def _plan_lock_after_fork_in_child():
+    global _PLAN_LOCK
+    _PLAN_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_plan_lock_after_fork_in_child)
+
+
 cdef object han_array(object order, list shaped):
     """The Han faces of this order as an int array (kept alive by the caller)."""
     global _PLAN
     if _PLAN is None:
-        from stagedoor.render import fonts
-        configure(fonts.current())
+        with _PLAN_LOCK:
+            if _PLAN is None:
+                from stagedoor.render import fonts
+                configure(fonts.current())
     locale = getattr(order, "locale", "") or ""
     kana = not locale and any(_KANA.search(v) is not None for v in shaped)
     key = (locale, kana)

@@ -13,7 +13,9 @@ tests/test_render.py checks the native glue and not a library against itself:
 - bidi: python-bidi's pure-Python UBA (bidi.algorithm) where the extension calls fribidi;
 - scripts: fontTools.unicodedata where the extension asks HarfBuzz's Unicode functions;
 - line breaks: libunibreak through ctypes, the same library (there is no other UAX #14
-  implementation among the dependencies; the greedy wrap around it is re-implemented);
+  implementation among the dependencies; the greedy wrap around it is re-implemented),
+  and Thai word breaks from libthai through ctypes (the same dictionary segmenter; the
+  Thai runs and their TIS-620 bytes are made here by Python's tis_620 codec);
 - outlines to PDF path operators, rounded as the C code rounds (float32, then half
   away from zero); codes, ToUnicode, fonts and layout: written again in Python.
 
@@ -40,6 +42,11 @@ NTEXT = 11
 MARK_CATEGORIES = ("Mn", "Mc", "Me")
 HAN_SCRIPTS = ("Hani", "Hira", "Kana", "Bopo")
 COLOURS = (b"1 1 1 rg",) + (b"0 0 0 rg",) * 9 + (b"0.3 0.3 0.3 rg",)
+PS_NAME_MAX = 63
+_PS_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+TAG_SPACE = 26 ** 6
+FONT_NAME_MAX = 127
+M32 = 0xFFFFFFFF
 
 
 def _f32(v: float) -> float:
@@ -70,6 +77,16 @@ class Face:
             if self.font is not None:
                 self.nglyphs = _hb().hb_face_get_glyph_count(_hb().hb_font_get_face(self.font))
         return self.state > 0
+
+    @functools.cached_property
+    def psname(self) -> bytes:
+        """face_psname in fonts.pxi: the PostScript name (read here by fontTools), only
+        [A-Za-z0-9._-] kept, at most 63 bytes of the name as HarfBuzz copies it."""
+        from fontTools.ttLib import TTFont
+
+        with TTFont(self.path, fontNumber=self.index, lazy=True) as tt:
+            raw = (tt["name"].getDebugName(6) or "").encode()[:PS_NAME_MAX]
+        return bytes(ch for ch in raw if chr(ch) in _PS_CHARS)
 
     def glyph(self, cp: int) -> int | None:
         if not self.open():
@@ -122,6 +139,9 @@ class Fonts:
             if gid is not None:
                 return f, gid
         return -1, 0
+
+    def psname(self, face: int) -> bytes:
+        return self.faces[face].psname or b"F%d" % face
 
     def replacement(self) -> tuple[int, int]:
         if self.repl is None:
@@ -369,6 +389,52 @@ def line_breaks(u: list[int]) -> bytes:
     brks = ctypes.create_string_buffer(max(n, 1))
     lib.set_linebreaks_utf32(arr, ctypes.c_size_t(n), None, brks)
     return brks.raw[:n]
+
+
+# -- libthai's word breaks (thai.pxi) -------------------------------------------------------
+
+LINEBREAK_ALLOWBREAK, LINEBREAK_NOBREAK = 1, 2
+
+
+def _is_thai(cp: int) -> bool:
+    return 0x0E01 <= cp <= 0x0E5B and not 0x0E3B <= cp <= 0x0E3E
+
+
+@functools.cache
+def _libthai() -> tuple[Any, Any]:
+    lib = ctypes.CDLL(ctypes.util.find_library("thai") or "libthai.so.0")
+    lib.th_brk_new.restype = ctypes.c_void_p
+    lib.th_brk_new.argtypes = [ctypes.c_char_p]
+    lib.th_brk_find_breaks.restype = ctypes.c_int
+    lib.th_brk_find_breaks.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                                       ctypes.POINTER(ctypes.c_int), ctypes.c_size_t]
+    return lib, lib.th_brk_new(None)
+
+
+def thai_breaks(u: list[int], brk: bytes) -> bytes:
+    """thai_breaks in thai.pxi: a break allowed after each word libthai finds in a run of
+    Thai letters, where libunibreak had none."""
+    if not any(_is_thai(c) for c in u):
+        return brk
+    lib, breaker = _libthai()
+    if not breaker:
+        return brk
+    out = bytearray(brk)
+    i, n = 0, len(u)
+    while i < n:
+        if not _is_thai(u[i]):
+            i += 1
+            continue
+        s = i
+        while i < n and _is_thai(u[i]):
+            i += 1
+        tis = "".join(map(chr, u[s:i])).encode("tis_620")
+        pos = (ctypes.c_int * (i - s + 1))()
+        for k in range(lib.th_brk_find_breaks(breaker, tis, pos, i - s)):
+            at = s + pos[k] - 1
+            if s <= at < i - 1 and out[at] == LINEBREAK_NOBREAK:
+                out[at] = LINEBREAK_ALLOWBREAK
+    return bytes(out)
 
 
 # -- one paragraph (para_init in shape.pxi) ---------------------------------------------
@@ -657,6 +723,7 @@ def layout_field(fs: Fonts, reg: Registry, f: int, u: list[int], han: list[int])
         lines.append(Line(glyphs, w))
     else:
         limit = box * 1000 // size
+        brk = thai_breaks(u, p.brk)
         adv = list(p.adv)
         n = len(u)
         start = 0
@@ -670,7 +737,7 @@ def layout_field(fs: Fonts, reg: Registry, f: int, u: list[int], han: list[int])
                 if acc + adv[i] > limit and i > start:
                     break
                 acc += adv[i]
-                if p.brk[i] in (0, 1):        # LINEBREAK_MUSTBREAK, LINEBREAK_ALLOWBREAK
+                if brk[i] in (0, 1):          # LINEBREAK_MUSTBREAK, LINEBREAK_ALLOWBREAK
                     last = i + 1
                 i += 1
             if i >= n:
@@ -774,9 +841,50 @@ def _cmap(entries: list[tuple[int, int, tuple[int, ...], int]]) -> bytes:
     return b"".join(out)
 
 
+def _mix(h: int, v: int) -> int:
+    return ((h ^ v) * 16777619) & M32
+
+
+def _fmix(h: int) -> int:
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & M32
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & M32
+    return h ^ (h >> 16)
+
+
+def font_tag(entries: list[tuple[int, int, tuple[int, ...], int]], earlier: list[int]) -> int:
+    """font_tag in type3.pxi: a hash of the codes' faces, glyphs and texts."""
+    h = 2166136261
+    for face, gid, text, _ in entries:
+        h = _mix(_mix(h, face & M32), gid)
+        for cp in text:
+            h = _mix(h, cp)
+        h = _mix(h, len(text))
+    h = _fmix(h)
+    while h % TAG_SPACE in earlier:
+        h = _fmix((h + 1) & M32)
+    return h % TAG_SPACE
+
+
+def font_name(fs: Fonts, entries: list[tuple[int, int, tuple[int, ...], int]],
+              tag: int) -> bytes:
+    """put_font_name in type3.pxi: TAG+Face1_Face2 (whole names, at most 127 bytes)."""
+    letters = bytes(ord("A") + tag // 26 ** j % 26 for j in range(6))
+    faces = list(dict.fromkeys(face for face, _, _, _ in entries))
+    name = letters + b"+"
+    for k, face in enumerate(faces):
+        part = (b"_" if k else b"") + fs.psname(face)
+        if len(name) + len(part) > FONT_NAME_MAX:
+            break
+        name += part
+    return name
+
+
 def font_objects(fs: Fonts, reg: Registry, first: int) -> list[bytes]:
     """put_text_objects in type3.pxi: the procedures, then per 256 codes a font + CMap."""
     objs = []
+    tags: list[int] = []
     num = first
     for face, gid in reg.proc_list:
         objs.append(b"%d 0 obj\n" % num + fs.proc(face, gid)[0])
@@ -790,9 +898,11 @@ def font_objects(fs: Fonts, reg: Registry, first: int) -> list[bytes]:
                 seen.append(proc)
                 procs.append(b" /g%d %d 0 R" % (proc, first + proc))
         widths = b" ".join(b"%d" % fs.proc(face, gid)[1] for face, gid, _, _ in entries)
+        tags.append(font_tag(entries, tags))
         objs.append(
-            b"%d 0 obj\n<< /Type /Font /Subtype /Type3 /FontBBox [0 0 0 0] "
-            b"/FontMatrix [0.001 0 0 0.001 0 0] /Resources << >>\n/CharProcs <<" % num
+            b"%d 0 obj\n<< /Type /Font /Subtype /Type3 /BaseFont /" % num
+            + font_name(fs, entries, tags[-1]) + b" /FontBBox [0 0 0 0] "
+            b"/FontMatrix [0.001 0 0 0.001 0 0] /Resources << >>\n/CharProcs <<"
             + b"".join(procs) + b" >>\n/Encoding << /Type /Encoding /Differences [0"
             + b"".join(b" /g%d" % e[3] for e in entries)
             + b"] >>\n/FirstChar 0 /LastChar %d /Widths [" % (len(entries) - 1) + widths

@@ -26,6 +26,11 @@ cdef extern from *:
     void sd_store_ptr(void** p, void* v) noexcept nogil
     long sd_add_long(long* p, long v) noexcept nogil
 
+cdef extern from "hb-ot.h" nogil:
+    unsigned int hb_ot_name_get_utf8(hb_face_t* face, unsigned int name_id,
+                                     hb_language_t language, unsigned int* text_size,
+                                     char* text)
+
 cdef extern from "hb.h" nogil:
     # the fields of hb_draw_state_t we read (the current point, for quadratic curves)
     ctypedef struct hb_draw_state_fields "hb_draw_state_t":
@@ -41,6 +46,8 @@ cdef enum:
     MAX_SCRIPT_FACES = 8
     MAX_HAN = 8
     EM = 1000                   # glyph space units per em of every face (hb scale)
+    PS_NAME = 6                 # the name table's PostScript name
+    PS_NAME_MAX = 63
 
 cdef struct GlyphProc:
     char* obj                   # "<< /Length .. >>\nstream\n..\nendstream\nendobj\n"
@@ -58,6 +65,7 @@ cdef struct Face:
     unsigned int nglyphs
     GlyphProc** glyphs          # nglyphs pointers, filled on first use
     PyThread_type_lock lock
+    char psname[PS_NAME_MAX + 1]  # its PostScript name, PDF-name safe (the fonts' names)
 
 cdef Face FACES[MAX_FACES]
 cdef int NFACES = 0
@@ -98,10 +106,31 @@ cdef int face_open(int i) noexcept nogil:
             hb_font_set_scale(f.font, EM, EM)
             hb_font_make_immutable(f.font)
             f.nglyphs = hb_face_get_glyph_count(f.face)
+            face_psname(f, i)
             f.glyphs = <GlyphProc**>calloc(f.nglyphs + 1, sizeof(GlyphProc*))
             sd_store_int(&f.state, 1 if f.glyphs != NULL else -1)
     PyThread_release_lock(f.lock)
     return f.state > 0
+
+
+cdef void face_psname(Face* f, int i) noexcept nogil:
+    """The face's PostScript name (name ID 6) with only the characters [A-Za-z0-9._-]
+    kept, so that it is a PDF name as it is; "F<i>" when that leaves nothing
+    (stagedoor.render.shaped.Face.psname does the same with fontTools)."""
+    cdef char raw[PS_NAME_MAX + 1]
+    cdef unsigned int size = PS_NAME_MAX + 1
+    cdef int k, j = 0
+    cdef char ch
+    hb_ot_name_get_utf8(f.face, PS_NAME, NULL, &size, raw)
+    for k in range(<int>size):
+        ch = raw[k]
+        if (b'A' <= ch <= b'Z' or b'a' <= ch <= b'z' or b'0' <= ch <= b'9' or ch == b'.'
+                or ch == b'_' or ch == b'-'):
+            f.psname[j] = ch
+            j += 1
+    f.psname[j] = 0
+    if j == 0:
+        snprintf(f.psname, PS_NAME_MAX + 1, "F%d", i)
 
 
 cdef inline int face_has(int i, Py_UCS4 cp, unsigned int* gid) noexcept nogil:
@@ -245,12 +274,20 @@ cdef GlyphProc* make_proc(Face* f, unsigned int gid) noexcept nogil:
     buf_puts(&obj, b"\nendstream\nendobj\n")
     free(path.data)
     free(head.data)
+    # kept for the life of the process: an exact copy, not the buffer (at least 4 KB
+    # for ~300-700 bytes; 17,000 cached CJK glyphs held 70 MB that way)
     g = <GlyphProc*>malloc(sizeof(GlyphProc))
     if obj.failed or g == NULL:
         free(obj.data)
         free(g)
         return NULL
-    g.obj = obj.data
+    g.obj = <char*>malloc(obj.len)
+    if g.obj == NULL:
+        free(obj.data)
+        free(g)
+        return NULL
+    memcpy(g.obj, obj.data, obj.len)
+    free(obj.data)
     g.objlen = <int>obj.len
     g.width = width
     return g

@@ -3,8 +3,9 @@
 # Every field has a box (tables.FIELD_BOXES: left, right, baseline, size, weight, lines):
 # the text is drawn at its size when it fits; else shrunk to fit, down to 6 pt (the small
 # print, 5 pt, is never shrunk); else wrapped at the UAX #14 break opportunities
-# libunibreak gives (Thai, Lao, Khmer and Myanmar words have none without a dictionary:
-# those are only shrunk and cut), at most FIELD_BOX lines; what still does not fit ends
+# libunibreak gives, and inside Thai at the word boundaries of libthai's dictionary
+# (thai.pxi; Lao, Khmer and Myanmar words have no breaks without a dictionary: those are
+# cut at a character cluster), at most FIELD_BOX lines; what still does not fit ends
 # in an ellipsis, and the field's full text is in its /ActualText.  A right-to-left
 # paragraph is aligned right.  stagedoor.render.shaped.layout_field makes the same
 # decisions (the tests compare the files byte for byte).
@@ -147,6 +148,8 @@ cdef int layout_field(TextCtx* c, int f, const unsigned int* u, int n,
     else:
         # wrap: greedy over the break opportunities, by the advances of the whole line
         c.gv.n = g0
+        if thai_breaks(u, n, p.brk) != 0:
+            return -1
         limit = <int>(box * 1000 // size)
         adv = <int*>malloc((n + 1) * sizeof(int))
         if adv == NULL:

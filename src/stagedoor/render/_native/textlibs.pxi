@@ -142,6 +142,7 @@ cdef extern from "fribidi.h" nogil:
 cdef extern from "linebreak.h" nogil:
     int LINEBREAK_MUSTBREAK
     int LINEBREAK_ALLOWBREAK
+    int LINEBREAK_NOBREAK
     void init_linebreak()
     void set_linebreaks_utf32(const unsigned int* s, size_t len, const char* lang,
                               char* brks)

@@ -12,8 +12,15 @@
 # ToUnicode CMap.  So only the glyphs used are embedded, one font per 256 glyphs of the
 # order, shared by its pages, and the text extracts.  The cost: no hinting (the outlines
 # are filled paths; at print and screen sizes of 6-14 pt they read well, tesseract
-# included), and pdffonts lists them as "Type 3 ... emb yes, sub no" (a Type 3 font has
-# no subset tag in its name to show).
+# included).
+#
+# Each font is named as a subset (ISO 32000-1 9.6.4: six uppercase letters, '+', the
+# PostScript name): the tag is a hash of the font's glyphs and texts (so the same glyph
+# set gets the same tag, different fonts of one file different tags), the name the
+# PostScript names of the faces its glyphs come from.  The Type 3 dictionary of the spec
+# has no /BaseFont (its /Name is the obsolescent resource name, /T0 here), but a reader
+# ignores a key it does not use, qpdf --check stays clean, and poppler, which takes every
+# font's name from /BaseFont, then lists the fonts as "Type 3, emb yes, sub yes".
 #
 # A code stands for one glyph *and* the text it stands for: the same glyph may carry
 # different text in different clusters, so the key is (face, glyph, text); codes of one
@@ -215,6 +222,73 @@ cdef int register_glyphs(TextCtx* c, int g0, const unsigned int* text) noexcept 
     return 0
 
 
+cdef inline unsigned int fmix(unsigned int h) noexcept nogil:
+    # murmur3's finaliser: every bit of the FNV state reaches the letters
+    h ^= h >> 16
+    h *= 0x85EBCA6Bu
+    h ^= h >> 13
+    h *= 0xC2B2AE35u
+    h ^= h >> 16
+    return h
+
+
+cdef enum:
+    TAG_SPACE = 308915776       # 26 ** 6
+    FONT_NAME_MAX = 127         # a PDF name's length limit (ISO 32000-1 C.2)
+
+
+cdef unsigned int font_tag(Registry* r, int lo, int hi, const unsigned int* earlier,
+                           int nearlier) noexcept nogil:
+    """The subset tag (0 .. 26**6 - 1) of the font of codes lo..hi: a hash of each code's
+    face, glyph and text, moved on until no earlier font of the file has it."""
+    cdef unsigned int h = 2166136261u, tag
+    cdef int i, t, clash = 1
+    cdef RegEntry* e
+    for i in range(lo, hi):
+        e = &r.e[i]
+        h = mix(mix(h, <unsigned int>e.face), e.gid)
+        for t in range(e.tlen):
+            h = mix(h, r.pool[e.toff + t])
+        h = mix(h, <unsigned int>e.tlen)
+    h = fmix(h)
+    while clash:
+        tag = h % TAG_SPACE
+        clash = 0
+        for i in range(nearlier):
+            if earlier[i] == tag:
+                clash = 1
+                h = fmix(h + 1)
+                break
+    return tag
+
+
+cdef void put_font_name(Buf* out, Registry* r, int lo, int hi, unsigned int tag) noexcept nogil:
+    """/BaseFont /TAG+Face1_Face2: the PostScript names of the faces in the order their
+    first glyph comes, as many whole names as fit in a PDF name."""
+    cdef int i, j, n = 7, len_
+    cdef u64 seen = 0
+    cdef const char* name
+    buf_puts(out, b" /BaseFont /")
+    for j in range(6):
+        buf_byte(out, <char>(65 + tag % 26))        # 'A'..
+        tag //= 26
+    buf_byte(out, b'+')
+    for i in range(lo, hi):
+        j = r.e[i].face
+        if seen & (<u64>1 << j):
+            continue
+        seen |= <u64>1 << j
+        name = FACES[j].psname
+        len_ = <int>strlen(name)
+        if n + len_ + (n > 7) > FONT_NAME_MAX:
+            break
+        if n > 7:
+            buf_byte(out, b'_')
+            n += 1
+        buf_put(out, name, len_)
+        n += len_
+
+
 cdef int put_text_objects(Buf* out, TextCtx* c, int first, Py_ssize_t* offsets,
                           Py_ssize_t* nobj) noexcept nogil:
     """The glyph procedures (objects first ..), then per font of 256 codes its dictionary
@@ -225,6 +299,9 @@ cdef int put_text_objects(Buf* out, TextCtx* c, int first, Py_ssize_t* offsets,
     cdef RegEntry* e
     cdef unsigned int cp
     cdef Buf cm
+    cdef unsigned int* tags = <unsigned int*>malloc((nf + 1) * sizeof(unsigned int))
+    if tags == NULL:
+        return -1
     for i in range(r.nproc):
         proc = glyph_proc(r.pface[i], r.pgid[i])
         offsets[nobj[0]] = out.len
@@ -240,7 +317,10 @@ cdef int put_text_objects(Buf* out, TextCtx* c, int first, Py_ssize_t* offsets,
         offsets[nobj[0]] = out.len
         nobj[0] += 1
         buf_int(out, num)
-        buf_puts(out, b" 0 obj\n<< /Type /Font /Subtype /Type3 /FontBBox [0 0 0 0] "
+        buf_puts(out, b" 0 obj\n<< /Type /Font /Subtype /Type3")
+        tags[k] = font_tag(r, lo, hi, tags, k)
+        put_font_name(out, r, lo, hi, tags[k])
+        buf_puts(out, b" /FontBBox [0 0 0 0] "
                       b"/FontMatrix [0.001 0 0 0.001 0 0] /Resources << >>\n/CharProcs <<")
         # CharProcs: each procedure used by this font, once
         for i in range(lo, hi):
@@ -312,6 +392,7 @@ cdef int put_text_objects(Buf* out, TextCtx* c, int first, Py_ssize_t* offsets,
         buf_puts(&cm, b"endcmap\nCMapName currentdict /CMap defineresource pop\nend\nend\n")
         if cm.failed:
             free(cm.data)
+            free(tags)
             return -1
         offsets[nobj[0]] = out.len
         nobj[0] += 1
@@ -323,6 +404,7 @@ cdef int put_text_objects(Buf* out, TextCtx* c, int first, Py_ssize_t* offsets,
         buf_puts(out, b"\nendstream\nendobj\n")
         num += 2
     free(cm.data)
+    free(tags)
     return num - first
 
 
