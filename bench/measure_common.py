@@ -46,12 +46,13 @@ def env(**extra: str) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def redis_server(directory: str | Path | None = None) -> Iterator[EmbeddedRedis]:
+def redis_server(directory: str | Path | None = None, *, appendonly: bool = False
+                 ) -> Iterator[EmbeddedRedis]:
     """A fresh redis-server on a free 127.0.0.1 port, stopped afterwards."""
     with contextlib.ExitStack() as stack:
         if directory is None:
             directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="sd-bench-"))
-        server = EmbeddedRedis(Path(directory) / "redis")
+        server = EmbeddedRedis(Path(directory) / "redis", appendonly=appendonly)
         server.start()
         stack.callback(server.stop)
         yield server

@@ -42,17 +42,19 @@ def _handled(stderr: str) -> int:
 
 
 def drain(url: str, n: int, *, kind: str = "stagedoor", workers: int = 1,
-          inject: Sequence[str] = (), timeout: float = 120.0,
+          inject: Sequence[str] = (), extra: Sequence[str] = (), timeout: float = 120.0,
           extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     """Fill a backlog of n no-op jobs and drain it; returns rates and checks.
 
-    extra_env: more environment for the worker processes (OTEL_* for the tracing bench)."""
+    extra: more `stagedoor work` flags; extra_env: more environment for the worker
+    processes (OTEL_* for the tracing bench)."""
     mc.fill(url, n)
     c = mc.client(url)
     stack = contextlib.ExitStack()
     try:
         if kind == "stagedoor":
-            cmds = [mc.worker_cmd(url, slot=k, inject=inject) for k in range(workers)]
+            cmds = [mc.worker_cmd(url, slot=k, inject=inject, extra=extra)
+                    for k in range(workers)]
         elif kind in RAW_LOOPS:
             cmds = [[mc.PY, "-m", "bench.measure_drain", kind, url, f"raw-{k}"]
                     for k in range(workers)]

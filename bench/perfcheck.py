@@ -13,6 +13,11 @@ so this compares RATIOS measured side by side in the same run, interleaved
   render_vs_ref     native ticket render / pure-Python reference render (speed)
   render_nl_vs_rl   reportlab (embedded Noto Sans TTF) / native, one Cyrillic ticket,
                     the native one over distinct names (bench/scripts_measure.py)
+  job_vs_bare       render_tickets over Latin demo orders, 1 worker / the bare durable
+                    write loop (tmp + fsync + rename + dir fsync, 8 threads), same PDFs
+  latency_floor_vs_p95  P95 enqueue -> handler start at 1,000 jobs/s: the bare
+                    XREADGROUP BLOCK loop's / stagedoor's (1.0 = at the floor); every
+                    third round, 2 s each
 
 Each must stay above its threshold (THRESHOLDS below; how they were chosen, with the
 observed values, is in docs/benchmarks.md).  Exit 0 when all hold, 1 naming every
@@ -43,6 +48,8 @@ THRESHOLDS = {
     "drain_vs_naive": 1.7,      # medians seen 2.73-6.21
     "render_vs_ref": 75.0,      # medians seen 120-225 over 10 runs (target >= 30)
     "render_nl_vs_rl": 250.0,   # seen 385-507 in 4 single measurements (target >= 50)
+    "job_vs_bare": 0.11,        # medians seen 0.17-0.22 (worker 9983b95)
+    "latency_floor_vs_p95": 0.3,  # medians seen (worker 9983b95): see docs/benchmarks.md
 }
 MARGIN = 0.65
 DESCRIPTIONS = {
@@ -51,19 +58,40 @@ DESCRIPTIONS = {
     "drain_vs_naive": "stagedoor 1-worker no-op drain / seed's naive loop",
     "render_vs_ref": "native render / pure-Python reference render",
     "render_nl_vs_rl": "reportlab with an embedded TTF / native, Cyrillic ticket",
+    "job_vs_bare": "render_tickets (Latin orders, 1 worker) / bare durable write loop",
+    "latency_floor_vs_p95": "P95 @1000/s: bare XREADGROUP loop / stagedoor",
 }
 
 
 def measure(rounds: int, n: int, inject: Sequence[str], with_render: bool) -> dict[str, Any]:
     from .measure_drain import drain
+    from .measure_job import bare_writes, job_drain, orders, render_all
+    from .measure_latency import latency
 
-    steps = ["stagedoor", "raw", "naive"] + (["render", "render_nl"] if with_render else [])
-    got: dict[str, list[float]] = {s: [] for s in steps}
+    steps = (["stagedoor", "raw", "naive", "job"]
+             + (["render", "render_nl"] if with_render else []))
+    got: dict[str, list[float]] = {s: [] for s in [*steps, "latency"]}
     cpu: dict[str, list[float]] = {s: [] for s in steps}
-    with mc.redis_server() as server:
+    batch = orders(max(200, n // 20), "latin")
+    pdfs = render_all(batch)
+    with mc.redis_server() as server, mc.redis_server(appendonly=True) as aof:
         for r in range(rounds):
+            if r % 3 == 0:
+                sd = latency(server.url, rate=1000, seconds=2, warmup_s=0.5, inject=inject)
+                floor = latency(server.url, rate=1000, seconds=2, warmup_s=0.5,
+                                consumer="raw")
+                got["latency"].append(floor["p95_ms"] / sd["p95_ms"])
             for step in (steps if r % 2 == 0 else steps[::-1]):
-                if step == "render":
+                if step == "job":
+                    # the bare loop right after the job, before it on odd rounds
+                    if r % 2 == 0:
+                        job = job_drain(aof.url, batch, inject=inject)["rate"]
+                        bare = bare_writes(pdfs)["rate"]
+                    else:
+                        bare = bare_writes(pdfs)["rate"]
+                        job = job_drain(aof.url, batch, inject=inject)["rate"]
+                    got[step].append(job / bare)
+                elif step == "render":
                     from .measure_render_adapter import render_ratio
 
                     got[step].append(render_ratio())
@@ -80,6 +108,7 @@ def measure(rounds: int, n: int, inject: Sequence[str], with_render: bool) -> di
             mc.progress(f"perfcheck round {r + 1}/{rounds}: stagedoor "
                         f"{got['stagedoor'][-1]:,.0f}/s, raw {got['raw'][-1]:,.0f}/s, "
                         f"naive {got['naive'][-1]:,.0f}/s"
+                        + f", job/bare {got['job'][-1]:.2f}"
                         + (f", render x{got['render'][-1]:.0f}" if with_render else ""))
     ratios = {
         "drain_vs_raw": [a / b for a, b in zip(got["stagedoor"], got["raw"], strict=True)],
@@ -87,6 +116,8 @@ def measure(rounds: int, n: int, inject: Sequence[str], with_render: bool) -> di
                                                    strict=True)],
         "drain_vs_naive": [a / b for a, b in zip(got["stagedoor"], got["naive"], strict=True)],
     }
+    ratios["job_vs_bare"] = got["job"]
+    ratios["latency_floor_vs_p95"] = got["latency"]
     if with_render:
         ratios["render_vs_ref"] = got["render"]
         ratios["render_nl_vs_rl"] = got["render_nl"]

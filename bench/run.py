@@ -1,13 +1,13 @@
 """`python -m bench.run [--quick] [--json report.json] [--plot out.png] [--only a,b]`
 
 Runs every benchmark against redis-servers of its own and prints one table: figure,
-value, target (from docs/DESIGN "Targets"), met yes/no.  Sections: render, drain,
-enqueue, latency, recovery, rss (`--only` picks some).  --quick is the short form
-(smaller backlogs, shorter latency run, fewer repeats), for a smoke run.
+value, target (from docs/DESIGN "Targets" and issue 14), met yes/no.  Sections:
+render, drain, job, enqueue, latency, recovery, rss (`--only` picks some); `--peers`
+adds the peers' no-op drain (dramatiq, taskiq, ...: the `bench-peers` extra).  --quick
+is the short form (smaller backlogs, shorter latency run, fewer repeats).
 
-The drain contenders run interleaved (stagedoor x1, stagedoor x2, tuned raw, seed
-naive; then the reverse order) and each figure is the median of its rounds, so the
-stagedoor / raw ratio is measured side by side on the same noisy machine.
+Every ratio is measured side by side in one run: the contenders run interleaved
+(A B C ..., then the reverse order) and each figure is the median of its rounds.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from typing import Any
 
 from . import measure_common as mc
 
-SECTIONS = ("render", "drain", "enqueue", "latency", "recovery", "rss")
+SECTIONS = ("render", "drain", "job", "enqueue", "latency", "recovery", "rss")
+OPTIONAL = ("peers",)  # only with --peers (or --only peers): needs the bench-peers extra
 
 
 @dataclass(frozen=True)
@@ -44,12 +45,27 @@ TARGETS = [
     Target("drain_1w_rate", "jobs/s", ">=", 25_000, "no-op drain, 1 worker process"),
     Target("drain_1w_vs_raw", "x", ">=", 0.5, "no-op drain 1 worker / tuned raw loop"),
     Target("drain_2w_rate", "jobs/s", None, None, "no-op drain, 2 worker processes"),
+    Target("drain_2w_vs_raw", "x", None, None, "no-op drain 2 workers / tuned raw loop"),
+    Target("drain_tuned_rate", "jobs/s", None, None,
+           "no-op drain, 1 worker --count 100 --concurrency 100"),
+    Target("drain_tuned_vs_raw", "x", None, None, "same, / tuned raw loop"),
     Target("drain_raw_rate", "jobs/s", None, None, "tuned raw redis-py loop (COUNT 100)"),
     Target("drain_naive_rate", "jobs/s", None, None, "seed's naive loop (XACK per entry)"),
     Target("drain_1w_vs_naive", "x", None, None, "no-op drain 1 worker / seed naive loop"),
     Target("drain_1w_cpu_us", "us/job", None, None, "CPU per job, stagedoor 1 worker"),
     Target("drain_raw_cpu_us", "us/job", None, None, "CPU per job, tuned raw loop"),
     Target("drain_naive_cpu_us", "us/job", None, None, "CPU per job, seed naive loop"),
+    Target("job_latin_vs_bare", "x", ">=", 0.8,
+           "render_tickets, Latin orders, 1 worker / bare durable write loop (8 threads)"),
+    Target("job_mixed_vs_bare", "x", None, None,
+           "render_tickets, mixed-script orders, 1 worker / same bare loop"),
+    Target("job_latin_rate", "jobs/s", None, None, "render_tickets, Latin orders, 1 worker"),
+    Target("job_mixed_rate", "jobs/s", None, None, "render_tickets, mixed-script, 1 worker"),
+    Target("job_bare_rate", "jobs/s", None, None,
+           "bare loop: tmp+fsync+rename+dir fsync, 8 threads"),
+    Target("job_round_trips", "/job", None, None,
+           "render_tickets: commands sent per job, XACK not counted"),
+    Target("job_latin_cpu_us", "us/job", None, None, "render_tickets: worker CPU per job"),
     Target("enqueue_single_rate", "jobs/s", None, None, "enqueue(), one round trip per job"),
     Target("enqueue_many_rate", "jobs/s", None, None, "enqueue_many(), 1000 per pipeline"),
     Target("enqueue_sync_rate", "jobs/s", None, None, "enqueue_sync(), 1000 per pipeline"),
@@ -57,11 +73,17 @@ TARGETS = [
     Target("latency_p95_ms", "ms", "<=", 2.0, "enqueue -> handler start @1000/s, P95"),
     Target("latency_p99_ms", "ms", None, None, "enqueue -> handler start @1000/s, P99"),
     Target("latency_raw_p95_ms", "ms", None, None, "same, bare XREADGROUP BLOCK loop, P95"),
+    Target("latency_vs_raw", "x", "<=", 1.5, "P95 @1000/s, stagedoor / bare loop"),
+    Target("latency_10k_p95_ms", "ms", None, None, "enqueue -> handler start @10000/s, P95"),
+    Target("latency_raw_10k_p95_ms", "ms", None, None, "same, bare loop, P95"),
+    Target("latency_10k_vs_raw", "x", "<=", 3.0, "P95 @10000/s, stagedoor / bare loop"),
     Target("latency_send_lag_p99_ms", "ms", None, None, "producer lateness vs timetable, P99"),
     Target("recovery_s", "s", "<=", 2.0, "kill -9 -> 8 pending jobs handled again (max)"),
     Target("worker_rss_mb", "MB", "<=", 60, "worker RSS after draining"),
     Target("worker_rss_scripts_mb", "MB", "<=", 120,
            "worker RSS after rendering the world orders"),
+    Target("peers_best_ratio", "x", None, None,
+           "no-op drain: stagedoor 1 worker / the fastest peer"),
 ]
 
 
@@ -83,33 +105,57 @@ def section_render(quick: bool) -> dict[str, Any]:
 
 
 def section_drain(quick: bool, rounds: int | None = None) -> dict[str, Any]:
+    """The no-op drain: 1 and 2 workers at the seed defaults, 1 tuned worker, the tuned
+    raw loop and the seed's naive loop, interleaved (then the reverse order)."""
     from .measure_drain import drain
 
-    n = 20_000 if quick else 100_000
-    rounds = rounds or (1 if quick else 2)
-    order = [("stagedoor", 1), ("stagedoor", 2), ("raw", 1), ("naive", 1)]
-    runs: dict[str, list[dict[str, Any]]] = {f"{k}x{w}": [] for k, w in order}
+    n = 20_000 if quick else 200_000
+    naive_n = n // 10  # ~40x slower than the raw loop: a smaller backlog, same rate
+    rounds = rounds or (1 if quick else 3)
+    tuned = ("--count", "100", "--concurrency", "100")
+    order = [("stagedoor", 1, ()), ("stagedoor", 2, ()), ("tuned", 1, tuned),
+             ("raw", 1, ()), ("naive", 1, ())]
+    runs: dict[str, list[dict[str, Any]]] = {f"{k}x{w}": [] for k, w, _ in order}
     with mc.redis_server() as server:
         for r in range(rounds):
-            for kind, workers in (order if r % 2 == 0 else order[::-1]):
-                res = drain(server.url, n, kind=kind, workers=workers)
+            for kind, workers, extra in (order if r % 2 == 0 else order[::-1]):
+                res = drain(server.url, naive_n if kind == "naive" else n,
+                            kind="stagedoor" if kind == "tuned" else kind,
+                            workers=workers, extra=extra)
                 runs[f"{kind}x{workers}"].append(res)
                 mc.progress(f"drain round {r + 1}/{rounds} {kind} x{workers}: "
                             f"{res['rate']:,.0f} jobs/s")
+
+    def ratio(a: str, b: str) -> float:
+        return mc.median([x["rate"] / y["rate"] for x, y in zip(runs[a], runs[b],
+                                                                 strict=True)])
+
     med = {k: mc.median([x["rate"] for x in v]) for k, v in runs.items()}
-    pairs = [a["rate"] / b["rate"] for a, b in zip(runs["stagedoorx1"], runs["rawx1"],
-                                                    strict=True)]
-    naive_pairs = [a["rate"] / b["rate"] for a, b in zip(runs["stagedoorx1"],
-                                                          runs["naivex1"], strict=True)]
     return {"drain_n": n, "drain_rounds": rounds,
             "drain_1w_rate": med["stagedoorx1"], "drain_2w_rate": med["stagedoorx2"],
+            "drain_tuned_rate": med["tunedx1"],
             "drain_raw_rate": med["rawx1"], "drain_naive_rate": med["naivex1"],
-            "drain_1w_vs_raw": mc.median(pairs), "drain_1w_vs_naive": mc.median(naive_pairs),
+            "drain_1w_vs_raw": ratio("stagedoorx1", "rawx1"),
+            "drain_2w_vs_raw": ratio("stagedoorx2", "rawx1"),
+            "drain_tuned_vs_raw": ratio("tunedx1", "rawx1"),
+            "drain_1w_vs_naive": ratio("stagedoorx1", "naivex1"),
             "drain_1w_cpu_us": mc.median([x["cpu_us_per_job"] for x in runs["stagedoorx1"]]),
             "drain_raw_cpu_us": mc.median([x["cpu_us_per_job"] for x in runs["rawx1"]]),
             "drain_naive_cpu_us": mc.median([x["cpu_us_per_job"] for x in runs["naivex1"]]),
             "drain_1w_peak_rss_mb": max(x["peak_rss_mb"] for x in runs["stagedoorx1"]),
             "drain_runs": runs}
+
+
+def section_job(quick: bool) -> dict[str, Any]:
+    from .measure_job import job_vs_bare
+
+    return job_vs_bare(500 if quick else 2000, 1 if quick else 3)
+
+
+def section_peers(quick: bool) -> dict[str, Any]:
+    from .measure_peers import peers
+
+    return peers(5000 if quick else 20_000, 1 if quick else 2)
 
 
 def section_enqueue(quick: bool) -> dict[str, Any]:
@@ -123,18 +169,32 @@ def section_enqueue(quick: bool) -> dict[str, Any]:
 
 
 def section_latency(quick: bool) -> dict[str, Any]:
+    """P95 at 1,000 and 10,000 jobs/s offered, stagedoor and the bare loop interleaved."""
     from .measure_latency import latency
 
+    seconds = 3 if quick else 10
+    got: dict[tuple[str, int], dict[str, Any]] = {}
+    samples: list[float] = []
     with mc.redis_server() as server:
-        r = latency(server.url, rate=1000, seconds=3 if quick else 10)
-        raw = latency(server.url, rate=1000, seconds=3 if quick else 10, consumer="raw")
-    samples = r.pop("samples_ms")
-    raw.pop("samples_ms")
-    mc.progress(f"latency P95: stagedoor {r['p95_ms']:.2f} ms, bare loop {raw['p95_ms']:.2f} ms")
-    return {"latency_p50_ms": r["p50_ms"], "latency_p95_ms": r["p95_ms"],
-            "latency_p99_ms": r["p99_ms"], "latency_raw_p95_ms": raw["p95_ms"],
-            "latency_send_lag_p99_ms": r["send_lag_p99_ms"], "latency": r,
-            "latency_raw": raw, "latency_samples_ms": samples}
+        for rate, consumers in ((1000, ("stagedoor", "raw")), (10_000, ("raw", "stagedoor"))):
+            for consumer in consumers:
+                r = latency(server.url, rate=rate, seconds=seconds, consumer=consumer)
+                s = r.pop("samples_ms")
+                if consumer == "stagedoor" and rate == 1000:
+                    samples = s
+                got[consumer, rate] = r
+                mc.progress(f"latency @{rate:,}/s {consumer}: P95 {r['p95_ms']:.2f} ms "
+                            f"(producer late P99 {r['send_lag_p99_ms']:.2f} ms)")
+    sd1, raw1 = got["stagedoor", 1000], got["raw", 1000]
+    sd10, raw10 = got["stagedoor", 10_000], got["raw", 10_000]
+    return {"latency_p50_ms": sd1["p50_ms"], "latency_p95_ms": sd1["p95_ms"],
+            "latency_p99_ms": sd1["p99_ms"], "latency_raw_p95_ms": raw1["p95_ms"],
+            "latency_vs_raw": sd1["p95_ms"] / raw1["p95_ms"],
+            "latency_10k_p95_ms": sd10["p95_ms"], "latency_raw_10k_p95_ms": raw10["p95_ms"],
+            "latency_10k_vs_raw": sd10["p95_ms"] / raw10["p95_ms"],
+            "latency_send_lag_p99_ms": sd1["send_lag_p99_ms"], "latency": sd1,
+            "latency_raw": raw1, "latency_10k": sd10, "latency_raw_10k": raw10,
+            "latency_samples_ms": samples}
 
 
 def section_recovery(quick: bool) -> dict[str, Any]:
@@ -159,7 +219,8 @@ def section_rss(quick: bool) -> dict[str, Any]:
 
 
 RUNNERS: dict[str, Callable[[bool], dict[str, Any]]] = {
-    "render": section_render, "drain": section_drain, "enqueue": section_enqueue,
+    "render": section_render, "drain": section_drain, "job": section_job,
+    "peers": section_peers, "enqueue": section_enqueue,
     "latency": section_latency, "recovery": section_recovery, "rss": section_rss}
 
 
@@ -176,7 +237,26 @@ def fmt(value: Any, unit: str) -> str:
         return f"{value:.2f}x"
     if unit == "ms":
         return f"{value:.3f} ms"
+    if unit == "/job":
+        return f"{value:.2f} per job"
     return f"{value:.2f} {unit}"
+
+
+def peers_table(report: dict[str, Any]) -> str:
+    rows = report.get("peers_rates") or {}
+    if not rows:
+        return "peers: not measured"
+    sd = rows.get("stagedoor", float("nan"))
+    lines = ["", f"no-op drain, same backlog, interleaved rounds (medians, "
+             f"{report.get('peers_n', 0):,} jobs each)",
+             f"{'contender':28} {'jobs/s':>10} {'stagedoor / it':>15}"]
+    for name, rate in sorted(rows.items(), key=lambda kv: -kv[1]):
+        ratio = report["peers_ratios"].get(name, float("nan"))
+        lines.append(f"{name:28} {rate:10,.0f} {ratio:14.2f}x")
+    for name, err in (report.get("peers_errors") or {}).items():
+        lines.append(f"{name:28} not measured: {err}")
+    lines.append(f"stagedoor: {sd:,.0f} jobs/s")
+    return "\n".join(lines)
 
 
 def table(report: dict[str, Any]) -> str:
@@ -237,12 +317,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="short form (smoke run)")
     p.add_argument("--json", metavar="FILE", help="write the full report as JSON")
     p.add_argument("--plot", metavar="PNG", help="latency histogram and throughput bars")
-    p.add_argument("--only", metavar="LIST", help="comma list of " + ",".join(SECTIONS))
+    p.add_argument("--only", metavar="LIST",
+                   help="comma list of " + ",".join(SECTIONS + OPTIONAL))
+    p.add_argument("--peers", action="store_true",
+                   help="also the peers' no-op drain (dramatiq, taskiq, ...) beside stagedoor "
+                   "and the raw loop; `pip install -e .[bench-peers]` first")
     a = p.parse_args(argv)
     wanted = a.only.split(",") if a.only else list(SECTIONS)
-    bad = [w for w in wanted if w not in SECTIONS]
+    if a.peers and "peers" not in wanted:
+        wanted.append("peers")
+    bad = [w for w in wanted if w not in SECTIONS + OPTIONAL]
     if bad:
-        p.error(f"unknown section(s) {bad}; known: {', '.join(SECTIONS)}")
+        p.error(f"unknown section(s) {bad}; known: {', '.join(SECTIONS + OPTIONAL)}")
     report: dict[str, Any] = {"quick": a.quick, "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
                               "python": sys.version.split()[0], "machine": platform.node(),
                               "cpus": __import__("os").cpu_count(), "errors": {}}
@@ -256,6 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             mc.progress(f"section {name} FAILED: {e}")
     report["seconds"] = time.monotonic() - t0
     report["_ran_all"] = not a.only
+    if "peers" in wanted:
+        print(peers_table(report))
     report["met"] = {t.figure: met(t, report.get(t.figure)) for t in TARGETS
                      if t.figure in report}
     print(table(report))

@@ -1,0 +1,304 @@
+"""The real job end to end against the disk's own speed for the same durable write.
+
+    python -m bench.measure_job [--n 2000] [--rounds 3]
+
+Two contenders, interleaved in one run on one filesystem:
+
+  job    one `stagedoor work --burst` process at the seed defaults (8 in flight,
+         8 render threads) draining n `render_tickets` jobs over demo orders already
+         in the store: the handler's idempotency lease, the order read, the native
+         render, the durable write, the rendered mark, the done mark, the ack.
+  bare   a plain loop in this process writing the same n PDFs (rendered beforehand)
+         with the same durability: tmp file + fsync + rename + fsync of the directory,
+         on 8 threads: what the disk allows for that write.
+
+`ratio` = job rate / bare rate of the same round; the figure is the median over the
+rounds.  Latin orders are `stagedoor.orders.demo_order` (1-4 tickets, Latin names);
+the mixed-script orders (`mixed_order`) put the same tickets under an event and buyer
+in Cyrillic, Greek, Arabic, Hebrew, CJK, Hangul, Thai or Devanagari.
+
+Per job it also reports the commands the worker sent (`commands_per_job`): a separate,
+untimed drain of a few hundred jobs with MONITOR attached, counting the commands
+clients sent and not those scripts ran inside Redis (INFO commandstats counts both, so
+a 3-command script would look like 4 round trips); the bench's own polling and
+connection set-up are left out.  With redis-py every command is a round trip; on the
+worker's lean connection an XACK usually rides in the same write as the next
+XREADGROUP, so `round_trips_per_job` counts every command but XACK.
+
+Redis runs with AOF (appendfsync everysec), as `stagedoor demo` runs it.  The
+directories are under the system temp dir, which must be a real disk (a tmpfs fsync
+costs nothing and would flatter both contenders alike): `SD_BENCH_DISK_DIR` overrides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from stagedoor.job import make_job
+from stagedoor.orders import Order, Ticket, demo_order, put_orders_sync
+from stagedoor.queue import enqueue_sync, ensure_group_sync
+
+from . import measure_common as mc
+from .measure_drain import _cpu, _exited, _reap
+
+WRITE_THREADS = 8  # the worker's render_threads default: the same parallelism for both
+# Commands of the bench itself and of a connection's set-up, left out of the per-job counts.
+NOT_PER_JOB = {"xinfo", "info", "config", "ping", "client", "hello", "monitor", "script",
+               "xgroup", "flushall", "exists", "xlen"}
+
+# Names and titles in the scripts the demo sells to (the fonts issue prints them as
+# glyphs; the renderer of today prints an approximation and carries /ActualText).
+_MIXED_EVENTS = [("Лебединое озеро", "Большой театр"), ("Ορφέας και Ευρυδίκη", "Μέγαρο"),
+                 ("天鹅湖", "国家大剧院"), ("白鳥の湖", "東京文化会館"),
+                 ("백조의 호수", "예술의전당"), ("Die Zauberflöte", "Staatsoper"),
+                 ("ليلة في الأوبرا", "دار الأوبرا"), ("אגם הברבורים", "היכל התרבות")]
+_MIXED_BUYERS = ["Дмитрий Шостакович", "王伟", "محمد عبد الله", "יעל כהן", "Γιώργος Παπαδόπουλος",
+                 "김민준", "สมชาย ใจดี", "राहुल शर्मा", "Zoë Ødegaard-Šimić", "山田 太郎"]
+
+
+def mixed_order(order_id: int) -> Order:
+    """A demo order (same ticket count and codes) with its event and buyer in another script."""
+    base = demo_order(order_id)
+    r = random.Random(order_id * 7919)
+    event, venue = r.choice(_MIXED_EVENTS)
+    buyer = r.choice(_MIXED_BUYERS)
+    tickets = tuple(Ticket(**{**{f: getattr(t, f) for f in Ticket.__slots__},
+                              "event": event, "venue": venue, "buyer": buyer})
+                    for t in base.tickets)
+    return Order(order_id=order_id, tickets=tickets)
+
+
+def orders(n: int, kind: str, base: int = 1) -> list[Order]:
+    make = demo_order if kind == "latin" else mixed_order
+    return [make(base + i) for i in range(n)]
+
+
+@contextlib.contextmanager
+def disk_dir(prefix: str) -> Iterator[Path]:
+    root = os.environ.get("SD_BENCH_DISK_DIR") or None
+    d = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+# -- the bare loop -------------------------------------------------------------------------
+
+def _durable_write(directory: Path, name: str, data: bytes) -> None:
+    """The baseline's own copy of the write, not handlers.tickets.write_atomic: the
+    product's write is what is being measured and will change (group commit)."""
+    tmp = directory / f".{name}.{threading.get_ident()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, directory / name)
+    dfd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def bare_writes(pdfs: Sequence[bytes], threads: int = WRITE_THREADS) -> dict[str, Any]:
+    """Write every PDF durably from `threads` threads into a fresh directory."""
+    with disk_dir("sd-bare-") as d:
+        def worker(k: int) -> None:
+            for i in range(k, len(pdfs), threads):
+                _durable_write(d, f"order-{i}.pdf", pdfs[i])
+
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(threads) as pool:
+            for f in [pool.submit(worker, k) for k in range(threads)]:
+                f.result()
+        seconds = time.perf_counter() - t0
+        written = len(list(d.glob("order-*.pdf")))
+    if written != len(pdfs):
+        raise RuntimeError(f"bare loop wrote {written} of {len(pdfs)}")
+    return {"kind": "bare", "n": len(pdfs), "seconds": seconds, "rate": len(pdfs) / seconds}
+
+
+# -- the worker ----------------------------------------------------------------------------
+
+def _fill(url: str, batch: Sequence[Order], outbox_base: int) -> None:
+    c = mc.client(url)
+    try:
+        c.flushall()
+        s = mc.settings(url)
+        put_orders_sync(c, s, batch)
+        ensure_group_sync(c, s)
+        jobs = [make_job("render_tickets", o.order_id, outbox_base + i, f"r{i}", f"t{i}")
+                for i, o in enumerate(batch)]
+        for k in range(0, len(jobs), 5000):
+            enqueue_sync(c, s, jobs[k:k + 5000])
+        c.config_resetstat()
+    finally:
+        c.close()
+
+
+def job_drain(url: str, batch: Sequence[Order], *, extra: Sequence[str] = (),
+              workers: int = 1, timeout: float = 300.0, inject: Sequence[str] = (),
+              on_filled: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Drain len(batch) render_tickets jobs with real worker processes."""
+    n = len(batch)
+    _fill(url, batch, outbox_base=10_000_000)
+    if on_filled is not None:
+        on_filled()
+    with disk_dir("sd-tickets-") as tickets, contextlib.ExitStack() as stack:
+        flags = ["--tickets-dir", str(tickets), *extra]
+        logs = [stack.enter_context(tempfile.TemporaryFile()) for _ in range(workers)]
+        t_spawn = time.perf_counter()
+        procs = [mc.spawn(mc.worker_cmd(url, slot=k, extra=flags, inject=inject),
+                          stderr=log)
+                 for k, log in enumerate(logs)]
+        import psutil
+
+        ps = [psutil.Process(p.pid) for p in procs]
+        c = mc.client(url)
+        try:
+            t_first = cpu_first = 0.0
+            while True:
+                now = time.perf_counter()
+                info = mc.group_info(c)
+                if not t_first and info["entries_read"] > 0:
+                    t_first, cpu_first = now, sum(_cpu(p) for p in ps)
+                if info["entries_read"] >= n and info["pending"] == 0:
+                    t_done = now
+                    break
+                if now - t_spawn > timeout:
+                    raise RuntimeError(f"job drain not done after {timeout:g}s: {info}")
+                if all(_exited(p) for p in procs):
+                    time.sleep(0.05)
+                    info = mc.group_info(c)
+                    if not (info["entries_read"] >= n and info["pending"] == 0):
+                        errs = []
+                        for log in logs:
+                            log.seek(0)
+                            errs.append(log.read().decode(errors="replace")[-800:])
+                        raise RuntimeError(f"workers exited before the drain was done: "
+                                           f"{info}: {' | '.join(errs)}")
+                time.sleep(0.003)
+            cpu = sum(_reap(p) for p in procs) - cpu_first
+            dead = c.xlen(mc.settings(url).dead_stream) if c.exists(
+                mc.settings(url).dead_stream) else 0
+        finally:
+            c.close()
+        pdfs = len(list(tickets.glob("order-*.pdf")))
+    if pdfs != n or dead:
+        raise RuntimeError(f"job drain: {pdfs} PDFs of {n}, {dead} dead-lettered")
+    return {"kind": "job", "workers": workers, "n": n, "seconds": t_done - t_first,
+            "rate": n / (t_done - t_first), "cpu_us_per_job": cpu / n * 1e6}
+
+
+def commands_per_job(url: str, batch: Sequence[Order], extra: Sequence[str] = ()
+                     ) -> dict[str, Any]:
+    """Client-sent commands per job, from MONITOR over an untimed drain of `batch`."""
+    import redis
+
+    n = len(batch)
+    mon = redis.Redis.from_url(url, protocol=2)
+    counts: dict[str, int] = {}
+    stop = threading.Event()
+
+    def listen() -> None:
+        with mon.monitor() as m:
+            ready.set()
+            for cmd in m.listen():
+                if cmd["client_type"] != "lua":
+                    name = cmd["command"].split(" ", 1)[0].lower()
+                    counts[name] = counts.get(name, 0) + 1
+                if stop.is_set() and name == "ping":
+                    return
+
+    ready = threading.Event()
+    t = threading.Thread(target=listen, daemon=True)
+
+    def attach() -> None:
+        t.start()
+        ready.wait(10)
+
+    try:
+        job_drain(url, batch, extra=extra, on_filled=attach)
+    finally:
+        stop.set()
+        c = mc.client(url)
+        deadline = time.monotonic() + 10
+        while t.is_alive() and time.monotonic() < deadline:
+            c.ping()
+            t.join(0.1)
+        c.close()
+        mon.close()
+    per_job = {k: v / n for k, v in sorted(counts.items()) if k not in NOT_PER_JOB}
+    return {"commands_per_job": per_job,
+            "round_trips_per_job": sum(v for k, v in per_job.items() if k != "xack")}
+
+
+def render_all(batch: Sequence[Order]) -> list[bytes]:
+    from stagedoor.render import renderer
+
+    render = renderer()
+    return [render(o) for o in batch]
+
+
+def job_vs_bare(n: int, rounds: int, kinds: Sequence[str] = ("latin", "mixed"),
+                extra: Sequence[str] = ()) -> dict[str, Any]:
+    """Interleaved rounds of (job per kind, bare) and the reverse; medians of ratios."""
+    batches = {k: orders(n, k) for k in kinds}
+    pdfs = render_all(batches[kinds[0]])
+    steps = [*kinds, "bare"]
+    runs: dict[str, list[dict[str, Any]]] = {s: [] for s in steps}
+    with mc.redis_server(appendonly=True) as server:
+        for r in range(rounds):
+            for step in (steps if r % 2 == 0 else steps[::-1]):
+                res = (bare_writes(pdfs) if step == "bare"
+                       else job_drain(server.url, batches[step], extra=extra))
+                runs[step].append(res)
+                mc.progress(f"job round {r + 1}/{rounds} {step}: {res['rate']:,.0f}/s")
+        counted = commands_per_job(server.url, batches[kinds[0]][:300], extra)
+    out: dict[str, Any] = {"job_n": n, "job_rounds": rounds, "job_runs": runs,
+                           "job_bare_rate": mc.median([x["rate"] for x in runs["bare"]])}
+    for k in kinds:
+        out[f"job_{k}_rate"] = mc.median([x["rate"] for x in runs[k]])
+        out[f"job_{k}_vs_bare"] = mc.median(
+            [a["rate"] / b["rate"] for a, b in zip(runs[k], runs["bare"], strict=True)])
+        out[f"job_{k}_cpu_us"] = mc.median([x["cpu_us_per_job"] for x in runs[k]])
+    out["job_round_trips"] = counted["round_trips_per_job"]
+    out["job_commands"] = counted["commands_per_job"]
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.measure_job", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=int, default=2000)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--kinds", default="latin,mixed")
+    p.add_argument("--worker-flag", action="append", default=[], metavar="FLAG",
+                   help="extra `stagedoor work` flag, e.g. --worker-flag=--concurrency=16")
+    a = p.parse_args(argv)
+    r = job_vs_bare(a.n, a.rounds, a.kinds.split(","), a.worker_flag)
+    r.pop("job_runs")
+    for k, v in r.items():
+        print(f"{k:24} {v:,.3f}" if isinstance(v, float) else f"{k:24} {v}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
