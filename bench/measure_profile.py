@@ -1,6 +1,11 @@
-"""py-spy profile of one `stagedoor work --burst` process draining a no-op backlog.
+"""py-spy profile of one `stagedoor work --burst` process draining a backlog.
 
     python -m bench.measure_profile [--n 40000] [--out drain.txt] [--rate 250]
+    python -m bench.measure_profile --job latin --n 3000 --out job.txt [--idle]
+
+The no-op drain by default; `--job latin|mixed` drains render_tickets jobs over demo
+orders (bench.measure_job: AOF Redis, tickets on a real disk), where `--idle` also
+samples threads that wait (fsync, the loop's epoll), which is where that job's time goes.
 
 Starts its own redis-server, fills the backlog, runs the worker under `py-spy record
 --format raw`, and returns/prints the top frames by self and inclusive samples, the
@@ -61,17 +66,30 @@ def analyse(raw: str, top: int = 30) -> dict[str, Any]:
             "writes_by_caller": writes.most_common(10)}
 
 
-def profile(n: int = 40_000, out: str = "drain.txt", rate: int = 250) -> dict[str, Any]:
+def profile(n: int = 40_000, out: str = "drain.txt", rate: int = 250, job: str = "",
+            idle: bool = False) -> dict[str, Any]:
+    import tempfile
+
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    with mc.redis_server() as server:
-        mc.fill(server.url, n)
-        cmd = [spy, "record", "-r", str(rate), "-o", out, "--format", "raw", "--",
-               *mc.worker_cmd(server.url)]
+    with mc.redis_server(appendonly=bool(job)) as server, \
+            tempfile.TemporaryDirectory(prefix="sd-prof-") as tickets:
+        extra: list[str] = []
+        if job:
+            from .measure_job import _fill, orders
+
+            _fill(server.url, orders(n, job), outbox_base=1)
+            extra = ["--tickets-dir", tickets]
+        else:
+            mc.fill(server.url, n)
+        cmd = [spy, "record", "-r", str(rate), "-o", out, "--format", "raw",
+               *(["--idle", "--threads"] if idle else []), "--",
+               *mc.worker_cmd(server.url, extra=extra)]
         proc = mc.spawn(cmd)
         err = mc.stop(proc, timeout=600)
         c = mc.client(server.url)
-        stats = {k: v for k, v in c.info("commandstats").items()
-                 if k in ("cmdstat_xreadgroup", "cmdstat_xack")}
+        stats = {k.removeprefix("cmdstat_"): v["calls"] for k, v in
+                 c.info("commandstats").items()
+                 if k.removeprefix("cmdstat_") in ("xreadgroup", "xack", "evalsha", "hmget")}
         c.close()
     result = analyse(Path(out).read_text())
     result.update({"n": n, "commandstats": stats, "worker_stderr_tail": err[-300:]})
@@ -83,8 +101,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=40_000)
     p.add_argument("--out", default="drain.txt")
     p.add_argument("--rate", type=int, default=250)
+    p.add_argument("--job", choices=("latin", "mixed"), default="",
+                   help="render_tickets over demo orders instead of the no-op drain")
+    p.add_argument("--idle", action="store_true", help="also sample waiting threads")
     a = p.parse_args(argv)
-    r = profile(a.n, a.out, a.rate)
+    r = profile(a.n, a.out, a.rate, a.job, a.idle)
     print(f"{r['samples']} samples, {a.n} jobs; {r['commandstats']}")
     for title in ("self", "inclusive"):
         print(f"--- {title}")
