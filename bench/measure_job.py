@@ -13,7 +13,7 @@ Two contenders, interleaved in one run on one filesystem:
          on 8 threads: what the disk allows for that write.
 
 `ratio` = job rate / bare rate of the same round; the figure is the median over the
-rounds.  Latin orders are `stagedoor.orders.demo_order` (1-4 tickets, Latin names);
+rounds.  Latin orders are `stagedoor.demo.orders.demo_order` (1-4 tickets, Latin names);
 the mixed-script orders (`mixed_order`) put the same tickets under an event and buyer
 in Cyrillic, Greek, Arabic, Hebrew, CJK, Hangul, Thai or Devanagari.
 
@@ -46,9 +46,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from stagedoor.job import make_job
-from stagedoor.orders import Order, Ticket, demo_order, put_orders_sync
-from stagedoor.queue import enqueue_sync, ensure_group_sync
+from stagedoor.demo.orders import demo_order
+from stagedoor.handlers.orders import put_orders_sync
+from stagedoor.render.order import Order, Ticket
+from stagedoor.stream.job import make_job
+from stagedoor.stream.queue import enqueue_sync, ensure_group_sync
 
 from . import measure_common as mc
 from .measure_drain import _cpu, _exited, _reap
