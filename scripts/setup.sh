@@ -18,6 +18,7 @@ command -v pdftoppm >/dev/null || need_apt+=(poppler-utils)
 command -v systemd-analyze >/dev/null || need_apt+=(systemd)  # the unit file test
 command -v openssl >/dev/null || need_apt+=(openssl)       # TLS test certificates
 command -v ps >/dev/null || need_apt+=(procps)             # the password-not-in-ps test
+command -v strace >/dev/null || need_apt+=(strace)          # the fsync -> rename -> dir fsync -> ack order test
 command -v cc >/dev/null || need_apt+=(build-essential)
 [ -e /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
 # the renderer's text stack (shaping, bidi, line breaks) is linked from C: headers + pkg-config

@@ -29,6 +29,7 @@ import redis.asyncio as aioredis
 from ..config import Settings
 from ..ops.metrics import WorkerStats
 from ..stream.job import Job
+from ..stream.resp import FastConnection
 from ..worker.policy import TransientError
 
 T = TypeVar("T")
@@ -65,6 +66,25 @@ class Context:
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("stagedoor.handler"))
     state: dict[str, Any] = field(default_factory=dict)  # per-worker handler state
 
+    def lean(self) -> FastConnection:
+        """The handlers' own lean connection (resp.FastConnection), opened on first use.
+
+        One connection for every handler of this worker: a call writes once and its
+        reply comes back in order, so concurrent handlers share it without a pool."""
+        conn = self.state.get("lean")
+        if conn is None:
+            conn = self.state["lean"] = FastConnection(
+                self.settings, timeout=self.settings.socket_timeout,
+                name=self.consumer + ":handlers")
+        assert isinstance(conn, FastConnection)
+        return conn
+
+    async def aclose(self) -> None:
+        """Close what the handlers opened (the worker calls this when it stops)."""
+        conn = self.state.pop("lean", None)
+        if conn is not None:
+            await conn.aclose()
+
     async def to_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run CPU or file work in the worker's pool so the loop keeps reading and acking.
 
@@ -87,14 +107,23 @@ class Context:
         state = await scripts[0](keys=[self.done_key(job), self.lease_key(job)],
                                  args=[self.consumer, ms])
         if state == b"done":
-            self.stats.inc("duplicates", job.kind)
-            self.log.info("outbox_id %d already handled; skipping", job.outbox_id,
-                          extra=log_extra(job))
+            self.skipped_as_done(job)
             return True
         if state != b"ok":
-            raise TransientError(f"outbox_id {job.outbox_id} is running on "
-                                 f"{state.decode(errors='replace')}")
+            raise self.lease_held(job, state)
         return False
+
+    def skipped_as_done(self, job: Job) -> None:
+        """Count and log a delivery of a job that was already handled."""
+        self.stats.inc("duplicates", job.kind)
+        self.log.info("outbox_id %d already handled; skipping", job.outbox_id,
+                      extra=log_extra(job))
+
+    @staticmethod
+    def lease_held(job: Job, holder: bytes) -> TransientError:
+        """The retryable error of a delivery whose job runs elsewhere right now."""
+        return TransientError(f"outbox_id {job.outbox_id} is running on "
+                              f"{holder.decode(errors='replace')}")
 
     async def mark_done(self, job: Job) -> None:
         await self._scripts()[1](keys=[self.done_key(job), self.lease_key(job)],

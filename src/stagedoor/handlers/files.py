@@ -2,7 +2,8 @@
 
     write_atomic   tmp + fsync + rename + fsync(dir); the tmp file is removed on every
                    failure path (ENOSPC half way, EROFS, a cancel), so a full disk does
-                   not fill up with partial files
+                   not fill up with partial files; the directory fsync can be shared
+                   by the renames that land together (durable.GroupSyncs)
     confined       the one check before any write or delete: the path, resolved, is the
                    expected file directly inside the tickets directory, resolved; the
                    order store's `rendered` field is data, not a path to trust
@@ -22,6 +23,8 @@ import threading
 import time
 from pathlib import Path
 
+from .durable import GroupSyncs, fsync_dir
+
 log = logging.getLogger("stagedoor.handlers.files")
 
 _TMP = re.compile(r"\.(?P<name>order-[0-9]{1,19}\.pdf)\.(?P<pid>[0-9]{1,10})\.[0-9]{1,24}\.tmp",
@@ -38,8 +41,13 @@ def tmp_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
 
 
-def write_atomic(path: Path, data: bytes, *, make_dirs: bool = True) -> None:
-    """A reader sees the old file or the whole new one; nothing is left on failure."""
+def write_atomic(path: Path, data: bytes, *, make_dirs: bool = True,
+                 syncs: GroupSyncs | None = None) -> None:
+    """A reader sees the old file or the whole new one; nothing is left on failure.
+
+    When it returns, the bytes were fsynced before the rename and a directory fsync
+    that began after the rename has completed (with `syncs`, one shared with the
+    writers whose renames landed meanwhile: durable.py)."""
     if make_dirs:
         path.parent.mkdir(parents=True, exist_ok=True)
     tmp = tmp_name(path)
@@ -58,11 +66,10 @@ def write_atomic(path: Path, data: bytes, *, make_dirs: bool = True) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    if syncs is None:
+        fsync_dir(path.parent)
+    else:
+        syncs.get(path.parent).sync_after_rename()
 
 
 def confined(tickets_dir: str | Path, path: str | Path, expected_name: str) -> Path:

@@ -11,6 +11,11 @@ order across workers.  The store is a Redis hash per order:
 
 Status changes and the rendered mark are Lua scripts, so a render racing a refund
 is decided in one place: whichever lands second sees the other and cleans up.
+
+render_tickets begins and finishes a job in one script each (BEGIN_RENDER: done mark,
+lease and the order read; FINISH_RENDER: rendered mark, done mark, lease released),
+run on the worker's lean connection.  Each touches one order's keys only (on a
+cluster they must share the order's hash slot); the queue's keys are never in them.
 The order itself (Order, Ticket, parsing) is stagedoor.render.order.
 """
 
@@ -40,6 +45,29 @@ redis.call('HSET', KEYS[1], 'status', 'refunded')
 local rendered = redis.call('HGET', KEYS[1], 'rendered')
 redis.call('HDEL', KEYS[1], 'rendered')
 return {1, rendered}
+"""
+
+
+# KEYS: done mark, lease, order hash. ARGV: consumer, lease ms.
+# -> {'done'} | {'held', holder} | {'ok', data, status, rendered} (nil fields as nil)
+# The lease is taken only after the order was read: a read error leaves no lease.
+BEGIN_RENDER = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return {'done'} end
+local holder = redis.call('GET', KEYS[2])
+if holder and holder ~= ARGV[1] then return {'held', holder} end
+local o = redis.call('HMGET', KEYS[3], 'data', 'status', 'rendered')
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+return {'ok', o[1], o[2], o[3]}
+"""
+# KEYS: order hash, done mark, lease. ARGV: path, kind, done ttl s.
+# Still placed: mark rendered, mark done, release the lease -> 1.  Refunded meanwhile:
+# nothing written -> 0 (the handler removes its PDF, then marks done itself).
+FINISH_RENDER = """
+if redis.call('HGET', KEYS[1], 'status') ~= 'placed' then return 0 end
+redis.call('HSET', KEYS[1], 'rendered', ARGV[1])
+redis.call('SET', KEYS[2], ARGV[2], 'EX', ARGV[3])
+redis.call('DEL', KEYS[3])
+return 1
 """
 
 

@@ -10,13 +10,16 @@ other (see orders.py), and the PDF of a refunded order does not survive.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from ..render.order import OrderDataError
+from ..render.order import Order, OrderDataError
 from ..stream.job import Job
+from ..stream.scripts import LeanScript
 from ..worker.policy import PermanentError
 from .context import Context, log_extra
+from .durable import GroupSyncs
 from .files import OutsideTicketsDir, confined, sweep_stale, write_atomic
-from .orders import OrderStore
+from .orders import BEGIN_RENDER, FINISH_RENDER, OrderStore, StoredOrder, check_stored
 from .registry import Registry
 
 registry = Registry()
@@ -74,36 +77,81 @@ def _count_missing_glyphs(ctx: Context) -> None:
         ctx.stats.counters["missing_glyphs"]["render_tickets"] = missing
 
 
+def _lean_scripts(ctx: Context) -> tuple[LeanScript, LeanScript]:
+    scripts = ctx.state.get("render_scripts")
+    if scripts is None:
+        scripts = ctx.state["render_scripts"] = (LeanScript(BEGIN_RENDER),
+                                                 LeanScript(FINISH_RENDER))
+    assert isinstance(scripts, tuple)
+    return scripts
+
+
+def _syncs(ctx: Context) -> GroupSyncs:
+    syncs = ctx.state.get("group_syncs")
+    if syncs is None:
+        syncs = ctx.state["group_syncs"] = GroupSyncs()
+    assert isinstance(syncs, GroupSyncs)
+    return syncs
+
+
+def _check_render_write(render: Any, order_id: int, data: bytes, status: str,
+                        rendered: str | None, path: Path, syncs: GroupSyncs
+                        ) -> StoredOrder:
+    """One thread hop: parse and check the stored order (OrderDataError), then, unless
+    it is refunded, render it and write the PDF durably."""
+    stored = check_stored(order_id, Order.from_json(data), status, rendered)
+    if stored.status != "refunded":
+        write_atomic(path, render(stored.order), syncs=syncs)
+    return stored
+
+
 @registry.register("render_tickets")
 async def render_tickets(job: Job, ctx: Context) -> None:
-    """Render the order's tickets to one PDF, unless it was refunded or already done."""
-    if await ctx.already_done(job):
-        return
+    """Render the order's tickets to one PDF, unless it was refunded or already done.
+
+    Two round trips on the lean connection: BEGIN_RENDER (done mark, lease, the order)
+    and FINISH_RENDER (rendered mark, done mark, lease released); the order's checks,
+    the render and the durable write in one hop to the render pool.  The handler
+    returns (and the job is acked) only after the PDF and its directory entry are on
+    disk (files.write_atomic, durable.py)."""
+    begin, finish = _lean_scripts(ctx)
+    conn = ctx.lean()
     store = _store(ctx)
+    path = pdf_path(ctx, job.order_id)
+    done_key, lease_key, order_key = (ctx.done_key(job), ctx.lease_key(job),
+                                      store.key(job.order_id))
+    reply = await begin(conn, [done_key, lease_key, order_key],
+                        [ctx.consumer, int(ctx.settings.job_timeout * 1000)])
+    if reply[0] == b"done":
+        ctx.skipped_as_done(job)
+        return
+    if reply[0] == b"held":
+        raise ctx.lease_held(job, reply[1])
+    data, status, rendered = reply[1], reply[2], reply[3]
+    if data is None:
+        raise PermanentError(f"order {job.order_id} not found")
     try:
-        stored = await store.get(job.order_id)
+        stored = await ctx.to_thread(
+            _check_render_write, _render_fn(ctx), job.order_id, data,
+            status.decode() if status else "placed",
+            rendered.decode() if rendered else None, path, _syncs(ctx))
     except OrderDataError as e:
         raise PermanentError(f"order {job.order_id}: {e}") from None
-    if stored is None:
-        raise PermanentError(f"order {job.order_id} not found")
     if stored.status == "refunded":
         ctx.log.info("order %d is refunded: nothing to render", job.order_id,
                      extra=log_extra(job))
         await ctx.mark_done(job)
         return
-    render = _render_fn(ctx)
-    pdf = await ctx.to_thread(render, stored.order)
     _count_missing_glyphs(ctx)
-    path = pdf_path(ctx, job.order_id)
-    await ctx.to_thread(write_atomic, path, pdf)
-    if not await store.mark_rendered(job.order_id, str(path)):
+    if not await finish(conn, [order_key, done_key, lease_key],
+                        [str(path), job.kind, ctx.settings.idempotency_ttl]):
         # A refund landed while we rendered: it could not see our file, so the
         # cancellation is ours to do.
         await ctx.to_thread(path.unlink, True)
         await store.add_cancelled(job.order_id, len(stored.order.tickets))
         ctx.log.info("order %d refunded during render: PDF removed", job.order_id,
                      extra=log_extra(job))
-    await ctx.mark_done(job)
+        await ctx.mark_done(job)
 
 
 @registry.register("refund")

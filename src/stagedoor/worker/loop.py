@@ -140,6 +140,7 @@ class Worker:
             self.executor.shutdown(wait=False, cancel_futures=True)
             await self.reader.conn.aclose()
             await self.acker.aclose()
+            await self.ctx.aclose()
             await self.cmd.aclose()
             if self.tracer is not None:  # flush the last spans, bounded
                 with contextlib.suppress(Exception):
