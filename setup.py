@@ -1,4 +1,5 @@
-"""Build of the native renderer stagedoor._render (Cython, linked against zlib).
+"""Build of the native extensions: the renderer stagedoor._render (Cython, linked against
+zlib) and the worker's per-entry fast path stagedoor.worker._entries (Cython).
 
 `pip install .` builds it in an isolated environment (Cython pinned in pyproject.toml);
 `python setup.py build_ext --inplace` builds it next to the sources for development.
@@ -89,7 +90,11 @@ def _extensions() -> list[Extension]:
         libraries=["z", *text_libs],
         extra_compile_args=["-O2"],
     )
-    return cythonize([ext], language_level=3,  # type: ignore[no-any-return]
+    # The worker's per-entry path (entry fields -> Job) lives in the subpackage it serves.
+    entries = Extension("stagedoor.worker._entries",
+                        sources=["src/stagedoor/worker/_entries.pyx"],
+                        extra_compile_args=["-O2"])
+    return cythonize([ext, entries], language_level=3,  # type: ignore[no-any-return]
                      compiler_directives={"embedsignature": True})
 
 

@@ -20,7 +20,8 @@ echo "check-package: sdist and wheel into $WORK/dist"
     || { cat "$WORK/build.log"; exit 1; }
 sdist=$(ls "$WORK"/dist/*.tar.gz)
 wheel=$(ls "$WORK"/dist/*.whl)
-sources="_render.pyx _render.pxd _render.pyi $(cd src/stagedoor && ls render/_native/*.pxi)"
+sources="_render.pyx _render.pxd _render.pyi worker/_entries.pyx worker/_entries.pyi
+         $(cd src/stagedoor && ls render/_native/*.pxi)"
 in_sdist=$(tar tzf "$sdist")
 in_wheel=$("$PY" -m zipfile -l "$wheel")
 for f in $sources; do

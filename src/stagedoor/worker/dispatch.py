@@ -33,9 +33,11 @@ from ..ops.metrics import WorkerStats
 from ..ops.tracing import JobTracer, entry_ms
 from ..stream import connection
 from ..stream.errors import first_line, is_oom
-from ..stream.job import MalformedJob, parse_job
+from ..stream.job import MalformedJob, make_job, parse_job
 from ..stream.queue import DeadLetter
+from . import eager
 from .acks import Acker
+from .entries import fast_job
 from .outage import Outage
 from .policy import Deadlines, Verdict, run_with_policy
 from .slots import Slots
@@ -66,6 +68,9 @@ class Dispatcher:
         self.kinds = registry.kinds
         self.cmd = ctx.redis
         self.tracer: JobTracer | None = None  # set by Worker.run when tracing is on
+        # For the per-entry fast path: each known kind that parse_job accepts, as the
+        # bytes on the stream -> the str a Job carries.
+        self.kind_names = {k.encode(): k for k in self.kinds if _parses(k)}
         # The reader's: re-read the own pending list soon (set when the reader is made).
         self.recover_soon: Callable[[], None] = lambda: None
 
@@ -83,17 +88,29 @@ class Dispatcher:
                 self.outage.enter(job_left=True)
             self.slots.unreserve(reserved)
             return
+        loop = asyncio.get_running_loop()
+        outer = asyncio.current_task(loop)
+        slots = self.slots
         for entry_id, fields in entries:
             deliveries = 1 if counts is None else counts.get(entry_id, 1)
             prior = None if starts is None else starts.get(entry_id, 0)
-            task = asyncio.create_task(self.handle(entry_id, fields, deliveries, prior))
-            self.slots.start(entry_id, task)
-        self.slots.unreserve(reserved - len(entries))
-        self.stats.gauges["in_flight"] = len(self.slots.running)
+            # Eagerly: a job that never waits (a no-op, a cache hit) is done before the
+            # next entry is looked at, and costs no Task (eager.py).
+            run = eager.EagerRun()
+            task = eager.start(self.handle(entry_id, fields, deliveries, prior, run),
+                               loop, run, outer)
+            if task is None:
+                slots.unreserve(1)
+            else:
+                slots.start(entry_id, task)
+        slots.unreserve(reserved - len(entries))
+        self.stats.gauges["in_flight"] = len(slots.running)
 
     async def handle(self, entry_id: bytes, fields: list[bytes] | None,
-                     deliveries: int, prior: int | None = None) -> None:
-        """prior: starts recorded before, None for a first delivery (never recorded)."""
+                     deliveries: int, prior: int | None = None,
+                     run: eager.EagerRun | None = None) -> None:
+        """prior: starts recorded before, None for a first delivery (never recorded);
+        run: the job's stand-in for its Task (eager.py), what a time limit cancels."""
         try:
             if fields is None:
                 # Trimmed while pending: nothing to run; ack so the PEL stops returning it.
@@ -103,14 +120,14 @@ class Dispatcher:
                 self.acker.add(entry_id)
                 return
             if self.tracer is None:
-                await self._handle(entry_id, fields, deliveries, prior)
+                await self._handle(entry_id, fields, deliveries, prior, run)
                 return
             eid = entry_id.decode()
             with self.tracer.job(stream=self.settings.stream, group=self.settings.group,
                                  consumer=self.consumer, entry_id=eid,
                                  trace=raw_field(fields, b"trace"), deliveries=deliveries,
                                  kind=metric_kind(fields, self.kinds)):
-                await self._handle(entry_id, fields, deliveries, prior)
+                await self._handle(entry_id, fields, deliveries, prior, run)
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -127,12 +144,21 @@ class Dispatcher:
                 log.exception("unexpected error handling %s; left pending",
                               entry_id.decode())
         finally:
-            self.stats.gauges["in_flight"] = len(self.slots.running) - 1
+            # Not counting this job: a Task's slot is freed after this, an eager one
+            # (never in `running`) before.
+            running = self.slots.running
+            self.stats.gauges["in_flight"] = len(running) - (entry_id in running)
 
     async def _handle(self, entry_id: bytes, fields: list[bytes], deliveries: int,
-                      prior: int | None) -> None:
+                      prior: int | None, run: eager.EagerRun | None) -> None:
         s = self.settings
-        if prior is not None:
+        # A first delivery's common entry in C (entries.py); anything else, and every
+        # refusal with its reason, is parse_job's.
+        job = fast_job(fields, self.kind_names, s.max_field_bytes) \
+            if fast_job is not None and prior is None else None
+        if job is not None:
+            pass
+        elif prior is not None:
             # The first, fresh start counts as one; this one would be prior + 2.
             if prior + 2 > s.max_deliveries:
                 reason = (f"poison: started {prior + 2} times, delivered {deliveries} "
@@ -144,12 +170,13 @@ class Dispatcher:
                                 metric_kind(fields, self.kinds))
                 return
             await self._count_start(entry_id)
-        try:
-            job = parse_job(fields, self.kinds, max_field_bytes=s.max_field_bytes)
-        except MalformedJob as e:
-            await self.dead(entry_id, fields, deliveries, f"malformed: {e}",
-                            metric_kind(fields, self.kinds))
-            return
+        if job is None:
+            try:
+                job = parse_job(fields, self.kinds, max_field_bytes=s.max_field_bytes)
+            except MalformedJob as e:
+                await self.dead(entry_id, fields, deliveries, f"malformed: {e}",
+                                metric_kind(fields, self.kinds))
+                return
         handler = self.registry.get(job.kind)
         # Time since Redis added the entry (its id) to now, the handler's start.  The
         # worker's clock against Redis': both NTP-synced, or the histogram says so.
@@ -165,7 +192,7 @@ class Dispatcher:
                 lambda: handler.fn(job, self.ctx), kind=job.kind,
                 time_limit=handler.timeout or s.job_timeout, settings=s, stats=self.stats,
                 deadlines=self.deadlines,
-                on_retry=None if tracer is None else _retry_event(tracer))
+                on_retry=None if tracer is None else _retry_event(tracer), task=run)
             if outcome.verdict is Verdict.DONE:
                 self.stats.inc("handled", job.kind)
                 self.acker.add(entry_id)
@@ -245,6 +272,14 @@ def is_redis_trouble(exc: BaseException | None) -> bool:
     """Redis stalled, reset or refused for memory: not the job's fault, run it again soon."""
     return exc is not None and (isinstance(exc, redis.ConnectionError | redis.TimeoutError)
                                 or is_oom(exc))
+
+
+def _parses(kind: str) -> bool:
+    try:
+        make_job(kind, 1, 1, "r", "t")  # parse_job is the judge of a kind, too
+    except ValueError:
+        return False
+    return True
 
 
 def _retry_event(tracer: JobTracer) -> Callable[[int, str, float], None]:

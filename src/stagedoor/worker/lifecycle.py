@@ -106,6 +106,12 @@ def warn_at_start(settings: Settings, registry: Registry, consumer: str) -> None
         missing = fonts.missing_warning(plan)
         if missing:
             log.warning(missing, extra={"consumer": consumer})
+    from .entries import FAST_PATH_ERROR
+
+    if FAST_PATH_ERROR:
+        log.warning("the per-entry fast path is not built (%s): every entry goes through "
+                    "parse_job, a few us slower; rebuild with `pip install -e .`",
+                    FAST_PATH_ERROR, extra={"consumer": consumer})
     for h in registry:
         if h.timeout and h.timeout * 1000 >= settings.claim_idle_ms:
             log.warning("handler %s has a %gs time limit, not below claim_idle_ms=%d: "

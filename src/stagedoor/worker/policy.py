@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..backoff import Schedule
 from ..config import Settings
@@ -64,6 +64,16 @@ class Outcome:
     error: BaseException | None = None  # the last exception, when there was one
 
 
+_DONE_AT_ONCE = Outcome(Verdict.DONE)  # the common outcome, made once (frozen)
+
+
+class Cancellable(Protocol):
+    """What the deadline sweeper needs of a running job: asyncio.Task or eager.EagerRun."""
+
+    def cancel(self, msg: Any = None) -> bool: ...
+    def uncancel(self) -> int: ...
+
+
 class Deadlines:
     """Time limits of every running attempt, enforced by one sweeper task per worker.
 
@@ -75,14 +85,14 @@ class Deadlines:
 
     def __init__(self, period: float = 0.05) -> None:
         self.period = period
-        self._running: dict[asyncio.Task[Any], tuple[float, list[bool]]] = {}
+        self._running: dict[Cancellable, tuple[float, list[bool]]] = {}
 
-    def start(self, task: asyncio.Task[Any], limit: float) -> list[bool]:
+    def start(self, task: Cancellable, limit: float) -> list[bool]:
         expired = [False]
         self._running[task] = (time.monotonic() + limit, expired)
         return expired
 
-    def finish(self, task: asyncio.Task[Any]) -> None:
+    def finish(self, task: Cancellable) -> None:
         self._running.pop(task, None)
 
     async def run(self) -> None:
@@ -98,15 +108,18 @@ class Deadlines:
 
 async def run_with_policy(run: Callable[[], Awaitable[None]], *, kind: str, time_limit: float,
                           settings: Settings, stats: WorkerStats, deadlines: Deadlines,
-                          on_retry: Callable[[int, str, float], None] | None = None
-                          ) -> Outcome:
+                          on_retry: Callable[[int, str, float], None] | None = None,
+                          task: Cancellable | None = None) -> Outcome:
     """Run a handler under its time limit, retrying transient failures; return a verdict.
 
     on_retry(attempt, reason, delay) is told of each retry (the job's span records it).
-    Log lines name the job through the caller's logs.job_context."""
+    Log lines name the job through the caller's logs.job_context.  task: what a time
+    limit cancels, the job's Task or the EagerRun standing in for it (eager.py); by
+    default the current task."""
     attempt = 0
-    task = asyncio.current_task()
-    assert task is not None
+    if task is None:
+        task = asyncio.current_task()
+        assert task is not None
     while True:
         started = time.perf_counter()
         expired = deadlines.start(task, time_limit)
@@ -142,7 +155,7 @@ async def run_with_policy(run: Callable[[], Awaitable[None]], *, kind: str, time
                 reason = f"{type(e).__name__}: {e}"
         else:
             stats.observe(kind, time.perf_counter() - started)
-            return Outcome(Verdict.DONE, attempts=attempt + 1)
+            return Outcome(Verdict.DONE, attempts=attempt + 1) if attempt else _DONE_AT_ONCE
         stats.observe(kind, time.perf_counter() - started)
         if attempt >= settings.retries:
             return Outcome(Verdict.PENDING, reason, attempt + 1, error=failure)

@@ -1,0 +1,3 @@
+from stagedoor.stream.job import Job
+
+def fast_job(raw: object, kind_names: dict[bytes, str], max_field_bytes: int) -> Job | None: ...
