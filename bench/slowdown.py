@@ -9,8 +9,9 @@ process only, then runs the normal `stagedoor` command line (stagedoor.cli.main.
                      Acker's connection and on the reader's (where XACK rides along
                      with the next XREADGROUP)
   read-sleep-ms=X    await asyncio.sleep(X ms) before every write carrying an XREADGROUP
-  handle-cpu-us=X    burn X us of CPU in every parse_job the worker calls (a hot-path
-                     CPU regression, like an accidental O(n) in the handler path)
+  handle-cpu-us=X    burn X us of CPU per entry, in the worker's fast path (fast_job)
+                     and in parse_job (a hot-path CPU regression, like an accidental
+                     O(n) in the handler path)
 """
 
 from __future__ import annotations
@@ -144,6 +145,16 @@ def install(specs: Sequence[str]) -> dict[str, float]:
             return orig_parse(*args, **kwargs)
 
         dispatch.parse_job = parse_job  # type: ignore[assignment]
+        # the common entry takes the C fast path and never reaches parse_job: burn there
+        orig_fast = dispatch.fast_job
+        if orig_fast is not None:
+            def fast_job(*args: Any) -> Any:
+                end = time.perf_counter() + burn
+                while time.perf_counter() < end:
+                    pass
+                return orig_fast(*args)
+
+            dispatch.fast_job = fast_job
     return conf
 
 
