@@ -37,8 +37,11 @@ def progress(msg: str) -> None:
 
 
 def env(**extra: str) -> dict[str, str]:
+    """The workers' environment.  $SD_BENCH_SRC runs them from another source tree
+    (a checkout of the commit before a change, its extensions built): the "before"
+    figures of a change, measured by the same benchmark code."""
     e = dict(os.environ)
-    e["PYTHONPATH"] = os.pathsep.join([str(SRC), str(ROOT)])
+    e["PYTHONPATH"] = os.pathsep.join([os.environ.get("SD_BENCH_SRC") or str(SRC), str(ROOT)])
     for k in [k for k in e if k.startswith("STAGEDOOR_")]:
         del e[k]  # the operator's settings must not leak into a benchmark
     e.update(extra)
