@@ -14,8 +14,9 @@ Two contenders, interleaved in one run on one filesystem:
 
 `ratio` = job rate / bare rate of the same round; the figure is the median over the
 rounds.  Latin orders are `stagedoor.demo.orders.demo_order` (1-4 tickets, Latin names);
-the mixed-script orders (`mixed_order`) put the same tickets under an event and buyer
-in Cyrillic, Greek, Arabic, Hebrew, CJK, Hangul, Thai or Devanagari.
+the mixed-script orders are the demo's `world_order` (1-4 tickets of one of the
+sample scripts: Greek, Cyrillic, Arabic, Hebrew, Devanagari, Thai, CJK, Hangul,
+mixed direction), which `stagedoor demo` puts in every third order.
 
 Per job it also reports the commands the worker sent (`commands_per_job`): a separate,
 untimed drain of a few hundred jobs with MONITOR attached, counting the commands
@@ -35,7 +36,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import random
 import shutil
 import sys
 import tempfile
@@ -46,9 +46,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from stagedoor.demo.orders import demo_order
+from stagedoor.demo.orders import demo_order, world_order
 from stagedoor.handlers.orders import put_orders_sync
-from stagedoor.render.order import Order, Ticket
+from stagedoor.render.order import Order
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import enqueue_sync, ensure_group_sync
 
@@ -60,30 +60,9 @@ WRITE_THREADS = 8  # the worker's render_threads default: the same parallelism f
 NOT_PER_JOB = {"xinfo", "info", "config", "ping", "client", "hello", "monitor", "script",
                "xgroup", "flushall", "exists", "xlen"}
 
-# Names and titles in the scripts the demo sells to (the fonts issue prints them as
-# glyphs; the renderer of today prints an approximation and carries /ActualText).
-_MIXED_EVENTS = [("Лебединое озеро", "Большой театр"), ("Ορφέας και Ευρυδίκη", "Μέγαρο"),
-                 ("天鹅湖", "国家大剧院"), ("白鳥の湖", "東京文化会館"),
-                 ("백조의 호수", "예술의전당"), ("Die Zauberflöte", "Staatsoper"),
-                 ("ليلة في الأوبرا", "دار الأوبرا"), ("אגם הברבורים", "היכל התרבות")]
-_MIXED_BUYERS = ["Дмитрий Шостакович", "王伟", "محمد عبد الله", "יעל כהן", "Γιώργος Παπαδόπουλος",
-                 "김민준", "สมชาย ใจดี", "राहुल शर्मा", "Zoë Ødegaard-Šimić", "山田 太郎"]
-
-
-def mixed_order(order_id: int) -> Order:
-    """A demo order (same ticket count and codes) with its event and buyer in another script."""
-    base = demo_order(order_id)
-    r = random.Random(order_id * 7919)
-    event, venue = r.choice(_MIXED_EVENTS)
-    buyer = r.choice(_MIXED_BUYERS)
-    tickets = tuple(Ticket(**{**{f: getattr(t, f) for f in Ticket.__slots__},
-                              "event": event, "venue": venue, "buyer": buyer})
-                    for t in base.tickets)
-    return Order(order_id=order_id, tickets=tickets)
-
-
 def orders(n: int, kind: str, base: int = 1) -> list[Order]:
-    make = demo_order if kind == "latin" else mixed_order
+    """Latin demo orders, or the demo's orders in other scripts (`world_order`)."""
+    make = demo_order if kind == "latin" else world_order
     return [make(base + i) for i in range(n)]
 
 
