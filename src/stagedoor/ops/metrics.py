@@ -71,8 +71,10 @@ class WorkerStats:
         row = self.waits.get(kind)
         if row is None:
             row = self.waits[kind] = [0.0] * (len(WAIT_BUCKETS) + 2)
-        row[bisect.bisect_left(WAIT_BUCKETS, max(0.0, seconds))] += 1
-        row[-1] += max(0.0, seconds)
+        if seconds < 0.0:
+            seconds = 0.0
+        row[bisect.bisect_left(WAIT_BUCKETS, seconds)] += 1
+        row[-1] += seconds
 
     def total(self, name: str) -> int:
         return sum(self.counters[name].values())
