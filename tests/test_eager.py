@@ -89,3 +89,14 @@ async def test_the_callers_current_task_is_restored_also_after_an_error() -> Non
     with pytest.raises(KeyError):
         start(job())
     assert asyncio.current_task() is caller
+
+
+async def test_a_coroutine_raising_cancelled_error_at_once_ends_like_a_cancelled_task() -> None:
+    async def job() -> None:
+        raise asyncio.CancelledError
+
+    caller = asyncio.current_task()
+    _, task = start(job())
+    assert task is None
+    assert asyncio.current_task() is caller and caller is not None
+    assert caller.cancelling() == 0

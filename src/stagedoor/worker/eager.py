@@ -104,6 +104,10 @@ def start(coro: Coroutine[Any, Any, None], loop: asyncio.AbstractEventLoop,
         first = context.run(coro.send, None)
     except StopIteration:
         return None
+    except asyncio.CancelledError:
+        # What a Task would do with it: end cancelled, and nobody is told.  (Nothing can
+        # have cancelled a coroutine that never waited; this is one raising it itself.)
+        return None
     finally:
         _leave_task(loop, run)  # type: ignore[arg-type]
         if outer is not None:
