@@ -43,13 +43,13 @@ from . import measure_common as mc
 # Rule: 0.65 x the lowest median seen in >= 5 clean runs, rounded down
 # (`python -m bench.perfcheck --calibrate 5` prints the numbers and the suggestion).
 THRESHOLDS = {
-    "drain_vs_raw": 0.09,       # medians seen 0.140-0.233 (worker 7a33663)
-    "drain_cpu_vs_raw": 0.14,   # medians seen 0.228-0.298
-    "drain_vs_naive": 1.7,      # medians seen 2.73-6.21
+    "drain_vs_raw": 0.17,       # medians seen 0.276-0.339 (issue 14 worker, 5 runs)
+    "drain_cpu_vs_raw": 0.22,   # medians seen 0.343-0.408
+    "drain_vs_naive": 2.5,      # medians seen 3.98-4.97
     "render_vs_ref": 75.0,      # medians seen 120-225 over 10 runs (target >= 30)
     "render_nl_vs_rl": 250.0,   # seen 385-507 in 4 single measurements (target >= 50)
-    "job_vs_bare": 0.11,        # medians seen 0.17-0.22 (worker 9983b95)
-    "latency_floor_vs_p95": 0.3,  # medians seen (worker 9983b95): see docs/benchmarks.md
+    "job_vs_bare": 0.16,        # medians seen 0.255-0.359 (400 jobs a round)
+    "latency_floor_vs_p95": 0.38,  # medians seen 0.586-1.34 (single rounds from 0.19)
 }
 MARGIN = 0.65
 DESCRIPTIONS = {
