@@ -34,9 +34,11 @@ from tests.faults.invariants import (
     wait_drained,
 )
 from tests.paths import SRC
+from tests.servers import SERVER, require_tls
+from tests.servers import SuiteRedis as EmbeddedRedis
 
 from stagedoor.config import Settings
-from stagedoor.demo.embedded_redis import EmbeddedRedis, free_port
+from stagedoor.demo.embedded_redis import free_port
 from stagedoor.demo.orders import demo_order
 from stagedoor.handlers.orders import OrderStore
 from stagedoor.render.order import Order, Ticket
@@ -208,12 +210,13 @@ def make_certs(d: Path) -> dict[str, Path]:
 
 @pytest.fixture
 def tls_server(tmp_path: Path) -> Iterator[tuple[int, Path]]:
+    require_tls()
     certs = make_certs(tmp_path / "certs")
     port = free_port()
     data = tmp_path / "tls-redis"
     data.mkdir()
     proc = subprocess.Popen(
-        ["redis-server", "--bind", "127.0.0.1", "--port", "0", "--tls-port", str(port),
+        [SERVER.server, "--bind", "127.0.0.1", "--port", "0", "--tls-port", str(port),
          "--tls-cert-file", str(certs["cert"]), "--tls-key-file", str(certs["key"]),
          "--tls-ca-cert-file", str(certs["ca"]), "--tls-auth-clients", "no",
          "--dir", str(data), "--save", "", "--appendonly", "no",
@@ -237,6 +240,7 @@ def tls_server(tmp_path: Path) -> Iterator[tuple[int, Path]]:
         proc.wait(10)
 
 
+@pytest.mark.tls
 def test_worker_over_tls_verifies_the_server(tmp_path: Path,
                                              tls_server: tuple[int, Path]) -> None:
     port, ca = tls_server
@@ -291,6 +295,7 @@ def _tree(pid: int) -> list[int]:
     return [pid, *(c.pid for c in psutil.Process(pid).children(recursive=True))]
 
 
+@pytest.mark.server
 def test_password_file_keeps_the_password_out_of_ps_and_logs(tmp_path: Path) -> None:
     pw = "pw-" + secrets.token_hex(12)
     with EmbeddedRedis(tmp_path / "pw-redis", password=pw) as server:
@@ -337,6 +342,7 @@ def test_password_file_keeps_the_password_out_of_ps_and_logs(tmp_path: Path) -> 
             admin.close()
 
 
+@pytest.mark.server
 def test_password_in_url_env_is_redacted_from_logs(tmp_path: Path) -> None:
     pw = "pw-" + secrets.token_hex(12)
     with EmbeddedRedis(tmp_path / "pw-redis", password=pw) as server:
