@@ -10,6 +10,11 @@ client whose socket timeout is longer than BLOCK.
 
 The stream commands' response callbacks are removed: the worker wants the raw flat
 field lists (a dict would hide a duplicated field) and skips the dict building.
+
+No CLIENT SETINFO: redis-py sends it on every connect unless lib_name/lib_version are
+None; Redis 7.0 does not know it, and on Redis >= 7.2 and Valkey the least-privilege
+worker user is refused it and every connect leaves a denial in ACL LOG.  The lean
+hot-path connection (resp.py) never sends it either.
 """
 
 from __future__ import annotations
@@ -23,6 +28,13 @@ from redis.backoff import NoBackoff
 
 from ..config import ConfigError, Settings
 from . import auth
+
+try:  # redis-py >= 8.1: lib_name/lib_version are deprecated in favour of driver_info
+    from redis.driver_info import DriverInfo
+
+    NO_SETINFO: dict[str, Any] = {"driver_info": DriverInfo(name=None, lib_version=None)}
+except ImportError:  # pragma: no cover - older redis-py
+    NO_SETINFO = {"lib_name": None, "lib_version": None}
 
 RAW_COMMANDS = ("XREADGROUP", "XAUTOCLAIM", "XRANGE", "XREVRANGE", "XPENDING", "HELLO")
 MIN_SERVER = (7, 0, 5)
@@ -46,6 +58,7 @@ def client_kwargs(settings: Settings, *, blocking: bool = False) -> dict[str, An
         "retry_on_timeout": False,
         "health_check_interval": 0,
         "decode_responses": False,
+        **NO_SETINFO,
     }
     password = auth.password(settings)
     if password is not None:

@@ -295,7 +295,14 @@ def format_status(st: dict[str, Any]) -> str:
     if consumers:
         width = max(8, *(len(c["name"]) for c in consumers))
         lines.append("")
-        lines.append(f"{'consumer':<{width}}  {'pending':>7}  {'idle':>8}")
+        # `inactive` (since the last successful read) only where the server reports it.
+        inactive = any(c.get("inactive_ms") is not None for c in consumers)
+        lines.append(f"{'consumer':<{width}}  {'pending':>7}  {'idle':>8}"
+                     + (f"  {'inactive':>8}" if inactive else ""))
         for c in consumers:
-            lines.append(f"{c['name']:<{width}}  {c['pending']:>7}  {human_ms(c['idle_ms']):>8}")
+            row = f"{c['name']:<{width}}  {c['pending']:>7}  {human_ms(c['idle_ms']):>8}"
+            if inactive:
+                ms = c.get("inactive_ms")
+                row += f"  {'never' if ms is None or ms < 0 else human_ms(ms):>8}"
+            lines.append(row)
     return "\n".join(lines) + "\n"
