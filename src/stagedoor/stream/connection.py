@@ -27,7 +27,7 @@ import redis.asyncio as aioredis
 from redis.backoff import NoBackoff
 
 from ..config import ConfigError, Settings
-from . import auth
+from . import auth, sentinel
 
 try:  # redis-py >= 8.1: lib_name/lib_version are deprecated in favour of driver_info
     from redis.driver_info import DriverInfo
@@ -92,16 +92,31 @@ def _url(settings: Settings) -> str:
     return settings.redis_url
 
 
-def async_client(settings: Settings, *, blocking: bool = False, name: str | None = None
-                 ) -> aioredis.Redis:
-    """An asyncio client: 100 ms calls, or the blocking reader with timeout > BLOCK."""
+def _producer_timeout(settings: Settings) -> float:
+    """A producer's socket timeout: above WAIT's own, when its XADDs end with a WAIT."""
+    if not settings.replicas_to_wait:
+        return settings.socket_timeout
+    return settings.socket_timeout + settings.wait_timeout_ms / 1000
+
+
+def async_client(settings: Settings, *, blocking: bool = False, name: str | None = None,
+                 producer: bool = False) -> aioredis.Redis:
+    """An asyncio client: 100 ms calls, or the blocking reader with timeout > BLOCK.
+
+    `producer`: the socket timeout leaves room for the WAIT after enqueue's XADDs."""
     kwargs = client_kwargs(settings, blocking=blocking)
+    if producer:
+        kwargs["socket_timeout"] = _producer_timeout(settings)
     if name:
         kwargs["client_name"] = name
+    url = _url(settings)
+    if sentinel.is_sentinel_url(url):  # always the current master (stream/sentinel.py)
+        client = sentinel.async_master(settings, kwargs)
+        _strip_callbacks(client)
+        return client
     if blocking:
         # One connection: the blocking read is the only thing it does.
         kwargs["single_connection_client"] = True
-    url = _url(settings)
     client = aioredis.Redis.from_url(url, **kwargs)
     if url.startswith("rediss:"):
         # Set on the pool: from_url lets the URL's scheme win over a connection_class.
@@ -111,11 +126,16 @@ def async_client(settings: Settings, *, blocking: bool = False, name: str | None
 
 
 def sync_client(settings: Settings, *, timeout: float | None = None) -> redis.Redis:
-    """A blocking-IO client for CLI tools and producers outside an event loop."""
+    """A blocking-IO client for CLI tools and producers outside an event loop.
+
+    The socket timeout leaves room for the WAIT after enqueue's XADDs (queue.py)."""
     kwargs = client_kwargs(settings)
-    if timeout is not None:
-        kwargs["socket_timeout"] = timeout
-    client = redis.Redis.from_url(_url(settings), **kwargs)
+    kwargs["socket_timeout"] = max(timeout or 0.0, _producer_timeout(settings))
+    url = _url(settings)
+    if sentinel.is_sentinel_url(url):
+        client = sentinel.sync_master(settings, kwargs)
+    else:
+        client = redis.Redis.from_url(url, **kwargs)
     _strip_callbacks(client)
     return client
 

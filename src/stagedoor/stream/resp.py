@@ -15,7 +15,12 @@ Semantics the loop relies on:
   longer known); the next call reconnects;
 - an error reply raises redis.ResponseError with Redis's text (NOGROUP ...);
 - the handshake (AUTH, SELECT, CLIENT SETNAME, CLIENT ID) runs on every connect, so
-  `client_id` is always that of the live connection (CLIENT UNBLOCK at shutdown).
+  `client_id` is always that of the live connection (CLIENT UNBLOCK at shutdown);
+- with a redis+sentinel:// URL each connect asks the sentinels for the current master;
+  a reply that says this server is no longer the master (READONLY, or the
+  "UNBLOCKED ... master -> replica" a demoted master sends to a blocked XREADGROUP)
+  drops the connection and fails the call with MasterChanged, a ConnectionError, so
+  the loop retries as for any outage and the next connect finds the new master.
 """
 
 from __future__ import annotations
@@ -29,9 +34,19 @@ import redis
 from redis.connection import parse_url
 
 from ..config import Settings
-from . import auth
+from . import auth, sentinel
 
 _NO_REPLY = False  # what hiredis.Reader.gets() returns when no whole reply is buffered
+
+
+class MasterChanged(redis.ConnectionError):
+    """The server answered as a replica: find the master again (a failover happened)."""
+
+
+def is_demoted(text: str) -> bool:
+    """Error replies of a server that is no longer (or not) the master."""
+    return text.startswith("READONLY") or (text.startswith("UNBLOCKED")
+                                           and "replica" in text)
 
 
 class _Protocol(asyncio.Protocol):
@@ -60,6 +75,13 @@ class _Protocol(asyncio.Protocol):
             if fut.done():
                 continue
             if isinstance(reply, hiredis.ReplyError):
+                if is_demoted(str(reply)):
+                    # Every later reply comes from a replica too: fail this call and all
+                    # others, drop the connection; the next call reconnects to the master.
+                    error = MasterChanged(f"{reply} (finding the master again)")
+                    fut.set_exception(error)
+                    self.fail(error)
+                    return
                 fut.set_exception(redis.ResponseError(str(reply)))
             else:
                 fut.set_result(reply)
@@ -201,7 +223,9 @@ class FastConnection:
             self._connecting = None
 
     async def _open(self) -> _Protocol:
-        options = parse_url(self._settings.redis_url)
+        options = self._options()
+        if options.get("sentinel"):
+            options["host"], options["port"] = await sentinel.discover_master(self._settings)
         loop = asyncio.get_running_loop()
         proto = _Protocol()
         try:
@@ -209,7 +233,7 @@ class FastConnection:
                 await loop.create_unix_connection(lambda: proto, options["path"])
             else:
                 tls = None
-                if self._settings.redis_url.startswith("rediss:"):
+                if options.get("tls"):
                     tls = auth.tls_context(options)  # shared: built once per process
                 await loop.create_connection(lambda: proto, options.get("host", "localhost"),
                                              int(options.get("port", 6379)), ssl=tls)
@@ -230,6 +254,18 @@ class FastConnection:
             raise
         self.client_id = int(replies[-1])
         return proto
+
+    def _options(self) -> dict[str, Any]:
+        """Where and how to connect: the URL's options, the master's address under Sentinel."""
+        url = self._settings.redis_url
+        if not sentinel.is_sentinel_url(url):
+            options = dict(parse_url(url))
+            options["tls"] = url.startswith("rediss:")
+            return options
+        target = sentinel.parse(url)
+        return {**target.options, "tls": target.tls, "db": target.db,
+                "username": target.username, "password": target.password,
+                "sentinel": True}
 
     async def aclose(self) -> None:
         if self._proto is not None:

@@ -30,8 +30,9 @@ from ...stream.connection import sync_client
 from ...stream.errors import describe_unreachable
 
 # Settings an operator may need to point the tool at the right queue.
-CONNECTION_SETTINGS = ("redis_url", "redis_password_file", "stream", "group", "dead_stream",
-                       "socket_timeout", "connect_timeout")
+SENTINEL_SETTINGS = ("sentinel_username", "sentinel_password_file", "sentinel_tls_ca_file")
+CONNECTION_SETTINGS = ("redis_url", "redis_password_file", *SENTINEL_SETTINGS, "stream",
+                       "group", "dead_stream", "socket_timeout", "connect_timeout")
 # An operator tool is not latency-bound: give a remote Redis a little longer than 100 ms.
 MIN_CLI_TIMEOUT = 2.0
 

@@ -1,0 +1,175 @@
+"""Real server topologies on loopback free ports: Sentinel (a master, a replica, three
+sentinels) and Redis Cluster (masters, optionally a replica each, made with
+`redis-cli --cluster create`).  Every process is the binary SD_TEST_SERVER picks
+(tests/servers.py); the sentinels are that binary with `--sentinel`, so no
+redis-sentinel package is needed.  Everything started here is stopped by its own pid.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+from tests.aclmode import server_args
+from tests.servers import SERVER, SuiteRedis, require_marked
+from tests.workerkit import poll
+
+from stagedoor.demo.embedded_redis import free_port
+
+SERVICE = "mymaster"
+DOWN_AFTER_MS = 1000
+
+
+def _client(port: int, timeout: float = 1.0) -> redis.Redis:
+    return redis.Redis(host="127.0.0.1", port=port, protocol=2, socket_timeout=timeout,
+                       socket_connect_timeout=timeout)
+
+
+def _info(port: int, section: str) -> dict[str, Any]:
+    c = _client(port)
+    try:
+        return dict(c.info(section))
+    finally:
+        c.close()
+
+
+class Sentinel:
+    """One sentinel process (the server binary with --sentinel) and its config file."""
+
+    def __init__(self, directory: Path, master_port: int) -> None:
+        self.directory = directory
+        self.port = free_port()
+        directory.mkdir(parents=True, exist_ok=True)
+        self.conf = directory / "sentinel.conf"
+        self.conf.write_text("\n".join([
+            f"port {self.port}", "bind 127.0.0.1", "daemonize no", f"dir {directory}",
+            f"logfile {directory / 'sentinel.log'}",
+            f"sentinel monitor {SERVICE} 127.0.0.1 {master_port} 2",
+            f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}",
+            f"sentinel failover-timeout {SERVICE} 10000",
+            f"sentinel parallel-syncs {SERVICE} 1", ""]))
+        self.process = subprocess.Popen([SERVER.server, str(self.conf), "--sentinel"],
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def client(self) -> redis.Redis:
+        return _client(self.port)
+
+    def master(self) -> dict[str, Any]:
+        c = self.client()
+        try:
+            return dict(c.sentinel_master(SERVICE))
+        finally:
+            c.close()
+
+    def master_port(self) -> int | None:
+        c = self.client()
+        try:
+            addr = c.sentinel_get_master_addr_by_name(SERVICE)
+            return int(addr[1]) if addr else None
+        finally:
+            c.close()
+
+    def log(self) -> str:
+        path = self.directory / "sentinel.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(10)
+
+
+class SentinelSet:
+    """A master, one replica, three sentinels (quorum 2), all on loopback."""
+
+    def __init__(self, directory: Path) -> None:
+        require_marked("a Sentinel set")
+        self.directory = directory
+        self.master = SuiteRedis(directory / "master", extra_args=server_args())
+        self.master.start()
+        self.replica = SuiteRedis(directory / "replica", extra_args=[
+            *server_args(), "--replicaof", "127.0.0.1", str(self.master.port)])
+        self.replica.start()
+        self.nodes = {self.master.port: self.master, self.replica.port: self.replica}
+        self.sentinels: list[Sentinel] = []
+        try:
+            poll(lambda: _info(self.replica.port, "replication").get("master_link_status")
+                 == "up", 20, "the replica in sync")
+            self.sentinels = [Sentinel(directory / f"sentinel-{i}", self.master.port)
+                              for i in range(3)]
+            poll(self._watching, 30, "three sentinels that see the master and the replica")
+        except BaseException:
+            self.stop()
+            raise
+
+    def _watching(self) -> bool:
+        try:
+            states = [s.master() for s in self.sentinels]
+        except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
+            return False
+        return all(int(st["num-slaves"]) >= 1 and int(st["num-other-sentinels"]) >= 2
+                   for st in states)
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
+        return f"redis+sentinel://{hosts}/{SERVICE}/0"
+
+    def master_port(self) -> int | None:
+        """What the sentinels say now (the first one that answers)."""
+        for s in self.sentinels:
+            try:
+                return s.master_port()
+            except (redis.ConnectionError, redis.TimeoutError):
+                continue
+        return None
+
+    def wait_promoted(self, old_port: int, timeout: float = 30) -> int:
+        """Wait until the sentinels name a new master and it answers as one; its port."""
+        def promoted() -> int | None:
+            port = self.master_port()
+            if port is None or port == old_port:
+                return None
+            role = _info(port, "replication").get("role")
+            return port if role == "master" else None
+        port: int = poll(promoted, timeout, "the sentinels to promote the replica",
+                         interval=0.01)
+        return port
+
+    def client(self, port: int | None = None) -> redis.Redis:
+        return _client(port or self.master_port() or self.master.port, timeout=5)
+
+    def failover(self) -> int:
+        """SENTINEL FAILOVER (a clean switch, no kill): the new master's port."""
+        old = self.master_port()
+        assert old is not None
+        c = self.sentinels[0].client()
+        try:
+            c.execute_command("SENTINEL", "FAILOVER", SERVICE)
+        finally:
+            c.close()
+        return self.wait_promoted(old)
+
+    def kill_master(self) -> tuple[int, float]:
+        """kill -9 of whichever node is master now; its port and the time of the kill."""
+        port = self.master_port()
+        assert port is not None
+        node = self.nodes[port]
+        assert node.process is not None
+        t = time.monotonic()
+        node.process.send_signal(signal.SIGKILL)
+        node.process.wait(10)
+        node.process = None
+        return port, t
+
+    def stop(self) -> None:
+        for s in self.sentinels:
+            s.stop()
+        for node in self.nodes.values():
+            node.resume()
+            node.stop()
