@@ -164,6 +164,8 @@ class SentinelSet:
         t = time.monotonic()
         node.process.send_signal(signal.SIGKILL)
         node.process.wait(10)
+        if node.process.stderr:
+            node.process.stderr.close()
         node.process = None
         return port, t
 
