@@ -7,7 +7,9 @@ redis-sentinel package is needed.  Everything started here is stopped by its own
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -172,6 +174,97 @@ class SentinelSet:
     def stop(self) -> None:
         for s in self.sentinels:
             s.stop()
+        for node in self.nodes.values():
+            node.resume()
+            node.stop()
+
+
+def _cluster_port() -> int:
+    """A free port whose cluster bus port (+10000) is free too and still a port."""
+    while True:
+        port = free_port()
+        if port <= 55535:
+            with contextlib.suppress(OSError), socket.socket() as probe:
+                probe.bind(("127.0.0.1", port + 10000))
+                return port
+
+
+class ClusterSet:
+    """A Redis Cluster on loopback: `masters` masters (+ `replicas` replicas each), made
+    with `redis-cli --cluster create` (Debian's redis-cli drives Valkey and Redis 8
+    nodes too), node timeout 1 s so a killed master's replica takes over quickly."""
+
+    def __init__(self, directory: Path, masters: int = 3, replicas: int = 0) -> None:
+        require_marked("a cluster")
+        self.directory = directory
+        self.nodes: dict[int, SuiteRedis] = {}
+        try:
+            for i in range(masters * (1 + replicas)):
+                node = SuiteRedis(directory / f"node-{i}", port=_cluster_port(), extra_args=[
+                    *server_args(), "--cluster-enabled", "yes",
+                    "--cluster-config-file", "nodes.conf",
+                    "--cluster-node-timeout", "1000"])
+                node.start()
+                self.nodes[node.port] = node
+            out = subprocess.run(
+                [SERVER.cli, "--cluster", "create",
+                 *(f"127.0.0.1:{p}" for p in self.nodes), "--cluster-replicas", str(replicas),
+                 "--cluster-yes"], capture_output=True, text=True, timeout=60)
+            assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+            poll(self._ok, 30, "cluster_state:ok on every node")
+        except BaseException:
+            self.stop()
+            raise
+
+    def _ok(self) -> bool:
+        for port, node in self.nodes.items():
+            if node.process is None:
+                continue
+            c = _client(port)
+            try:
+                info = c.execute_command("CLUSTER", "INFO").decode()
+                if "cluster_state:ok" not in info:
+                    return False
+                if len(c.execute_command("CLUSTER", "SLOTS")) == 0:
+                    return False
+            finally:
+                c.close()
+        return True
+
+    @property
+    def url(self) -> str:
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in list(self.nodes)[:3])
+
+    def live_port(self) -> int:
+        return next(p for p, n in self.nodes.items() if n.process is not None)
+
+    def owner(self, key: str) -> int:
+        """Port of the master that serves key's slot now."""
+        c = _client(self.live_port())
+        try:
+            slot = int(c.execute_command("CLUSTER", "KEYSLOT", key))
+            for start, end, master, *_ in c.execute_command("CLUSTER", "SLOTS"):
+                if int(start) <= slot <= int(end):
+                    return int(master[1])
+        finally:
+            c.close()
+        raise AssertionError(f"no node serves {key}")
+
+    def client_for(self, key: str) -> redis.Redis:
+        return _client(self.owner(key), timeout=5)
+
+    def kill(self, port: int) -> float:
+        node = self.nodes[port]
+        assert node.process is not None
+        t = time.monotonic()
+        node.process.send_signal(signal.SIGKILL)
+        node.process.wait(10)
+        if node.process.stderr:
+            node.process.stderr.close()
+        node.process = None
+        return t
+
+    def stop(self) -> None:
         for node in self.nodes.values():
             node.resume()
             node.stop()

@@ -72,7 +72,9 @@ class Settings:
     # -- where the queue lives -------------------------------------------------
     redis_url: str = _opt("", "Redis URL: redis://, rediss://, unix://, or Sentinel: "
                               "redis+sentinel://host:port[,host:port...]/<master>[/<db>] "
-                              "(rediss+sentinel: TLS to the master). Empty: start an "
+                              "(rediss+sentinel: TLS to the master), or Cluster: "
+                              "redis+cluster://host:port[,host:port...] (stream default "
+                              "{jobs}, dead stream {jobs}:dead). Empty: start an "
                               "embedded redis-server under --state-dir (demo and tests only).")
     redis_password_file: str = _opt("", "File holding the Redis password (systemd "
                                         "LoadCredential); keeps it out of the URL and ps.")
@@ -172,6 +174,12 @@ class Settings:
 
     # ------------------------------------------------------------------------------
     def __post_init__(self) -> None:
+        if (self.redis_url.split("://", 1)[0].endswith("+cluster")
+                and (self.stream, self.dead_stream) == ("jobs", "jobs:dead")):
+            # On a cluster the queue's keys need one hash tag: the defaults get it
+            # (stream/keys.py; an existing standalone deployment keeps `jobs`).
+            object.__setattr__(self, "stream", "{jobs}")
+            object.__setattr__(self, "dead_stream", "{jobs}:dead")
         _validate(self)
 
     def replace(self, **changes: Any) -> Settings:
@@ -201,7 +209,8 @@ class Settings:
         return self.block_ms / 1000 + max(1.0, self.socket_timeout * 10)
 
 
-_URL_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel")
+_URL_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel",
+                "redis+cluster", "rediss+cluster")
 _NAME = re.compile(r"[A-Za-z0-9._:{}\-]{1,200}")
 
 
@@ -219,6 +228,13 @@ def _validate(s: Settings) -> None:
             raise ConfigError(f"{f.name}={value!r}: must be at most {hi:g}")
     if s.redis_url:
         _validate_url(s.redis_url)
+        if s.redis_url.split("://", 1)[0].endswith("+cluster"):
+            from .stream import cluster
+
+            cluster.check_slots(s)
+            if s.wait_replicas > 0:
+                raise ConfigError("wait_replicas: WAIT is not supported with redis+cluster:// "
+                                  "(it has no key to route by); use 0")
     for name in ("stream", "group", "dead_stream"):
         if not _NAME.fullmatch(getattr(s, name)):
             raise ConfigError(f"{name}={getattr(s, name)!r}: use 1-200 of A-Z a-z 0-9 . _ : - {{}}")
@@ -252,11 +268,17 @@ def _validate_url(url: str) -> None:
     parts = urlsplit(url)
     if parts.scheme not in _URL_SCHEMES:
         raise ConfigError(f"redis_url={shown!r}: scheme must be one of redis://, rediss://, "
-                          "unix://, redis+sentinel://, rediss+sentinel://")
+                          "unix://, redis+sentinel://, rediss+sentinel://, redis+cluster://, "
+                          "rediss+cluster://")
     if parts.scheme.endswith("+sentinel"):
         from .stream.sentinel import parse
 
         parse(url)  # ConfigError with one line if malformed
+        return
+    if parts.scheme.endswith("+cluster"):
+        from .stream import cluster
+
+        cluster.parse(url)
         return
     if parts.scheme != "unix":
         try:

@@ -25,9 +25,10 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
 
 from ..config import ConfigError, Settings
-from . import auth, sentinel
+from . import auth, cluster, sentinel
 
 try:  # redis-py >= 8.1: lib_name/lib_version are deprecated in favour of driver_info
     from redis.driver_info import DriverInfo
@@ -81,9 +82,26 @@ class SharedContextSSLConnection(aioredis.SSLConnection):
 
 
 def _strip_callbacks(client: Any) -> None:
+    if isinstance(client, RedisCluster):
+        # The sync cluster client parses with each node's own client: strip those, now
+        # and for every node it creates later (a failover, a new master).
+        manager = client.nodes_manager
+        create = manager.create_redis_node
+
+        def created(*args: Any, **kwargs: Any) -> Any:
+            node = create(*args, **kwargs)
+            _strip_callbacks(node)
+            return node
+        manager.create_redis_node = created  # type: ignore[method-assign]
+        for node in client.get_nodes():
+            if node.redis_connection is not None:
+                _strip_callbacks(node.redis_connection)
+        callbacks = client.cluster_response_callbacks
+    else:
+        callbacks = client.response_callbacks
     for name in RAW_COMMANDS:
-        client.response_callbacks.pop(name, None)
-        client.response_callbacks.pop(name.lower(), None)
+        callbacks.pop(name, None)
+        callbacks.pop(name.lower(), None)
 
 
 def _url(settings: Settings) -> str:
@@ -114,6 +132,10 @@ def async_client(settings: Settings, *, blocking: bool = False, name: str | None
         client = sentinel.async_master(settings, kwargs)
         _strip_callbacks(client)
         return client
+    if cluster.is_cluster_url(url):  # routed by slot (stream/cluster.py)
+        acluster: Any = cluster.async_cluster(settings, kwargs)
+        _strip_callbacks(acluster)
+        return acluster  # type: ignore[no-any-return]
     if blocking:
         # One connection: the blocking read is the only thing it does.
         kwargs["single_connection_client"] = True
@@ -134,6 +156,8 @@ def sync_client(settings: Settings, *, timeout: float | None = None) -> redis.Re
     url = _url(settings)
     if sentinel.is_sentinel_url(url):
         client = sentinel.sync_master(settings, kwargs)
+    elif cluster.is_cluster_url(url):
+        client = cluster.sync_cluster(settings, kwargs)  # type: ignore[assignment]
     else:
         client = redis.Redis.from_url(url, **kwargs)
     _strip_callbacks(client)
@@ -145,6 +169,17 @@ def parse_version(text: str) -> tuple[int, int, int]:
     if not m:
         raise ServerTooOld(f"cannot read Redis version {text!r}")
     return int(m[1]), int(m[2]), int(m[3])
+
+
+def check_server(hello: dict[Any, Any], settings: Settings) -> tuple[int, int, int]:
+    """HELLO's features, not its version string where a feature says it: the floor,
+    and a cluster node (HELLO's `mode`) needs a redis+cluster:// URL."""
+    mode = hello.get(b"mode", hello.get("mode", b""))
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if mode == "cluster" and not cluster.is_cluster_url(settings.redis_url):
+        raise ConfigError("the server is a Redis Cluster node: use redis+cluster://host:port"
+                          "[,host:port...] (stream and dead stream hash-tagged, docs/scaling.md)")
+    return check_version({"redis_version": hello.get(b"version", hello.get("version", b""))})
 
 
 def check_version(info: dict[Any, Any]) -> tuple[int, int, int]:
