@@ -24,6 +24,8 @@ import redis
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode as AsyncNode
 from redis.asyncio.cluster import RedisCluster as AsyncCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 
@@ -130,9 +132,10 @@ async def stream_node(settings: Settings) -> tuple[str, int]:
 
     target = parse(settings.redis_url)
     slot = key_slot(settings.stream.encode())
+    # No library retries: a dead seed must cost one refused connect, not a backoff.
     kwargs = _kwargs(target, {"protocol": 2, "socket_timeout": max(settings.socket_timeout, 0.5),
                               "socket_connect_timeout": settings.connect_timeout,
-                              **NO_SETINFO})
+                              "retry": Retry(NoBackoff(), 0), **NO_SETINFO})
     file_password = auth.password(settings)
     if file_password:
         kwargs["password"] = file_password

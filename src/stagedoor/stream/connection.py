@@ -40,9 +40,13 @@ except ImportError:  # pragma: no cover - older redis-py
 RAW_COMMANDS = ("XREADGROUP", "XAUTOCLAIM", "XRANGE", "XREVRANGE", "XPENDING", "HELLO")
 MIN_SERVER = (7, 0, 5)
 # Errors that mean "Redis is away or slow": retry with backoff, re-read own pending.
+# On a cluster also: CLUSTERDOWN and TRYAGAIN while a failover or a migration is under
+# way, and redis-py's "TTL exhausted" after too many redirections in a row (the first
+# two are ResponseErrors: catch these before ResponseError).
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     redis.ConnectionError, redis.TimeoutError, ConnectionError, TimeoutError, OSError,
-    redis.BusyLoadingError,
+    redis.BusyLoadingError, redis.exceptions.ClusterError, redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
 )
 
 
@@ -114,7 +118,9 @@ def _producer_timeout(settings: Settings) -> float:
     """A producer's socket timeout: above WAIT's own, when its XADDs end with a WAIT."""
     if not settings.replicas_to_wait:
         return settings.socket_timeout
-    return settings.socket_timeout + settings.wait_timeout_ms / 1000
+    # A second of margin: WAIT answers at its own timeout, and a reply a loaded box
+    # delivers a little later must still be read (NotReplicated, not "no answer").
+    return max(settings.socket_timeout, 1.0) + settings.wait_timeout_ms / 1000
 
 
 def async_client(settings: Settings, *, blocking: bool = False, name: str | None = None,

@@ -251,6 +251,8 @@ class FastConnection:
         if options.get("cluster"):
             last = self._proto.redirected if self._proto is not None else None
             if last is not None:  # MOVED/ASK named the node; else ask the slot map
+                assert self._proto is not None
+                self._proto.redirected = None  # once: if that node fails, ask again
                 kind, options["host"], options["port"] = last
                 asking = kind == "ASK"
             else:

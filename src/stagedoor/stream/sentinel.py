@@ -22,6 +22,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import redis
 import redis.asyncio as aioredis
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from redis.sentinel import Sentinel as SyncSentinel
 
 from ..config import ConfigError, Settings
@@ -79,9 +81,10 @@ def sentinel_kwargs(settings: Settings) -> dict[str, Any]:
     """Connection options for the sentinels themselves (not the master's)."""
     from .connection import NO_SETINFO
 
+    # No library retries: a dead sentinel must cost one refused connect, not a backoff.
     kwargs: dict[str, Any] = {"socket_timeout": max(settings.socket_timeout, 0.5),
                               "socket_connect_timeout": settings.connect_timeout,
-                              "protocol": 2, **NO_SETINFO}
+                              "retry": Retry(NoBackoff(), 0), "protocol": 2, **NO_SETINFO}
     if settings.sentinel_username:
         kwargs["username"] = settings.sentinel_username
     if settings.sentinel_password_file:

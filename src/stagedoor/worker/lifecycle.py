@@ -66,6 +66,13 @@ async def boot(settings: Settings, cmd: aioredis.Redis, reader: Reader, acker: A
         except (redis.AuthenticationError, redis.exceptions.AuthorizationError) as e:
             # redis-py files these under ConnectionError; no retry makes them right.
             raise ConfigError(f"Redis refused the credentials: {e}") from None
+        except connection.TRANSIENT_ERRORS as e:
+            if time.monotonic() > deadline:
+                raise BootError(f"Redis unreachable for {s.boot_timeout:g}s: "
+                                f"{describe_unreachable(s.redis_url, e)}") from e
+            delay = backoff.next()
+            log.warning("Redis not reachable (%s); retrying in %.2fs", e, delay)
+            await asyncio.sleep(delay)
         except redis.ResponseError as e:
             # The same refusal as an error reply to the hot-path connection's AUTH.
             if str(e).startswith(("WRONGPASS", "NOAUTH", "ERR invalid password")):
@@ -75,13 +82,6 @@ async def boot(settings: Settings, cmd: aioredis.Redis, reader: Reader, acker: A
             outage.enter(e)
             await outage.wait_clear()
             deadline = time.monotonic() + s.boot_timeout
-        except connection.TRANSIENT_ERRORS as e:
-            if time.monotonic() > deadline:
-                raise BootError(f"Redis unreachable for {s.boot_timeout:g}s: "
-                                f"{describe_unreachable(s.redis_url, e)}") from e
-            delay = backoff.next()
-            log.warning("Redis not reachable (%s); retrying in %.2fs", e, delay)
-            await asyncio.sleep(delay)
 
 
 async def on_start(registry: Registry, ctx: Context) -> None:
