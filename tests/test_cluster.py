@@ -19,6 +19,7 @@ from pathlib import Path
 import orjson
 import pytest
 import redis
+from tests.aclmode import ACL_MODE, worker_url
 from tests.faults.harness import Procs, Producer, wait_for
 from tests.faults.invariants import Ledger
 from tests.topology import ClusterSet
@@ -81,7 +82,7 @@ def test_worker_producer_cli_and_every_script_on_a_cluster(tmp_path: Path,
         producer.enqueue("ledger", [100])
         client.execute_command("XREADGROUP", "GROUP", "workers", "ghost", "COUNT", 1,
                                "STREAMS", s.stream, ">")
-        procs = Procs(tmp_path, cluster.url, ledger.directory)
+        procs = Procs(tmp_path, worker_url(cluster.url), ledger.directory)
         try:
             sup = procs.supervisor(2, {"claim_idle_ms": 300, "job_timeout": 0.2})
             for slot in (0, 1):
@@ -118,6 +119,13 @@ def test_worker_producer_cli_and_every_script_on_a_cluster(tmp_path: Path,
                       "--redis-url", cluster.url)
             assert out.returncode == 0, out.stderr
             wait_for(lambda: 2000 in ledger.done(), 30, what="a job from the CLI")
+            if ACL_MODE:  # the workers ran as docs/security.md's Cluster line: no denial
+                for port in cluster.nodes:
+                    node = redis.Redis(port=port, protocol=2)
+                    try:
+                        assert node.execute_command("ACL", "LOG") == [], port
+                    finally:
+                        node.close()
             # The replayed malformed entry is dead-lettered again: the script ran twice.
             wait_for(lambda: client.xlen(s.dead_stream) == 1
                      and client.xrange(s.dead_stream)[0][0] != _dead_id, 30,

@@ -48,8 +48,8 @@ USER = "stagedoor-worker"
 
 
 def acl_setuser(password: str) -> list[str]:
-    """The ACL SETUSER line of docs/security.md, with this password."""
-    [line] = re.findall(r"^ACL SETUSER stagedoor-worker .*$", DOC.read_text(), re.M)
+    """The ACL SETUSER line of docs/security.md (the first; the second is Cluster's)."""
+    line = re.findall(r"^ACL SETUSER stagedoor-worker .*$", DOC.read_text(), re.M)[0]
     digest = hashlib.sha256(password.encode()).hexdigest()
     return shlex.split(line.replace("#<sha256-of-password>", f"#{digest}"))
 

@@ -201,7 +201,7 @@ class ClusterSet:
         try:
             for i in range(masters * (1 + replicas)):
                 node = SuiteRedis(directory / f"node-{i}", port=_cluster_port(), extra_args=[
-                    *server_args(), "--cluster-enabled", "yes",
+                    *server_args(cluster=True), "--cluster-enabled", "yes",
                     "--cluster-config-file", "nodes.conf",
                     "--cluster-node-timeout", "1000"])
                 node.start()
@@ -211,7 +211,7 @@ class ClusterSet:
                  *(f"127.0.0.1:{p}" for p in self.nodes), "--cluster-replicas", str(replicas),
                  "--cluster-yes"], capture_output=True, text=True, timeout=60)
             assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-            poll(self._ok, 30, "cluster_state:ok on every node")
+            poll(self._ok, 60, "cluster_state:ok on every node, every replica in sync")
         except BaseException:
             self.stop()
             raise
@@ -226,6 +226,10 @@ class ClusterSet:
                 if "cluster_state:ok" not in info:
                     return False
                 if len(c.execute_command("CLUSTER", "SLOTS")) == 0:
+                    return False
+                repl = c.info("replication")
+                # A replica that never synced cannot take over (replica validity).
+                if repl.get("role") == "slave" and repl.get("master_link_status") != "up":
                     return False
             finally:
                 c.close()

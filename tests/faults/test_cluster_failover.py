@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from tests.aclmode import worker_url
 from tests.test_cluster import _hand_over, _masters, _migrate
 from tests.topology import ClusterSet
 
@@ -44,7 +45,7 @@ def test_drain_through_a_slot_migration_and_a_kill9_of_the_slot_s_master(
         Producer(client, s, ledger.directory).enqueue("ledger", range(1, n + 1))
     finally:
         client.close()
-    procs = Procs(tmp_path, cluster.url, ledger.directory)
+    procs = Procs(tmp_path, worker_url(cluster.url), ledger.directory)
     try:
         sup = procs.supervisor(2, {"claim_idle_ms": 3000, "job_timeout": 1.0,
                                    "boot_timeout": 20}, env={"FAULTS_SLEEP_MS": "4"})

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from tests.aclmode import worker_url
 from tests.topology import SentinelSet
 
 from stagedoor.config import Settings
@@ -88,7 +89,7 @@ def test_kill9_of_the_master_mid_drain_workers_resume_on_the_promoted_replica(
         Producer(client, s, ledger.directory).enqueue("ledger", range(1, n + 1))
     finally:
         client.close()
-    procs = Procs(tmp_path, topo.url, ledger.directory)
+    procs = Procs(tmp_path, worker_url(topo.url), ledger.directory)
     try:
         sup = procs.supervisor(2, {"claim_idle_ms": 3000, "job_timeout": 1.0,
                                    "boot_timeout": 20}, env={"FAULTS_SLEEP_MS": "4"})
