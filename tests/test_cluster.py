@@ -116,6 +116,7 @@ def test_worker_producer_cli_and_every_script_on_a_cluster(tmp_path: Path,
             out = cli("dead", "replay", "--all", "--redis-url", cluster.url)
             assert out.returncode == 0, out.stderr  # the replay script, on the queue's slot
             out = cli("enqueue", "--kind", "ledger", "--order-id", "7", "--outbox-id", "2000",
+                      "--handlers", "tests.faults.ledger_handlers:registry",
                       "--redis-url", cluster.url)
             assert out.returncode == 0, out.stderr
             wait_for(lambda: 2000 in ledger.done(), 30, what="a job from the CLI")

@@ -156,7 +156,7 @@ def test_producer_and_cli_follow_the_master(sentinels: SentinelSet, tmp_path: Pa
     out = cli("status", "--json", "--redis-url", sentinels.url)
     assert out.returncode == 0, out.stderr
     assert orjson.loads(out.stdout)["stream"]["length"] == length
-    out = cli("enqueue", "--kind", "noop", "--order-id", "4", "--outbox-id", "4",
+    out = cli("enqueue", "--kind", "render_tickets", "--order-id", "4", "--outbox-id", "4",
               "--redis-url", sentinels.url)
     assert out.returncode == 0, out.stderr
     out = cli("dead", "list", "--redis-url", sentinels.url)

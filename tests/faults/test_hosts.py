@@ -51,7 +51,10 @@ def test_a_dead_host_s_pending_jobs_are_reclaimed_by_the_other_host(
     wait_for(lambda: not pending_of("host-a"), 30, what="host-a's pending taken over")
     t_taken = time.monotonic() - t_kill
     wait_for(lambda: ledger.done() >= set(range(1, n + 1)), 60, what="every job handled")
-    check_all(client, s, ledger, duplicates_allowed=len(orphaned))
+    # A job killed between its side effect and mark_done finds the effect on its next
+    # delivery (RELIABILITY.md, check-then-act): at most once per orphaned job.
+    check_all(client, s, ledger, duplicates_allowed=len(orphaned),
+              effect_exists_allowed=len(orphaned))
     b_pids = {c.pid for c in psutil.Process(b.pid).children()}
     by_b = {e["outbox_id"] for e in ledger.events() if e["event"] == "done"
             and e["pid"] in b_pids}
