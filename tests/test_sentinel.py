@@ -25,7 +25,7 @@ from tests.workerkit import poll
 from stagedoor.config import ConfigError, Settings
 from stagedoor.stream import connection
 from stagedoor.stream.job import make_job
-from stagedoor.stream.queue import enqueue_sync
+from stagedoor.stream.queue import EnqueueError, enqueue_sync
 from stagedoor.stream.resp import FastConnection, MasterChanged
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,12 +139,12 @@ def test_producer_and_cli_follow_the_master(sentinels: SentinelSet, tmp_path: Pa
             try:
                 ids.extend(enqueue_sync(client, s, [make_job("noop", 3, 3, "r3", "t")]))
                 return True
-            except redis.ConnectionError as e:
+            except (EnqueueError, redis.ConnectionError) as e:  # NotReplicated is both
                 errors.append(type(e).__name__)
                 return False
         poll(confirmed, 30, "an enqueue confirmed by a replica of the new master")
         assert len(ids) == 3
-        assert set(errors) <= {"ConnectionError", "NotReplicated"}, errors
+        assert set(errors) <= {"ConnectionError", "EnqueueError", "NotReplicated"}, errors
         # Every enqueue that returned is on the new master.  (A NotReplicated one may
         # have gone to the old master before the sentinels demoted it: not confirmed.)
         new_client = sentinels.client(new)

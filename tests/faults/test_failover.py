@@ -25,7 +25,7 @@ from tests.topology import SentinelSet
 from stagedoor.config import Settings
 from stagedoor.stream import connection
 from stagedoor.stream.job import make_job
-from stagedoor.stream.queue import NotReplicated, enqueue_sync
+from stagedoor.stream.queue import EnqueueError, NotReplicated, enqueue_sync
 
 from .harness import Procs, Producer, wait_for
 from .invariants import Ledger
@@ -68,7 +68,7 @@ class LoopProducer(threading.Thread):
                 i = self.next_id
                 try:
                     enqueue_sync(client, self.settings, [make_job("ledger", i, i, f"r{i}", "t")])
-                except (redis.ConnectionError, redis.TimeoutError) as e:
+                except (EnqueueError, redis.ConnectionError, redis.TimeoutError) as e:
                     self.refused.append(type(e).__name__)
                     time.sleep(0.02)
                     continue
