@@ -21,16 +21,18 @@ PASSWORD = "acl-mode-" + hashlib.sha256(b"stagedoor tests").hexdigest()[:16]
 DOC = Path(__file__).parents[1] / "docs" / "security.md"
 
 
-def acl_rules() -> str:
-    """The documented rules after the user name, with this suite's password."""
-    [line] = re.findall(rf"^ACL SETUSER {USER} (.*)$", DOC.read_text(), re.M)
+def acl_rules(cluster: bool = False) -> str:
+    """The documented rules after the user name, with this suite's password: the first
+    line of docs/security.md, or the second, the one for Redis Cluster."""
+    flat, tagged = re.findall(rf"^ACL SETUSER {USER} (.*)$", DOC.read_text(), re.M)
+    line = tagged if cluster else flat
     digest = hashlib.sha256(PASSWORD.encode()).hexdigest()
     return line.replace("#<sha256-of-password>", f"#{digest}")
 
 
-def server_args() -> list[str]:
+def server_args(cluster: bool = False) -> list[str]:
     """redis-server arguments that define the worker user (empty unless in ACL mode)."""
-    return ["--user", USER, *acl_rules().split()] if ACL_MODE else []
+    return ["--user", USER, *acl_rules(cluster).split()] if ACL_MODE else []
 
 
 def worker_url(url: str) -> str:

@@ -2,7 +2,9 @@
 
 Never the machine's Redis on 6379 and never a mock: the session starts one server,
 and every test starts from an empty database on it.  Tests that restart or pause
-Redis take `own_redis`, a server of their own.
+Redis take `own_redis`, a server of their own.  Which server (Redis 7.0, Valkey 8.1,
+Redis 8.2) is SD_TEST_SERVER's choice (tests/servers.py); tests that use one are
+marked `server` here, so the matrix run (`-m server`) runs exactly those.
 """
 
 from __future__ import annotations
@@ -15,10 +17,15 @@ from pathlib import Path
 import pytest
 import redis
 import redis.asyncio as aioredis
+from tests import servers
 from tests.aclmode import server_args
+from tests.servers import SuiteRedis as EmbeddedRedis
 
 from stagedoor.config import Settings
-from stagedoor.demo.embedded_redis import EmbeddedRedis
+
+# A test that uses any of these talks to a server: marked `server` automatically.
+SERVER_FIXTURES = frozenset({"redis_server", "own_redis", "redis_url", "settings",
+                             "sync_redis", "aredis", "server", "acl_server", "tls_server"})
 
 
 @pytest.fixture(scope="session")
@@ -72,6 +79,38 @@ def pytest_configure(config: pytest.Config) -> None:
     # Subprocesses started by tests (workers, supervisors) must not inherit a
     # systemd notify socket from the developer's session.
     os.environ.pop("NOTIFY_SOCKET", None)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())) \
+                or item.get_closest_marker("tls"):
+            item.add_marker(pytest.mark.server)
+
+
+_deselected_tls: list[str] = []
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    _deselected_tls.extend(i.nodeid for i in items if i.get_closest_marker("tls"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    servers.current_item = item
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"server ({servers.VARIABLE}): {servers.SERVER.describe()}"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    line = f"server ({servers.VARIABLE}): {servers.SERVER.describe()}"
+    if _deselected_tls:
+        line += f"; {len(_deselected_tls)} TLS tests deselected"
+        if not servers.SERVER.tls:
+            line += " (this build has no TLS: they run against SD_TEST_SERVER=redis)"
+    terminalreporter.write_line(line)
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item

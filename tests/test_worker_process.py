@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import redis
 from tests.aclmode import worker_url
 from tests.paths import SRC
@@ -55,10 +56,11 @@ def test_kill_9_mid_handler_leaves_the_entry_pending_and_it_is_handled_again(
     assert entry
 
 
+@pytest.mark.server
 def test_wrong_password_is_a_config_error_not_an_outage(tmp_path: Path) -> None:
     """redis-py files a refused AUTH under ConnectionError; retrying it would only
     turn a bad credential into exit 69 after boot_timeout."""
-    from stagedoor.demo.embedded_redis import EmbeddedRedis
+    from tests.servers import SuiteRedis as EmbeddedRedis
 
     with EmbeddedRedis(tmp_path / "auth-redis", password="right-password") as server:
         url = f"redis://:wrong-password@127.0.0.1:{server.port}/0"

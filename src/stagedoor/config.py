@@ -70,10 +70,25 @@ HAN_ORDER = ("zh-Hans", "zh-Hant", "ja", "ko")
 @dataclass(frozen=True, slots=True)
 class Settings:
     # -- where the queue lives -------------------------------------------------
-    redis_url: str = _opt("", "Redis URL: redis://, rediss:// or unix://. Empty: start an "
+    redis_url: str = _opt("", "Redis URL: redis://, rediss://, unix://, or Sentinel: "
+                              "redis+sentinel://host:port[,host:port...]/<master>[/<db>] "
+                              "(rediss+sentinel: TLS to the master), or Cluster: "
+                              "redis+cluster://host:port[,host:port...] (stream default "
+                              "{jobs}, dead stream {jobs}:dead). Empty: start an "
                               "embedded redis-server under --state-dir (demo and tests only).")
     redis_password_file: str = _opt("", "File holding the Redis password (systemd "
                                         "LoadCredential); keeps it out of the URL and ps.")
+    sentinel_username: str = _opt("", "User name on the sentinels (their own ACL, not the "
+                                      "master's).")
+    sentinel_password_file: str = _opt("", "File holding the sentinels' password (not the "
+                                           "master's).")
+    sentinel_tls_ca_file: str = _opt("", "CA file for TLS to the sentinels; empty: plain "
+                                         "text to the sentinels.")
+    wait_replicas: int = _opt(-1, "Replicas a producer's XADDs must reach (WAIT) before "
+                                  "enqueue returns; -1: 1 with a Sentinel URL, else 0 (off).",
+                              lo=-1, hi=100)
+    wait_timeout_ms: int = _opt(1000, "How long WAIT waits for those replicas (ms); fewer "
+                                      "is an error for the producer.", lo=1, hi=600_000)
     stream: str = _opt("jobs", "The job stream.")
     group: str = _opt("workers", "The consumer group on the job stream.")
     dead_stream: str = _opt("jobs:dead", "The dead-letter stream.")
@@ -159,6 +174,12 @@ class Settings:
 
     # ------------------------------------------------------------------------------
     def __post_init__(self) -> None:
+        if (self.redis_url.split("://", 1)[0].endswith("+cluster")
+                and (self.stream, self.dead_stream) == ("jobs", "jobs:dead")):
+            # On a cluster the queue's keys need one hash tag: the defaults get it
+            # (stream/keys.py; an existing standalone deployment keeps `jobs`).
+            object.__setattr__(self, "stream", "{jobs}")
+            object.__setattr__(self, "dead_stream", "{jobs}:dead")
         _validate(self)
 
     def replace(self, **changes: Any) -> Settings:
@@ -176,12 +197,20 @@ class Settings:
         return self.key_prefix + ":".join(str(p) for p in parts)
 
     @property
+    def replicas_to_wait(self) -> int:
+        """wait_replicas with -1 resolved: 1 under Sentinel (it implies replicas), else 0."""
+        if self.wait_replicas >= 0:
+            return self.wait_replicas
+        return 1 if self.redis_url.split("://", 1)[0].endswith("+sentinel") else 0
+
+    @property
     def read_socket_timeout(self) -> float:
         """The blocking read's own timeout: longer than BLOCK, because waiting is its job."""
         return self.block_ms / 1000 + max(1.0, self.socket_timeout * 10)
 
 
-_URL_SCHEMES = ("redis", "rediss", "unix")
+_URL_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel",
+                "redis+cluster", "rediss+cluster")
 _NAME = re.compile(r"[A-Za-z0-9._:{}\-]{1,200}")
 
 
@@ -199,6 +228,13 @@ def _validate(s: Settings) -> None:
             raise ConfigError(f"{f.name}={value!r}: must be at most {hi:g}")
     if s.redis_url:
         _validate_url(s.redis_url)
+        if s.redis_url.split("://", 1)[0].endswith("+cluster"):
+            from .stream import cluster
+
+            cluster.check_slots(s)
+            if s.wait_replicas > 0:
+                raise ConfigError("wait_replicas: WAIT is not supported with redis+cluster:// "
+                                  "(it has no key to route by); use 0")
     for name in ("stream", "group", "dead_stream"):
         if not _NAME.fullmatch(getattr(s, name)):
             raise ConfigError(f"{name}={getattr(s, name)!r}: use 1-200 of A-Z a-z 0-9 . _ : - {{}}")
@@ -232,7 +268,18 @@ def _validate_url(url: str) -> None:
     parts = urlsplit(url)
     if parts.scheme not in _URL_SCHEMES:
         raise ConfigError(f"redis_url={shown!r}: scheme must be one of redis://, rediss://, "
-                          "unix://")
+                          "unix://, redis+sentinel://, rediss+sentinel://, redis+cluster://, "
+                          "rediss+cluster://")
+    if parts.scheme.endswith("+sentinel"):
+        from .stream.sentinel import parse
+
+        parse(url)  # ConfigError with one line if malformed
+        return
+    if parts.scheme.endswith("+cluster"):
+        from .stream import cluster
+
+        cluster.parse(url)
+        return
     if parts.scheme != "unix":
         try:
             port = parts.port

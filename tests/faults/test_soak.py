@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import redis
 from tests.aclmode import server_args
+from tests.servers import SuiteRedis as EmbeddedRedis
 
 from stagedoor.config import Settings
-from stagedoor.demo.embedded_redis import EmbeddedRedis
 
 from .harness import Proc, Procs, Producer, wait_for
 from .invariants import Ledger, assert_idle, check_all, check_no_early_ack

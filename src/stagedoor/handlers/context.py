@@ -28,6 +28,7 @@ import redis.asyncio as aioredis
 
 from ..config import Settings
 from ..ops.metrics import WorkerStats
+from ..stream import keys
 from ..stream.job import Job
 from ..stream.resp import FastConnection
 from ..worker.policy import TransientError
@@ -95,10 +96,10 @@ class Context:
         return await loop.run_in_executor(self.executor, call)
 
     def done_key(self, job: Job) -> str:
-        return self.settings.key("done", job.outbox_id)
+        return keys.done_key(self.settings, job.order_id, job.outbox_id)
 
     def lease_key(self, job: Job) -> str:
-        return self.settings.key("running", job.outbox_id)
+        return keys.lease_key(self.settings, job.order_id, job.outbox_id)
 
     async def already_done(self, job: Job, *, lease_ms: int | None = None) -> bool:
         """True if this outbox id was handled; else take its lease (or TransientError)."""

@@ -29,6 +29,7 @@ import redis.asyncio as aioredis
 
 from ..config import Settings
 from ..render.order import Order, OrderDataError
+from ..stream.keys import order_key
 
 # KEYS[1] order hash; ARGV[1] path. Mark rendered only if still placed.
 _MARK_RENDERED = """
@@ -109,7 +110,7 @@ class OrderStore:
         self._refund = client.register_script(_REFUND)
 
     def key(self, order_id: int) -> str:
-        return self._settings.key("order", order_id)
+        return order_key(self._settings, order_id)
 
     async def put(self, order: Order, status: str = "placed") -> None:
         await self._client.hset(self.key(order.order_id),
@@ -140,6 +141,6 @@ def put_orders_sync(client: Any, settings: Settings, orders: Iterable[Order],
     """OrderStore.put for many orders from a blocking client (the api side, the demo)."""
     pipe = client.pipeline(transaction=False)
     for order in orders:
-        pipe.hset(settings.key("order", order.order_id),
+        pipe.hset(order_key(settings, order.order_id),
                   mapping={"data": order.to_json(), "status": status})
     pipe.execute()

@@ -28,6 +28,10 @@ group reads past the gap; the count stays (metric stagedoor_trimmed_unread_total
 With no counters at all (method "ids") the alarm is the ids' heuristic: the first
 entry is newer than the id right after the cursor.
 
+Consumers: `idle_ms` is XINFO CONSUMERS' idle; `inactive_ms` (ms since the last
+successful read or claim) is there on servers that report it (Redis >= 7.2, Valkey)
+and None elsewhere: detected from the reply, not from a version string.
+
 Missing stream or group are reported (`exists: False`), never raised.  Any other
 Redis error (WRONGTYPE on the key, say) is raised as InspectError with one line.
 """
@@ -182,11 +186,12 @@ def build_status(settings: Settings, first: Sequence[Any], second: Sequence[Any]
     if graw is not None and not isinstance(first[3], Exception):
         for raw in first[3]:
             c = _pairs(raw)
-            row = {"name": str(_text(c.get("name"))), "pending": _int(c.get("pending")) or 0,
-                   "idle_ms": _int(c.get("idle")) or 0}
-            if "inactive" in c:  # Redis >= 7.2: ms since the last successful read
-                row["inactive_ms"] = _int(c.get("inactive"))
-            consumers.append(row)
+            consumers.append({"name": str(_text(c.get("name"))),
+                              "pending": _int(c.get("pending")) or 0,
+                              "idle_ms": _int(c.get("idle")) or 0,
+                              # Redis >= 7.2 and Valkey: ms since the last successful
+                              # read; -1 for a consumer that never read one.
+                              "inactive_ms": _int(c.get("inactive"))})
     pending: dict[str, Any] = {"count": 0, "oldest": None, "by_consumer": {}}
     summary = first[4]
     if graw is not None and not isinstance(summary, Exception) and summary:

@@ -10,6 +10,11 @@ client whose socket timeout is longer than BLOCK.
 
 The stream commands' response callbacks are removed: the worker wants the raw flat
 field lists (a dict would hide a duplicated field) and skips the dict building.
+
+No CLIENT SETINFO: redis-py sends it on every connect unless lib_name/lib_version are
+None; Redis 7.0 does not know it, and on Redis >= 7.2 and Valkey the least-privilege
+worker user is refused it and every connect leaves a denial in ACL LOG.  The lean
+hot-path connection (resp.py) never sends it either.
 """
 
 from __future__ import annotations
@@ -20,16 +25,28 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
 
 from ..config import ConfigError, Settings
-from . import auth
+from . import auth, cluster, sentinel
+
+try:  # redis-py >= 8.1: lib_name/lib_version are deprecated in favour of driver_info
+    from redis.driver_info import DriverInfo
+
+    NO_SETINFO: dict[str, Any] = {"driver_info": DriverInfo(name=None, lib_version=None)}
+except ImportError:  # pragma: no cover - older redis-py
+    NO_SETINFO = {"lib_name": None, "lib_version": None}
 
 RAW_COMMANDS = ("XREADGROUP", "XAUTOCLAIM", "XRANGE", "XREVRANGE", "XPENDING", "HELLO")
 MIN_SERVER = (7, 0, 5)
 # Errors that mean "Redis is away or slow": retry with backoff, re-read own pending.
+# On a cluster also: CLUSTERDOWN and TRYAGAIN while a failover or a migration is under
+# way, and redis-py's "TTL exhausted" after too many redirections in a row (the first
+# two are ResponseErrors: catch these before ResponseError).
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     redis.ConnectionError, redis.TimeoutError, ConnectionError, TimeoutError, OSError,
-    redis.BusyLoadingError,
+    redis.BusyLoadingError, redis.exceptions.ClusterError, redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
 )
 
 
@@ -46,6 +63,7 @@ def client_kwargs(settings: Settings, *, blocking: bool = False) -> dict[str, An
         "retry_on_timeout": False,
         "health_check_interval": 0,
         "decode_responses": False,
+        **NO_SETINFO,
     }
     password = auth.password(settings)
     if password is not None:
@@ -68,9 +86,26 @@ class SharedContextSSLConnection(aioredis.SSLConnection):
 
 
 def _strip_callbacks(client: Any) -> None:
+    if isinstance(client, RedisCluster):
+        # The sync cluster client parses with each node's own client: strip those, now
+        # and for every node it creates later (a failover, a new master).
+        manager = client.nodes_manager
+        create = manager.create_redis_node
+
+        def created(*args: Any, **kwargs: Any) -> Any:
+            node = create(*args, **kwargs)
+            _strip_callbacks(node)
+            return node
+        manager.create_redis_node = created  # type: ignore[method-assign]
+        for node in client.get_nodes():
+            if node.redis_connection is not None:
+                _strip_callbacks(node.redis_connection)
+        callbacks = client.cluster_response_callbacks
+    else:
+        callbacks = client.response_callbacks
     for name in RAW_COMMANDS:
-        client.response_callbacks.pop(name, None)
-        client.response_callbacks.pop(name.lower(), None)
+        callbacks.pop(name, None)
+        callbacks.pop(name.lower(), None)
 
 
 def _url(settings: Settings) -> str:
@@ -79,16 +114,37 @@ def _url(settings: Settings) -> str:
     return settings.redis_url
 
 
-def async_client(settings: Settings, *, blocking: bool = False, name: str | None = None
-                 ) -> aioredis.Redis:
-    """An asyncio client: 100 ms calls, or the blocking reader with timeout > BLOCK."""
+def _producer_timeout(settings: Settings) -> float:
+    """A producer's socket timeout: above WAIT's own, when its XADDs end with a WAIT."""
+    if not settings.replicas_to_wait:
+        return settings.socket_timeout
+    # A second of margin: WAIT answers at its own timeout, and a reply a loaded box
+    # delivers a little later must still be read (NotReplicated, not "no answer").
+    return max(settings.socket_timeout, 1.0) + settings.wait_timeout_ms / 1000
+
+
+def async_client(settings: Settings, *, blocking: bool = False, name: str | None = None,
+                 producer: bool = False) -> aioredis.Redis:
+    """An asyncio client: 100 ms calls, or the blocking reader with timeout > BLOCK.
+
+    `producer`: the socket timeout leaves room for the WAIT after enqueue's XADDs."""
     kwargs = client_kwargs(settings, blocking=blocking)
+    if producer:
+        kwargs["socket_timeout"] = _producer_timeout(settings)
     if name:
         kwargs["client_name"] = name
+    url = _url(settings)
+    if sentinel.is_sentinel_url(url):  # always the current master (stream/sentinel.py)
+        client = sentinel.async_master(settings, kwargs)
+        _strip_callbacks(client)
+        return client
+    if cluster.is_cluster_url(url):  # routed by slot (stream/cluster.py)
+        acluster: Any = cluster.async_cluster(settings, kwargs)
+        _strip_callbacks(acluster)
+        return acluster  # type: ignore[no-any-return]
     if blocking:
         # One connection: the blocking read is the only thing it does.
         kwargs["single_connection_client"] = True
-    url = _url(settings)
     client = aioredis.Redis.from_url(url, **kwargs)
     if url.startswith("rediss:"):
         # Set on the pool: from_url lets the URL's scheme win over a connection_class.
@@ -98,11 +154,18 @@ def async_client(settings: Settings, *, blocking: bool = False, name: str | None
 
 
 def sync_client(settings: Settings, *, timeout: float | None = None) -> redis.Redis:
-    """A blocking-IO client for CLI tools and producers outside an event loop."""
+    """A blocking-IO client for CLI tools and producers outside an event loop.
+
+    The socket timeout leaves room for the WAIT after enqueue's XADDs (queue.py)."""
     kwargs = client_kwargs(settings)
-    if timeout is not None:
-        kwargs["socket_timeout"] = timeout
-    client = redis.Redis.from_url(_url(settings), **kwargs)
+    kwargs["socket_timeout"] = max(timeout or 0.0, _producer_timeout(settings))
+    url = _url(settings)
+    if sentinel.is_sentinel_url(url):
+        client = sentinel.sync_master(settings, kwargs)
+    elif cluster.is_cluster_url(url):
+        client = cluster.sync_cluster(settings, kwargs)  # type: ignore[assignment]
+    else:
+        client = redis.Redis.from_url(url, **kwargs)
     _strip_callbacks(client)
     return client
 
@@ -112,6 +175,17 @@ def parse_version(text: str) -> tuple[int, int, int]:
     if not m:
         raise ServerTooOld(f"cannot read Redis version {text!r}")
     return int(m[1]), int(m[2]), int(m[3])
+
+
+def check_server(hello: dict[Any, Any], settings: Settings) -> tuple[int, int, int]:
+    """HELLO's features, not its version string where a feature says it: the floor,
+    and a cluster node (HELLO's `mode`) needs a redis+cluster:// URL."""
+    mode = hello.get(b"mode", hello.get("mode", b""))
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if mode == "cluster" and not cluster.is_cluster_url(settings.redis_url):
+        raise ConfigError("the server is a Redis Cluster node: use redis+cluster://host:port"
+                          "[,host:port...] (stream and dead stream hash-tagged, docs/scaling.md)")
+    return check_version({"redis_version": hello.get(b"version", hello.get("version", b""))})
 
 
 def check_version(info: dict[Any, Any]) -> tuple[int, int, int]:

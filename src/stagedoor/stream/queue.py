@@ -4,6 +4,14 @@ Writers ensure the group before (in the same round trip as) their XADD, so no en
 can be added before the group exists and be skipped by the group's `$` start; that
 also covers a Redis that restarted empty.
 
+Failover (Sentinel): replication is asynchronous, so an XADD the master acknowledged
+can be missing on the replica that is promoted.  With `wait_replicas` (1 by default
+under Sentinel) every round trip of XADDs ends with WAIT: enqueue returns only when
+that many replicas have the entries, and raises NotReplicated otherwise (the entries
+are on the master, unconfirmed; enqueueing them again is safe, handlers dedupe on
+outbox_id).  The producer's client needs a socket timeout above wait_timeout_ms:
+connection.sync_client and async_client(producer=True) give it one.
+
 Dead-lettering is one Lua script rather than MULTI: the XADD to jobs:dead runs only
 if the XACK removed the entry from the pending list.  A MULTI is atomic too, but
 when its reply is lost and the worker retries, the dead-letter entry is written
@@ -114,6 +122,22 @@ class BacklogFull(EnqueueError):
         self.limit = limit
 
 
+class NotReplicated(EnqueueError, redis.ConnectionError):
+    """WAIT returned fewer replicas than asked: the entries are on the master, but a
+    failover may lose them.  Enqueue them again (handlers dedupe on outbox_id)."""
+
+    def __init__(self, ids: list[str], total: int, acked: int, settings: Settings) -> None:
+        super().__init__(f"only {acked} of {settings.replicas_to_wait} replicas confirmed "
+                         f"the jobs within {settings.wait_timeout_ms} ms (WAIT); a failover "
+                         f"may lose them: enqueue them again (deduped by outbox_id); "
+                         f"{len(ids)} of {total} jobs went in unconfirmed", ids, total)
+        self.acked, self.wanted = acked, settings.replicas_to_wait
+
+
+def _wait_args(settings: Settings) -> tuple[int, int]:
+    return settings.replicas_to_wait, settings.wait_timeout_ms
+
+
 class RedisOutOfMemory(EnqueueError):
     """Redis answered OOM (maxmemory reached, noeviction): nothing more can be added."""
 
@@ -221,10 +245,21 @@ async def enqueue_many(client: aioredis.Redis, settings: Settings, jobs: Iterabl
     ids: list[str] = []
     for keys, args, wanted in _chunks(settings, batch, chunk):
         try:
-            reply = await script(keys=keys, args=args)
+            if settings.replicas_to_wait:
+                pipe = client.pipeline(transaction=False)  # one connection: WAIT covers it
+                await script(keys=keys, args=args, client=pipe)
+                pipe.execute_command("WAIT", *_wait_args(settings))
+                reply, acked = await pipe.execute()
+            else:
+                reply, acked = await script(keys=keys, args=args), None
         except redis.RedisError as e:
             raise _failed(e, ids, len(batch)) from e
         _settle(settings, reply, wanted, ids, len(batch))
+        if acked is not None and int(acked) < settings.replicas_to_wait:
+            # This server lost its replicas (or is no longer the master and does not
+            # know yet): new connections, so a Sentinel pool asks for the master again.
+            await client.connection_pool.disconnect()
+            raise NotReplicated(ids, len(batch), int(acked), settings)
     return ids
 
 
@@ -236,10 +271,19 @@ def enqueue_sync(client: redis.Redis, settings: Settings, jobs: Iterable[Job],
     ids: list[str] = []
     for keys, args, wanted in _chunks(settings, batch, chunk):
         try:
-            reply = script(keys=keys, args=args)
+            if settings.replicas_to_wait:
+                pipe = client.pipeline(transaction=False)  # one connection: WAIT covers it
+                script(keys=keys, args=args, client=pipe)
+                pipe.execute_command("WAIT", *_wait_args(settings))
+                reply, acked = pipe.execute()
+            else:
+                reply, acked = script(keys=keys, args=args), None
         except redis.RedisError as e:
             raise _failed(e, ids, len(batch)) from e
         _settle(settings, reply, wanted, ids, len(batch))
+        if acked is not None and int(acked) < settings.replicas_to_wait:
+            client.connection_pool.disconnect()  # as in enqueue_many
+            raise NotReplicated(ids, len(batch), int(acked), settings)
     return ids
 
 

@@ -15,7 +15,15 @@ Semantics the loop relies on:
   longer known); the next call reconnects;
 - an error reply raises redis.ResponseError with Redis's text (NOGROUP ...);
 - the handshake (AUTH, SELECT, CLIENT SETNAME, CLIENT ID) runs on every connect, so
-  `client_id` is always that of the live connection (CLIENT UNBLOCK at shutdown).
+  `client_id` is always that of the live connection (CLIENT UNBLOCK at shutdown);
+- with a redis+sentinel:// URL each connect asks the sentinels for the current master;
+  a reply that says this server is no longer the master (READONLY, or the
+  "UNBLOCKED ... master -> replica" a demoted master sends to a blocked XREADGROUP)
+  drops the connection and fails the call with MasterChanged, a ConnectionError, so
+  the loop retries as for any outage and the next connect finds the new master;
+- with a redis+cluster:// URL it connects to the master of the stream's slot (CLUSTER
+  SLOTS on a seed); MOVED reconnects to the node named, ASK too, and then sends
+  ASKING before each command until the migration is over (stream/cluster.py).
 """
 
 from __future__ import annotations
@@ -29,9 +37,20 @@ import redis
 from redis.connection import parse_url
 
 from ..config import Settings
-from . import auth
+from . import auth, cluster, sentinel
 
 _NO_REPLY = False  # what hiredis.Reader.gets() returns when no whole reply is buffered
+_ASKING = hiredis.pack_command(("ASKING",))
+
+
+class MasterChanged(redis.ConnectionError):
+    """The server answered as a replica: find the master again (a failover happened)."""
+
+
+def is_demoted(text: str) -> bool:
+    """Error replies of a server that is no longer (or not) the master."""
+    return text.startswith("READONLY") or (text.startswith("UNBLOCKED")
+                                           and "replica" in text)
 
 
 class _Protocol(asyncio.Protocol):
@@ -41,6 +60,8 @@ class _Protocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.reader = hiredis.Reader()
         self.waiters: collections.deque[asyncio.Future[Any]] = collections.deque()
+        self.asking = False  # cluster: ASKING before every command (a slot migrating here)
+        self.redirected: tuple[str, str, int] | None = None  # the last MOVED/ASK
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports quack like asyncio.Transport without subclassing it.
@@ -60,6 +81,19 @@ class _Protocol(asyncio.Protocol):
             if fut.done():
                 continue
             if isinstance(reply, hiredis.ReplyError):
+                moved = cluster.redirect(str(reply))
+                error: redis.ConnectionError | None = None
+                if moved is not None:  # the stream's slot is served elsewhere: go there
+                    self.redirected = moved
+                    error = cluster.Redirected(str(reply), *moved)
+                elif is_demoted(str(reply)):  # a replica now: find the master again
+                    error = MasterChanged(f"{reply} (finding the master again)")
+                if error is not None:
+                    # Every later reply is from the wrong server too: fail this call and
+                    # all others and drop the connection; the next call reconnects.
+                    fut.set_exception(error)
+                    self.fail(error)
+                    return
                 fut.set_exception(redis.ResponseError(str(reply)))
             else:
                 fut.set_result(reply)
@@ -84,16 +118,25 @@ class _Protocol(asyncio.Protocol):
     def write_many(self, datas: list[bytes], loop: asyncio.AbstractEventLoop
                    ) -> list[asyncio.Future[Any]]:
         assert self.transport is not None
-        futs: list[asyncio.Future[Any]] = [loop.create_future() for _ in datas]
-        self.waiters.extend(futs)
-        self.transport.write(b"".join(datas))
+        futs = [self._waiter(loop) for _ in datas]
+        self.transport.write(b"".join(_ASKING + d for d in datas) if self.asking
+                             else b"".join(datas))
         return futs
 
     def write(self, data: bytes, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any]:
         assert self.transport is not None
+        fut = self._waiter(loop)
+        self.transport.write(_ASKING + data if self.asking else data)
+        return fut
+
+    def _waiter(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any]:
+        """A future for the next reply (after the +OK of ASKING, which nobody awaits)."""
+        if self.asking:
+            ok: asyncio.Future[Any] = loop.create_future()
+            ok.add_done_callback(lambda f: f.cancelled() or f.exception())
+            self.waiters.append(ok)
         fut: asyncio.Future[Any] = loop.create_future()
         self.waiters.append(fut)
-        self.transport.write(data)
         return fut
 
 
@@ -201,7 +244,19 @@ class FastConnection:
             self._connecting = None
 
     async def _open(self) -> _Protocol:
-        options = parse_url(self._settings.redis_url)
+        options = self._options()
+        if options.get("sentinel"):
+            options["host"], options["port"] = await sentinel.discover_master(self._settings)
+        asking = False
+        if options.get("cluster"):
+            last = self._proto.redirected if self._proto is not None else None
+            if last is not None:  # MOVED/ASK named the node; else ask the slot map
+                assert self._proto is not None
+                self._proto.redirected = None  # once: if that node fails, ask again
+                kind, options["host"], options["port"] = last
+                asking = kind == "ASK"
+            else:
+                options["host"], options["port"] = await cluster.stream_node(self._settings)
         loop = asyncio.get_running_loop()
         proto = _Protocol()
         try:
@@ -209,7 +264,7 @@ class FastConnection:
                 await loop.create_unix_connection(lambda: proto, options["path"])
             else:
                 tls = None
-                if self._settings.redis_url.startswith("rediss:"):
+                if options.get("tls"):
                     tls = auth.tls_context(options)  # shared: built once per process
                 await loop.create_connection(lambda: proto, options.get("host", "localhost"),
                                              int(options.get("port", 6379)), ssl=tls)
@@ -229,7 +284,24 @@ class FastConnection:
             proto.fail(redis.ConnectionError("handshake failed"))
             raise
         self.client_id = int(replies[-1])
+        proto.asking = asking
         return proto
+
+    def _options(self) -> dict[str, Any]:
+        """Where and how to connect: the URL's options, the master's address under Sentinel."""
+        url = self._settings.redis_url
+        if cluster.is_cluster_url(url):
+            seeds = cluster.parse(url)
+            return {**seeds.options, "tls": seeds.tls, "username": seeds.username,
+                    "password": seeds.password, "cluster": True}
+        if sentinel.is_sentinel_url(url):
+            target = sentinel.parse(url)
+            return {**target.options, "tls": target.tls, "db": target.db,
+                    "username": target.username, "password": target.password,
+                    "sentinel": True}
+        options = dict(parse_url(url))
+        options["tls"] = url.startswith("rediss:")
+        return options
 
     async def aclose(self) -> None:
         if self._proto is not None:

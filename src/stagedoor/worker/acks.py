@@ -47,6 +47,11 @@ class Acker:
         self._idle.set()
         self._backoff = Backoff()
 
+    @property
+    def conn(self) -> FastConnection:
+        """The ack connection: on the stream's server (its cluster node), like the reader's."""
+        return self._conn
+
     def add(self, entry_id: bytes) -> None:
         self.queued.append(entry_id)
         self._idle.clear()

@@ -34,6 +34,7 @@ from ..ops.tracing import JobTracer, entry_ms
 from ..stream import connection
 from ..stream.errors import first_line, is_oom
 from ..stream.job import MalformedJob, make_job, parse_job
+from ..stream.keys import starts_key
 from ..stream.queue import DeadLetter
 from . import eager
 from .acks import Acker
@@ -246,7 +247,7 @@ class Dispatcher:
 
     # -- what a redelivered entry carries across deliveries ---------------------------
     async def _count_start(self, entry_id: bytes) -> None:
-        key = self.settings.key("starts", entry_id.decode())
+        key = starts_key(self.settings, entry_id.decode())
         pipe = self.cmd.pipeline(transaction=False)
         pipe.incr(key)
         pipe.expire(key, STARTS_TTL)

@@ -1,6 +1,7 @@
 """The worker's lifecycle around the loop: boot, then drain and stop.
 
-boot   HELLO (server version floor), ensure the group, open the hot-path connections;
+boot   HELLO on the hot-path connection (server version floor; a cluster node needs a
+       redis+cluster:// URL), ensure the group, open the hot-path connections;
        Redis away: retry with backoff until boot_timeout (BootError -> exit 69); bad
        credentials or a refused ACL: ConfigError at once (exit 78).
 drain  stop reading without abandoning a read Redis may already have served, let the
@@ -52,25 +53,19 @@ async def boot(settings: Settings, cmd: aioredis.Redis, reader: Reader, acker: A
     while True:
         try:
             # HELLO, not INFO: INFO is @dangerous and cannot be granted for one
-            # section, and the least-privilege ACL should not need it.
-            hello = await cmd.execute_command("HELLO", "2")
-            connection.check_version({"redis_version": dict(
-                zip(hello[::2], hello[1::2], strict=False)).get(b"version", b"")})
-            await ensure_group(cmd, s)
+            # section, and the least-privilege ACL should not need it.  Asked on the
+            # ack connection: the server (cluster node) that holds the stream.
             # Open the hot-path connections now: READY means all of them work, and
             # the first burst of jobs does not pay for connects and TLS handshakes.
-            await reader.conn.connect()
             await acker.connect()
+            hello = await acker.conn.call("HELLO", "2")
+            connection.check_server(dict(zip(hello[::2], hello[1::2], strict=False)), s)
+            await ensure_group(cmd, s)
+            await reader.conn.connect()
             return
         except (redis.AuthenticationError, redis.exceptions.AuthorizationError) as e:
             # redis-py files these under ConnectionError; no retry makes them right.
             raise ConfigError(f"Redis refused the credentials: {e}") from None
-        except redis.ResponseError as e:
-            if not is_oom(e):
-                raise
-            outage.enter(e)
-            await outage.wait_clear()
-            deadline = time.monotonic() + s.boot_timeout
         except connection.TRANSIENT_ERRORS as e:
             if time.monotonic() > deadline:
                 raise BootError(f"Redis unreachable for {s.boot_timeout:g}s: "
@@ -78,6 +73,15 @@ async def boot(settings: Settings, cmd: aioredis.Redis, reader: Reader, acker: A
             delay = backoff.next()
             log.warning("Redis not reachable (%s); retrying in %.2fs", e, delay)
             await asyncio.sleep(delay)
+        except redis.ResponseError as e:
+            # The same refusal as an error reply to the hot-path connection's AUTH.
+            if str(e).startswith(("WRONGPASS", "NOAUTH", "ERR invalid password")):
+                raise ConfigError(f"Redis refused the credentials: {e}") from None
+            if not is_oom(e):
+                raise
+            outage.enter(e)
+            await outage.wait_clear()
+            deadline = time.monotonic() + s.boot_timeout
 
 
 async def on_start(registry: Registry, ctx: Context) -> None:
@@ -124,7 +128,7 @@ async def drain(settings: Settings, cmd: aioredis.Redis, reader: Reader, slots: 
                 ) -> None:
     """Stop reading, finish in-flight jobs within graceful_timeout, flush acks."""
     reclaim.cancel()
-    await stop_reading(settings, cmd, reader, consume)
+    await stop_reading(settings, acker, reader, consume)
     await asyncio.gather(consume, reclaim, return_exceptions=True)
     timeout = settings.graceful_timeout
     try:
@@ -144,7 +148,7 @@ async def drain(settings: Settings, cmd: aioredis.Redis, reader: Reader, slots: 
                   "again", len(acker))
 
 
-async def stop_reading(settings: Settings, cmd: aioredis.Redis, reader: Reader,
+async def stop_reading(settings: Settings, acker: Acker, reader: Reader,
                        consume: asyncio.Task[None]) -> None:
     """End the consume loop without abandoning a read Redis may already have served.
 
@@ -157,7 +161,8 @@ async def stop_reading(settings: Settings, cmd: aioredis.Redis, reader: Reader,
         return
     if reader.reading and reader.conn.client_id is not None:
         try:
-            await cmd.execute_command("CLIENT", "UNBLOCK", reader.conn.client_id)
+            # On the ack connection: the reader's server, also on a cluster.
+            await acker.conn.call("CLIENT", "UNBLOCK", reader.conn.client_id)
             async with asyncio.timeout(settings.read_socket_timeout):
                 await asyncio.shield(consume)
             return

@@ -156,6 +156,14 @@ class Reader:
             except asyncio.CancelledError:
                 self.slots.unreserve(n)
                 raise
+            except connection.TRANSIENT_ERRORS as e:
+                self.slots.unreserve(n)
+                # The reply may have been lost with entries in it: read our own PEL next.
+                self._recover, self._recover_cursor = True, b"0"
+                delay = backoff.next()
+                log.warning("read failed (%s: %s); re-reading own pending in %.2fs",
+                            type(e).__name__, e, delay)
+                await asyncio.sleep(delay)
             except redis.ResponseError as e:
                 self.slots.unreserve(n)
                 if is_oom(e):  # a start count (redelivery.py) refused for memory
@@ -166,14 +174,6 @@ class Reader:
                 log.warning("group %s is gone (Redis restarted empty?); recreating", group)
                 await self._ensure_group_quietly()
                 self._recover, self._recover_cursor = True, b"0"
-            except connection.TRANSIENT_ERRORS as e:
-                self.slots.unreserve(n)
-                # The reply may have been lost with entries in it: read our own PEL next.
-                self._recover, self._recover_cursor = True, b"0"
-                delay = backoff.next()
-                log.warning("read failed (%s: %s); re-reading own pending in %.2fs",
-                            type(e).__name__, e, delay)
-                await asyncio.sleep(delay)
 
     async def _burst_check(self) -> None:
         await self.slots.wait_idle()

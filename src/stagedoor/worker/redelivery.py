@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import redis.asyncio as aioredis
 
 from ..config import Settings
+from ..stream.keys import starts_key
 from .acks import Acker
 from .dispatch import Dispatcher, Entry
 from .slots import Slots
@@ -84,7 +85,7 @@ class Redelivery:
             return {}
         pipe = self.cmd.pipeline(transaction=False)
         for entry_id in ids:
-            pipe.get(self.settings.key("starts", entry_id.decode()))
+            pipe.get(starts_key(self.settings, entry_id.decode()))
         replies = await pipe.execute()
         return {entry_id: int(r or 0) for entry_id, r in zip(ids, replies, strict=True)}
 

@@ -25,6 +25,7 @@ from ...stream import connection
 from ...stream.errors import describe_unreachable
 from ...stream.job import FIELDS, Job, make_job
 from ...stream.queue import BacklogFull, EnqueueError, RedisOutOfMemory, enqueue_sync
+from .status import SENTINEL_SETTINGS
 
 
 def register(sub: Any) -> None:
@@ -42,7 +43,8 @@ def register(sub: Any) -> None:
     p.add_argument("--request-id", help="Request id of the checkout that queued it.")
     p.add_argument("--trace", help="Trace id of the checkout that queued it.")
     p.add_argument("--file", metavar="PATH", help="JSON lines of jobs; '-' reads stdin.")
-    config.add_arguments(p, only=["redis_url", "redis_password_file", "stream", "group",
+    config.add_arguments(p, only=["redis_url", "redis_password_file", *SENTINEL_SETTINGS,
+                                  "wait_replicas", "wait_timeout_ms", "stream", "group",
                                   "maxlen", "socket_timeout", "handlers",
                                   "backlog_warn_fraction", "backlog_refuse_fraction"])
     p.set_defaults(func=run)

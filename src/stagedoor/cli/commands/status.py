@@ -30,8 +30,9 @@ from ...stream.connection import sync_client
 from ...stream.errors import describe_unreachable
 
 # Settings an operator may need to point the tool at the right queue.
-CONNECTION_SETTINGS = ("redis_url", "redis_password_file", "stream", "group", "dead_stream",
-                       "socket_timeout", "connect_timeout")
+SENTINEL_SETTINGS = ("sentinel_username", "sentinel_password_file", "sentinel_tls_ca_file")
+CONNECTION_SETTINGS = ("redis_url", "redis_password_file", *SENTINEL_SETTINGS, "stream",
+                       "group", "dead_stream", "socket_timeout", "connect_timeout")
 # An operator tool is not latency-bound: give a remote Redis a little longer than 100 ms.
 MIN_CLI_TIMEOUT = 2.0
 
@@ -295,7 +296,14 @@ def format_status(st: dict[str, Any]) -> str:
     if consumers:
         width = max(8, *(len(c["name"]) for c in consumers))
         lines.append("")
-        lines.append(f"{'consumer':<{width}}  {'pending':>7}  {'idle':>8}")
+        # `inactive` (since the last successful read) only where the server reports it.
+        inactive = any(c.get("inactive_ms") is not None for c in consumers)
+        lines.append(f"{'consumer':<{width}}  {'pending':>7}  {'idle':>8}"
+                     + (f"  {'inactive':>8}" if inactive else ""))
         for c in consumers:
-            lines.append(f"{c['name']:<{width}}  {c['pending']:>7}  {human_ms(c['idle_ms']):>8}")
+            row = f"{c['name']:<{width}}  {c['pending']:>7}  {human_ms(c['idle_ms']):>8}"
+            if inactive:
+                ms = c.get("inactive_ms")
+                row += f"  {'never' if ms is None or ms < 0 else human_ms(ms):>8}"
+            lines.append(row)
     return "\n".join(lines) + "\n"

@@ -1,0 +1,155 @@
+"""Redis Cluster: clients that follow the slot map, and where the queue's slot lives.
+
+    redis+cluster://host:port[,host:port...][/0][?opts]   (rediss+cluster: TLS)
+
+The hosts are seeds; the cluster tells the rest.  redis-py's RedisCluster is every
+redis-py client here (it routes each command and script by its keys' slot and follows
+MOVED and ASK); the lean hot-path connection (resp.py) talks only about the stream,
+so it connects to the master of the stream's slot, found with CLUSTER SLOTS on a
+seed, and follows MOVED (reconnect there) and ASK (reconnect there and send ASKING
+before each command until the migration is over) itself.
+
+Every script touches one slot (stream/keys.py: the tagged layout), which the
+settings check: under redis+cluster:// the stream and the dead-letter stream must
+hash to one slot, and the default names are `{jobs}` and `{jobs}:dead`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import redis
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode as AsyncNode
+from redis.asyncio.cluster import RedisCluster as AsyncCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.cluster import ClusterNode, RedisCluster
+from redis.crc import key_slot
+
+from ..config import ConfigError, Settings
+
+SCHEMES = ("redis+cluster", "rediss+cluster")
+# redis-py node-client options RedisCluster does not take.
+_NOT_FOR_CLUSTER = ("single_connection_client", "db", "retry_on_timeout")
+
+
+def is_cluster_url(url: str) -> bool:
+    return url.split("://", 1)[0] in SCHEMES
+
+
+@dataclass(frozen=True)
+class ClusterTarget:
+    seeds: tuple[tuple[str, int], ...]
+    username: str | None
+    password: str | None
+    tls: bool
+    options: dict[str, str]
+
+
+def parse(url: str) -> ClusterTarget:
+    parts = urlsplit(url)
+    where = "redis_url (cluster)"
+    seeds: list[tuple[str, int]] = []
+    for item in parts.netloc.rsplit("@", 1)[-1].split(","):
+        host, _, port = item.strip().rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"{where}: {item!r} is not host:port")
+        seeds.append((host.strip("[]"), int(port)))
+    if parts.path.strip("/") not in ("", "0"):
+        raise ConfigError(f"{where}: a cluster has only database 0")
+    userinfo = parts.netloc.rsplit("@", 1)[0] if "@" in parts.netloc else ""
+    user, _, password = userinfo.partition(":")
+    return ClusterTarget(tuple(seeds), unquote(user) or None, unquote(password) or None,
+                         parts.scheme == "rediss+cluster", dict(parse_qsl(parts.query)))
+
+
+def check_slots(settings: Settings) -> None:
+    """Scripts touch the stream and the dead-letter stream together: one slot."""
+    if key_slot(settings.stream.encode()) != key_slot(settings.dead_stream.encode()):
+        raise ConfigError(f"stream={settings.stream!r} and dead_stream="
+                          f"{settings.dead_stream!r} hash to different cluster slots: give "
+                          "both one hash tag, e.g. '{jobs}' and '{jobs}:dead'")
+
+
+def _kwargs(target: ClusterTarget, kwargs: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in kwargs.items() if k not in _NOT_FOR_CLUSTER}
+    if target.username:
+        out["username"] = target.username
+    if target.password and "password" not in out:
+        out["password"] = target.password
+    if target.tls:
+        out["ssl"] = True
+        out.update({k: v for k, v in target.options.items() if k.startswith("ssl_")})
+    return out
+
+
+def async_cluster(settings: Settings, kwargs: dict[str, Any]) -> aioredis.RedisCluster:
+    target = parse(settings.redis_url)
+    return AsyncCluster(startup_nodes=[AsyncNode(h, p) for h, p in target.seeds],
+                        **_kwargs(target, kwargs))
+
+
+def sync_cluster(settings: Settings, kwargs: dict[str, Any]) -> RedisCluster:
+    target = parse(settings.redis_url)
+    return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in target.seeds],
+                        **_kwargs(target, kwargs))
+
+
+def slot_owner(slots_reply: Any, slot: int) -> tuple[str, int] | None:
+    """The master of `slot` in a CLUSTER SLOTS reply."""
+    for start, end, master, *_ in slots_reply:
+        if int(start) <= slot <= int(end):
+            host = master[0].decode() if isinstance(master[0], bytes) else str(master[0])
+            return host or "127.0.0.1", int(master[1])
+    return None
+
+
+def redirect(text: str) -> tuple[str, str, int] | None:
+    """('MOVED'|'ASK', host, port) of a redirection reply, else None."""
+    parts = text.split()
+    if len(parts) == 3 and parts[0] in ("MOVED", "ASK"):
+        host, _, port = parts[2].rpartition(":")
+        return parts[0], host or "127.0.0.1", int(port)
+    return None
+
+
+class Redirected(redis.ConnectionError):
+    """MOVED or ASK for the stream's slot: reconnect to the node named (resp.py)."""
+
+    def __init__(self, text: str, kind: str, host: str, port: int) -> None:
+        super().__init__(f"{text} (following the cluster)")
+        self.kind, self.address = kind, (host, port)
+
+
+async def stream_node(settings: Settings) -> tuple[str, int]:
+    """The master serving the stream's slot, from CLUSTER SLOTS of the first seed that
+    answers (the lean connection's way; redis-py's cluster client keeps its own map)."""
+    from . import auth
+    from .connection import NO_SETINFO
+
+    target = parse(settings.redis_url)
+    slot = key_slot(settings.stream.encode())
+    # No library retries: a dead seed must cost one refused connect, not a backoff.
+    kwargs = _kwargs(target, {"protocol": 2, "socket_timeout": max(settings.socket_timeout, 0.5),
+                              "socket_connect_timeout": settings.connect_timeout,
+                              "retry": Retry(NoBackoff(), 0), **NO_SETINFO})
+    file_password = auth.password(settings)
+    if file_password:
+        kwargs["password"] = file_password
+    error: Exception | None = None
+    for host, port in target.seeds:
+        client = aioredis.Redis(host=host, port=port, **kwargs)
+        try:
+            owner = slot_owner(await client.execute_command("CLUSTER", "SLOTS"), slot)
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
+            error = e
+            continue
+        finally:
+            await client.aclose()
+        if owner is not None:
+            return owner
+    raise redis.ConnectionError(f"no cluster seed serves slot {slot} of "
+                                f"{settings.stream!r}: {error or 'no owner in CLUSTER SLOTS'}")

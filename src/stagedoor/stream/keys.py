@@ -1,0 +1,60 @@
+"""Key names: flat, or hash-tagged so that every script touches one cluster slot.
+
+Redis Cluster runs a script only when all its keys hash to one slot.  The queue's
+keys (the stream, the dead-letter stream, the start counts of its entries) share the
+stream's hash tag, and an order's keys (the order hash, the lease and the done mark
+of each of its jobs) share a tag of the order id, so orders spread over the cluster
+and each script stays on one slot.  Nothing atomic spans the queue and an order.
+
+    flat (stream `jobs`, the layout before Cluster; standalone and Sentinel default)
+        jobs  jobs:dead  stagedoor:starts:<entry id>
+        stagedoor:order:<order id>  stagedoor:done:<outbox id>  stagedoor:running:<outbox id>
+    tagged (the stream's name has a hash tag, `{jobs}`: the redis+cluster:// default)
+        {jobs}  {jobs}:dead  stagedoor:starts:{jobs}:<entry id>
+        stagedoor:order:{<order id>}  stagedoor:done:{<order id>}:<outbox id>
+        stagedoor:running:{<order id>}:<outbox id>
+
+The layout follows the stream's name, so an existing deployment keeps its keys until
+it renames its stream (docs/scaling.md, "Moving to Cluster", says how to move).
+"""
+
+from __future__ import annotations
+
+from ..config import Settings
+
+
+def hash_tag(name: str) -> str | None:
+    """What Redis Cluster hashes of `name`: the text between the first { and the next }."""
+    start = name.find("{")
+    end = name.find("}", start + 1) if start >= 0 else -1
+    if start < 0 or end <= start + 1:
+        return None
+    return name[start + 1:end]
+
+
+def tagged(settings: Settings) -> bool:
+    return hash_tag(settings.stream) is not None
+
+
+def starts_key(settings: Settings, entry_id: str) -> str:
+    if tagged(settings):
+        return settings.key("starts", "{" + str(hash_tag(settings.stream)) + "}", entry_id)
+    return settings.key("starts", entry_id)
+
+
+def order_key(settings: Settings, order_id: int) -> str:
+    if tagged(settings):
+        return settings.key("order", f"{{{order_id}}}")
+    return settings.key("order", order_id)
+
+
+def done_key(settings: Settings, order_id: int, outbox_id: int) -> str:
+    if tagged(settings):
+        return settings.key("done", f"{{{order_id}}}", outbox_id)
+    return settings.key("done", outbox_id)
+
+
+def lease_key(settings: Settings, order_id: int, outbox_id: int) -> str:
+    if tagged(settings):
+        return settings.key("running", f"{{{order_id}}}", outbox_id)
+    return settings.key("running", outbox_id)

@@ -1,0 +1,164 @@
+"""Sentinel: every client stagedoor opens talks to the current master, before and after
+a failover (real master, replica and three sentinels on loopback; tests/topology.py).
+
+The failover under `stagedoor-supervise` with a kill -9 of the master mid-drain, and
+what WAIT saves, are in tests/faults/test_failover.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+import redis
+from tests.aclmode import server_args
+from tests.servers import SuiteRedis
+from tests.topology import SentinelSet
+from tests.workerkit import poll
+
+from stagedoor.config import ConfigError, Settings
+from stagedoor.stream import connection
+from stagedoor.stream.job import make_job
+from stagedoor.stream.queue import EnqueueError, enqueue_sync
+from stagedoor.stream.resp import FastConnection, MasterChanged
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture
+def sentinels(tmp_path: Path) -> Iterator[SentinelSet]:
+    topo = SentinelSet(tmp_path / "sentinel")
+    try:
+        yield topo
+    finally:
+        topo.stop()
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "stagedoor.cli", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+
+
+def test_sentinel_urls_are_validated_with_one_line() -> None:
+    for url, why in [("redis+sentinel://127.0.0.1:1/", "/<master-name>"),
+                     ("redis+sentinel://127.0.0.1/m", "host:port"),
+                     ("redis+sentinel://127.0.0.1:1/m/x", "/<master-name>")]:
+        with pytest.raises(ConfigError, match=why):
+            Settings(redis_url=url)
+    s = Settings(redis_url="redis+sentinel://a:1,b:2/m/3")
+    assert s.replicas_to_wait == 1 and Settings(redis_url="redis://a/0").replicas_to_wait == 0
+
+
+def test_lean_connection_follows_a_failover(sentinels: SentinelSet) -> None:
+    """The hot-path connection finds the master through the sentinels; after a failover
+    (the sentinels close the demoted master's clients) its calls fail as connection
+    errors, and the next call reaches the promoted replica."""
+    s = Settings(redis_url=sentinels.url, socket_timeout=2)
+    old = sentinels.master_port()
+
+    async def main() -> None:
+        blocked = FastConnection(s, timeout=30)
+        writer = FastConnection(s, timeout=2)
+        try:
+            await writer.call("XGROUP", "CREATE", "jobs", "workers", "$", "MKSTREAM")
+            assert f"tcp_port:{old}".encode() in await writer.call("INFO", "server")
+            read = asyncio.ensure_future(blocked.call(
+                "XREADGROUP", "GROUP", "workers", "c", "BLOCK", 0, "STREAMS", "jobs", ">"))
+            await asyncio.sleep(0.2)
+            assert not read.done()
+            new = await asyncio.to_thread(sentinels.failover)
+            assert new != old
+            with pytest.raises(redis.ConnectionError):
+                await read
+            with contextlib.suppress(redis.ConnectionError):  # if not closed yet: READONLY
+                await writer.call("XADD", "jobs", "*", "k", "v")
+            # Both reconnect to the promoted replica through the sentinels.
+            await writer.call("XADD", "jobs", "*", "k", "v")
+            reply = await blocked.call("XREADGROUP", "GROUP", "workers", "c", "COUNT", 1,
+                                       "STREAMS", "jobs", ">")
+            assert reply[0][1][0][1] == [b"k", b"v"]
+            assert f"tcp_port:{new}".encode() in await writer.call("INFO", "server")
+        finally:
+            await blocked.aclose()
+            await writer.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_demoted_master_means_find_the_master_again(tmp_path: Path) -> None:
+    """A master turned replica by REPLICAOF keeps its clients: a blocked XREADGROUP gets
+    "UNBLOCKED ... (master -> replica?)", a write gets READONLY.  Both are MasterChanged
+    (a ConnectionError: the loop retries and reconnects), not errors of the command."""
+    with SuiteRedis(tmp_path / "a", extra_args=server_args()) as a, \
+            SuiteRedis(tmp_path / "b", extra_args=server_args()) as b:
+        s = Settings(redis_url=a.url, socket_timeout=2)
+
+        async def main() -> None:
+            blocked = FastConnection(s, timeout=30)
+            writer = FastConnection(s, timeout=2)
+            try:
+                await writer.call("XGROUP", "CREATE", "jobs", "workers", "$", "MKSTREAM")
+                read = asyncio.ensure_future(blocked.call(
+                    "XREADGROUP", "GROUP", "workers", "c", "BLOCK", 0, "STREAMS", "jobs", ">"))
+                await asyncio.sleep(0.2)
+                await writer.call("REPLICAOF", "127.0.0.1", b.port)
+                with pytest.raises(MasterChanged, match="UNBLOCKED"):
+                    await read
+                with pytest.raises(MasterChanged, match="READONLY"):
+                    await writer.call("XADD", "jobs", "*", "k", "v")
+                assert not writer.connected and not blocked.connected
+            finally:
+                await blocked.aclose()
+                await writer.aclose()
+
+        asyncio.run(main())
+
+
+def test_producer_and_cli_follow_the_master(sentinels: SentinelSet, tmp_path: Path) -> None:
+    s = Settings(redis_url=sentinels.url, wait_replicas=1)
+    client = connection.sync_client(s)
+    try:
+        ids = enqueue_sync(client, s, [make_job("noop", i, i, f"r{i}", "t") for i in (1, 2)])
+        assert len(ids) == 2
+        new = sentinels.failover()
+        # The demoted master's connections are closed (a ConnectionError), and until the
+        # old master is back as the new one's replica WAIT 1 cannot be met: NotReplicated
+        # (a ConnectionError too, the entry is on the new master).  Enqueue again (the
+        # outbox id dedupes) until it is confirmed.
+        errors: list[str] = []
+
+        def confirmed() -> bool:
+            try:
+                ids.extend(enqueue_sync(client, s, [make_job("noop", 3, 3, "r3", "t")]))
+                return True
+            except (EnqueueError, redis.ConnectionError) as e:  # NotReplicated is both
+                errors.append(type(e).__name__)
+                return False
+        poll(confirmed, 30, "an enqueue confirmed by a replica of the new master")
+        assert len(ids) == 3
+        assert set(errors) <= {"ConnectionError", "EnqueueError", "NotReplicated"}, errors
+        # Every enqueue that returned is on the new master.  (A NotReplicated one may
+        # have gone to the old master before the sentinels demoted it: not confirmed.)
+        new_client = sentinels.client(new)
+        assert set(ids) <= {e[0].decode() for e in new_client.xrange("jobs")}
+        length = new_client.xlen("jobs")
+        new_client.close()
+    finally:
+        client.close()
+    out = cli("status", "--json", "--redis-url", sentinels.url)
+    assert out.returncode == 0, out.stderr
+    assert orjson.loads(out.stdout)["stream"]["length"] == length
+    out = cli("enqueue", "--kind", "render_tickets", "--order-id", "4", "--outbox-id", "4",
+              "--redis-url", sentinels.url)
+    assert out.returncode == 0, out.stderr
+    out = cli("dead", "list", "--redis-url", sentinels.url)
+    assert out.returncode == 0, out.stderr
+    assert sentinels.client(new).xlen("jobs") == length + 1

@@ -1,0 +1,274 @@
+"""Real server topologies on loopback free ports: Sentinel (a master, a replica, three
+sentinels) and Redis Cluster (masters, optionally a replica each, made with
+`redis-cli --cluster create`).  Every process is the binary SD_TEST_SERVER picks
+(tests/servers.py); the sentinels are that binary with `--sentinel`, so no
+redis-sentinel package is needed.  Everything started here is stopped by its own pid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+from tests.aclmode import server_args
+from tests.servers import SERVER, SuiteRedis, require_marked
+from tests.workerkit import poll
+
+from stagedoor.demo.embedded_redis import free_port
+
+SERVICE = "mymaster"
+DOWN_AFTER_MS = 1000
+
+
+def _client(port: int, timeout: float = 1.0) -> redis.Redis:
+    return redis.Redis(host="127.0.0.1", port=port, protocol=2, socket_timeout=timeout,
+                       socket_connect_timeout=timeout)
+
+
+def _info(port: int, section: str) -> dict[str, Any]:
+    c = _client(port)
+    try:
+        return dict(c.info(section))
+    finally:
+        c.close()
+
+
+class Sentinel:
+    """One sentinel process (the server binary with --sentinel) and its config file."""
+
+    def __init__(self, directory: Path, master_port: int) -> None:
+        self.directory = directory
+        self.port = free_port()
+        directory.mkdir(parents=True, exist_ok=True)
+        self.conf = directory / "sentinel.conf"
+        self.conf.write_text("\n".join([
+            f"port {self.port}", "bind 127.0.0.1", "daemonize no", f"dir {directory}",
+            f"logfile {directory / 'sentinel.log'}",
+            f"sentinel monitor {SERVICE} 127.0.0.1 {master_port} 2",
+            f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}",
+            f"sentinel failover-timeout {SERVICE} 10000",
+            f"sentinel parallel-syncs {SERVICE} 1", ""]))
+        self.process = subprocess.Popen([SERVER.server, str(self.conf), "--sentinel"],
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def client(self) -> redis.Redis:
+        return _client(self.port)
+
+    def master(self) -> dict[str, Any]:
+        c = self.client()
+        try:
+            return dict(c.sentinel_master(SERVICE))
+        finally:
+            c.close()
+
+    def master_port(self) -> int | None:
+        c = self.client()
+        try:
+            addr = c.sentinel_get_master_addr_by_name(SERVICE)
+            return int(addr[1]) if addr else None
+        finally:
+            c.close()
+
+    def log(self) -> str:
+        path = self.directory / "sentinel.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(10)
+
+
+class SentinelSet:
+    """A master, one replica, three sentinels (quorum 2), all on loopback."""
+
+    def __init__(self, directory: Path) -> None:
+        require_marked("a Sentinel set")
+        self.directory = directory
+        self.master = SuiteRedis(directory / "master", extra_args=server_args())
+        self.master.start()
+        self.replica = SuiteRedis(directory / "replica", extra_args=[
+            *server_args(), "--replicaof", "127.0.0.1", str(self.master.port)])
+        self.replica.start()
+        self.nodes = {self.master.port: self.master, self.replica.port: self.replica}
+        self.sentinels: list[Sentinel] = []
+        try:
+            poll(lambda: _info(self.replica.port, "replication").get("master_link_status")
+                 == "up", 20, "the replica in sync")
+            self.sentinels = [Sentinel(directory / f"sentinel-{i}", self.master.port)
+                              for i in range(3)]
+            poll(self._watching, 30, "three sentinels that see the master and the replica")
+        except BaseException:
+            self.stop()
+            raise
+
+    def _watching(self) -> bool:
+        try:
+            states = [s.master() for s in self.sentinels]
+        except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
+            return False
+        return all(int(st["num-slaves"]) >= 1 and int(st["num-other-sentinels"]) >= 2
+                   for st in states)
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
+        return f"redis+sentinel://{hosts}/{SERVICE}/0"
+
+    def master_port(self) -> int | None:
+        """What the sentinels say now (the first one that answers)."""
+        for s in self.sentinels:
+            try:
+                return s.master_port()
+            except (redis.ConnectionError, redis.TimeoutError):
+                continue
+        return None
+
+    def wait_promoted(self, old_port: int, timeout: float = 30) -> int:
+        """Wait until the sentinels name a new master and it answers as one; its port."""
+        def promoted() -> int | None:
+            port = self.master_port()
+            if port is None or port == old_port:
+                return None
+            role = _info(port, "replication").get("role")
+            return port if role == "master" else None
+        port: int = poll(promoted, timeout, "the sentinels to promote the replica",
+                         interval=0.01)
+        return port
+
+    def client(self, port: int | None = None) -> redis.Redis:
+        return _client(port or self.master_port() or self.master.port, timeout=5)
+
+    def failover(self) -> int:
+        """SENTINEL FAILOVER (a clean switch, no kill): the new master's port."""
+        old = self.master_port()
+        assert old is not None
+        c = self.sentinels[0].client()
+        try:
+            c.execute_command("SENTINEL", "FAILOVER", SERVICE)
+        finally:
+            c.close()
+        return self.wait_promoted(old)
+
+    def kill_master(self) -> tuple[int, float]:
+        """kill -9 of whichever node is master now; its port and the time of the kill."""
+        port = self.master_port()
+        assert port is not None
+        node = self.nodes[port]
+        assert node.process is not None
+        t = time.monotonic()
+        node.process.send_signal(signal.SIGKILL)
+        node.process.wait(10)
+        if node.process.stderr:
+            node.process.stderr.close()
+        node.process = None
+        return port, t
+
+    def stop(self) -> None:
+        for s in self.sentinels:
+            s.stop()
+        for node in self.nodes.values():
+            node.resume()
+            node.stop()
+
+
+def _cluster_port() -> int:
+    """A free port whose cluster bus port (+10000) is free too and still a port."""
+    while True:
+        port = free_port()
+        if port <= 55535:
+            with contextlib.suppress(OSError), socket.socket() as probe:
+                probe.bind(("127.0.0.1", port + 10000))
+                return port
+
+
+class ClusterSet:
+    """A Redis Cluster on loopback: `masters` masters (+ `replicas` replicas each), made
+    with `redis-cli --cluster create` (Debian's redis-cli drives Valkey and Redis 8
+    nodes too), node timeout 1 s so a killed master's replica takes over quickly."""
+
+    def __init__(self, directory: Path, masters: int = 3, replicas: int = 0) -> None:
+        require_marked("a cluster")
+        self.directory = directory
+        self.nodes: dict[int, SuiteRedis] = {}
+        try:
+            for i in range(masters * (1 + replicas)):
+                node = SuiteRedis(directory / f"node-{i}", port=_cluster_port(), extra_args=[
+                    *server_args(cluster=True), "--cluster-enabled", "yes",
+                    "--cluster-config-file", "nodes.conf",
+                    "--cluster-node-timeout", "1000"])
+                node.start()
+                self.nodes[node.port] = node
+            out = subprocess.run(
+                [SERVER.cli, "--cluster", "create",
+                 *(f"127.0.0.1:{p}" for p in self.nodes), "--cluster-replicas", str(replicas),
+                 "--cluster-yes"], capture_output=True, text=True, timeout=60)
+            assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+            poll(self._ok, 60, "cluster_state:ok on every node, every replica in sync")
+        except BaseException:
+            self.stop()
+            raise
+
+    def _ok(self) -> bool:
+        for port, node in self.nodes.items():
+            if node.process is None:
+                continue
+            c = _client(port)
+            try:
+                info = c.execute_command("CLUSTER", "INFO").decode()
+                if "cluster_state:ok" not in info:
+                    return False
+                if len(c.execute_command("CLUSTER", "SLOTS")) == 0:
+                    return False
+                repl = c.info("replication")
+                # A replica that never synced cannot take over (replica validity).
+                if repl.get("role") == "slave" and repl.get("master_link_status") != "up":
+                    return False
+            finally:
+                c.close()
+        return True
+
+    @property
+    def url(self) -> str:
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in list(self.nodes)[:3])
+
+    def live_port(self) -> int:
+        return next(p for p, n in self.nodes.items() if n.process is not None)
+
+    def owner(self, key: str) -> int:
+        """Port of the master that serves key's slot now."""
+        c = _client(self.live_port())
+        try:
+            slot = int(c.execute_command("CLUSTER", "KEYSLOT", key))
+            for start, end, master, *_ in c.execute_command("CLUSTER", "SLOTS"):
+                if int(start) <= slot <= int(end):
+                    return int(master[1])
+        finally:
+            c.close()
+        raise AssertionError(f"no node serves {key}")
+
+    def client_for(self, key: str) -> redis.Redis:
+        return _client(self.owner(key), timeout=5)
+
+    def kill(self, port: int) -> float:
+        node = self.nodes[port]
+        assert node.process is not None
+        t = time.monotonic()
+        node.process.send_signal(signal.SIGKILL)
+        node.process.wait(10)
+        if node.process.stderr:
+            node.process.stderr.close()
+        node.process = None
+        return t
+
+    def stop(self) -> None:
+        for node in self.nodes.values():
+            node.resume()
+            node.stop()
