@@ -154,6 +154,44 @@ async def test_two_deliveries_of_one_job_never_run_their_side_effect_at_once(
     assert not sync_redis.exists(settings.key("running", 9))
 
 
+async def test_two_deliveries_to_one_worker_never_run_their_side_effect_at_once(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    """The relay duplicated an XADD and one worker, with slots free, read both copies."""
+    import asyncio
+
+    from stagedoor.handlers import Registry
+    from stagedoor.stream.job import Job
+
+    effects: list[int] = []
+    running_now: list[int] = []
+    overlap = [False]
+    reg = Registry()
+
+    @reg.register("effect")
+    async def effect(job: Job, ctx: object) -> None:
+        from stagedoor.handlers import Context
+
+        assert isinstance(ctx, Context)
+        if await ctx.already_done(job):
+            return
+        overlap[0] = overlap[0] or bool(running_now)
+        running_now.append(job.outbox_id)
+        await asyncio.sleep(0.3)
+        effects.append(job.outbox_id)
+        running_now.remove(job.outbox_id)
+        await ctx.mark_done(job)
+
+    add_jobs(settings, "effect", [9])
+    add_jobs(settings, "effect", [9])
+    s = settings.replace(**{**FAST, "concurrency": 8, "retries": 10, "retry_backoff": 0.05})
+    async with running(s, reg, slot=1) as a:
+        await eventually(lambda: a.stats.total("handled") == 2, what="both deliveries settled")
+    assert effects == [9] and not overlap[0]
+    assert a.stats.total("retried") >= 1
+    assert a.stats.total("duplicates") == 1
+    assert not sync_redis.exists(settings.key("running", 9))
+
+
 async def test_render_warns_of_missing_fonts_and_counts_missing_glyphs(
         settings: Settings, sync_redis: redis.Redis, caplog: pytest.LogCaptureFixture) -> None:
     """A configured font file that is missing: one warning at boot naming the script it

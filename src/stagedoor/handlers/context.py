@@ -8,9 +8,11 @@ naturally idempotent need not care.
 already_done also takes a lease on the outbox id (stagedoor:running:<id>, held for
 the job's time limit), so two deliveries of one job cannot run their side effects
 at once: the second gets a TransientError and is retried after the first finished
-(and is then skipped as done).  A lease held under this worker's own consumer name
-is taken over: it is a previous life of this worker, killed mid-job, and its
-successor must not wait for the lease to run out.
+(and is then skipped as done).  The lease names its holder as `<consumer>/<entry
+id>` (lease_holder): the same entry back under this consumer name (a retry, or a
+previous life of this worker killed mid-job, redelivered from its own pending list)
+takes it over at once, so a successor need not wait for the lease to run out; another
+entry of the same outbox id waits, even in the same worker.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any, TypeVar
 import redis.asyncio as aioredis
 
 from ..config import Settings
+from ..ops.logs import current_job
 from ..ops.metrics import WorkerStats
 from ..stream import keys
 from ..stream.job import Job
@@ -106,7 +109,7 @@ class Context:
         scripts = self._scripts()
         ms = lease_ms or int(self.settings.job_timeout * 1000)
         state = await scripts[0](keys=[self.done_key(job), self.lease_key(job)],
-                                 args=[self.consumer, ms])
+                                 args=[self.lease_holder(), ms])
         if state == b"done":
             self.skipped_as_done(job)
             return True
@@ -119,6 +122,19 @@ class Context:
         self.stats.inc("duplicates", job.kind)
         self.log.info("outbox_id %d already handled; skipping", job.outbox_id,
                       extra=log_extra(job))
+
+    def lease_holder(self) -> str:
+        """Who holds a lease this delivery takes: `<consumer>/<entry id>`.
+
+        The entry id is in the holder so that a second delivery of one outbox id to the
+        same worker (a duplicated XADD: another entry) waits for the first instead of
+        running beside it, while the same entry coming back to this consumer name (a
+        retry, or its own pending list after a kill and respawn) takes its lease over
+        at once.  Outside a worker's job (a handler called directly) it is the consumer.
+        """
+        job = current_job()
+        entry = job.get("entry_id") if job else None
+        return f"{self.consumer}/{entry}" if entry else self.consumer
 
     @staticmethod
     def lease_held(job: Job, holder: bytes) -> TransientError:

@@ -121,7 +121,7 @@ async def render_tickets(job: Job, ctx: Context) -> None:
     done_key, lease_key, order_key = (ctx.done_key(job), ctx.lease_key(job),
                                       store.key(job.order_id))
     reply = await begin(conn, [done_key, lease_key, order_key],
-                        [ctx.consumer, int(ctx.settings.job_timeout * 1000)])
+                        [ctx.lease_holder(), int(ctx.settings.job_timeout * 1000)])
     if reply[0] == b"done":
         ctx.skipped_as_done(job)
         return
