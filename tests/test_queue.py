@@ -182,3 +182,31 @@ def test_make_job_with_known_kinds() -> None:
     with pytest.raises(ValueError, match="refusing to enqueue: unknown kind 'nosuch'"):
         make_job("nosuch", 1, 1, "r", "t", kinds={"refund"})
     assert make_job("nosuch", 1, 1, "r", "t").kind == "nosuch"  # format only
+
+
+def test_a_loss_before_the_first_read_is_counted_once(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    """Jobs trimmed before the group ever read: slot 0's audit and every producer chunk
+    look again and again while nobody reads; the loss is counted once, and status agrees."""
+    from stagedoor.ops.inspect import queue_status
+    from stagedoor.stream.backlog import AUDIT_LUA, trimmed_key
+    from stagedoor.stream.queue import ensure_group_sync
+
+    s = settings
+    ensure_group_sync(sync_redis, s)
+    pipe = sync_redis.pipeline(transaction=False)
+    for i in range(1, 3001):
+        pipe.execute_command("XADD", s.stream, "MAXLEN", "~", 1000, "*",
+                             *make_job("render_tickets", i, i, "r", "t").fields())
+    pipe.execute()
+    lost = 3000 - sync_redis.xlen(s.stream)
+    assert lost > 1000
+    audit = sync_redis.register_script(AUDIT_LUA)
+    found = [int(audit(keys=[s.stream], args=[s.group, trimmed_key(s)])[1])
+             for _ in range(3)]
+    assert found == [lost, 0, 0], "a second look finds nothing new"
+    enqueue_sync(sync_redis, s, [make_job("render_tickets", 5000, 5000, "r", "t")])
+    assert int(sync_redis.hget(trimmed_key(s), "count") or 0) == lost
+    trimmed = queue_status(connection.sync_client(s), s)["trimmed_backlog"]
+    assert isinstance(trimmed, dict)
+    assert trimmed["undelivered_trimmed"] == lost, trimmed

@@ -7,7 +7,8 @@ CLI, the metrics exporter and the tests all read one shape:
   round 1: TIME, XINFO STREAM, XINFO GROUPS, XINFO CONSUMERS, XPENDING (summary),
            XPENDING - + 1 (the oldest pending entry), XLEN of the dead-letter stream
   round 2: XRANGE jobs (<last-delivered-id> + COUNT 1: the oldest undelivered entry,
-           HMGET stagedoor:trimmed:<stream> count gap_end skew: jobs trimmed unread so far
+           HMGET stagedoor:trimmed:<stream> count gap_end skew unread_skew: jobs trimmed
+           unread so far
 
 Every age is measured against the server's clock (TIME), because entry ids are
 stamped by that clock too; a skewed operator laptop must not invent a backlog.
@@ -136,7 +137,7 @@ def _second_commands(settings: Settings, first: Sequence[Any]) -> list[Command]:
         return []
     last = _text(group.get("last-delivered-id")) or "0-0"
     return [("XRANGE", settings.stream, f"({last}", "+", "COUNT", 1),
-            ("HMGET", trimmed_key(settings), "count", "gap_end", "skew")]
+            ("HMGET", trimmed_key(settings), "count", "gap_end", "skew", "unread_skew")]
 
 
 def _now_ms(time_reply: Any) -> int:
@@ -214,9 +215,10 @@ def build_status(settings: Settings, first: Sequence[Any], second: Sequence[Any]
             queue_age_ms = max(0, now - id_ms(undelivered_id))
     if graw is not None and stream_exists:
         counted = second[1] if len(second) > 1 else None
-        count, gap_end, skew = (counted if isinstance(counted, list | tuple)
-                                else (None, None, None))
+        count, gap_end, skew, unread_skew = (counted if isinstance(counted, list | tuple)
+                                             else (None, None, None, None))
         trimmed = backlog.status(stream, group, {"count": _int(count), "skew": _int(skew),
+                                                 "unread_skew": _int(unread_skew),
                                                  "gap_end": _text(gap_end)})
     else:
         trimmed = {"alarm": False, "undelivered_trimmed": None, "method": "none"}

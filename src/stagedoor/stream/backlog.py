@@ -24,8 +24,10 @@ loss; `skew` is the part of it already counted, and
 is what the producer checks before its XADD.  (Re-syncing the counter with XGROUP
 SETID would be simpler, but SETID can also skip entries: the worker's ACL refuses
 it on purpose.)  A loss found while the counter is unknown (a group that never read,
-cursor 0-0) is not added to `skew`: Redis estimates that counter from the stream's
-length at the group's first read, which leaves the loss out by itself.
+cursor 0-0) is not added to `skew` but to `unread_skew`, which only that case reads:
+Redis estimates the counter from the stream's length at the group's first read, which
+leaves the loss out by itself, and until then `unread_skew` keeps every later audit
+and enqueue from counting the same loss again.
 
 Known limit: a loss is counted exactly while the group is behind the gap, which
 lasts as long as the group needs to read a whole stream's length.  A trim by another
@@ -40,10 +42,13 @@ exporter: counted total + what is lost and not yet counted.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from ..config import Settings
+
+log = logging.getLogger("stagedoor.worker")
 
 
 def trimmed_key(settings: Settings) -> str:
@@ -69,10 +74,15 @@ local function account(stream, group, counter)
   local s = fields(redis.call('XINFO', 'STREAM', stream))
   local cursor, read = g['last-delivered-id'], g['entries-read']
   local skew = 0
+  local skew_field = 'skew'
   if read then
     skew = tonumber(redis.call('HGET', counter, 'skew') or '0')
   elseif cursor == '0-0' then
     read = 0  -- never delivered anything: has read nothing, whatever XINFO says
+    -- What earlier looks already counted while the group had not read: without it
+    -- every audit and every enqueue chunk would count the same loss again.
+    skew_field = 'unread_skew'
+    skew = tonumber(redis.call('HGET', counter, skew_field) or '0')
   else
     if g['lag'] then return {g['lag'] + g['pending'], 0} end
     return {-1, 0}
@@ -85,7 +95,7 @@ local function account(stream, group, counter)
     redis.call('HINCRBY', counter, 'count', lost)
     redis.call('HSET', counter, 'last', lost,
                'gap_end', first and first[1] or s['last-generated-id'])
-    if g['entries-read'] then redis.call('HINCRBY', counter, 'skew', lost) end
+    redis.call('HINCRBY', counter, skew_field, lost)
   end
   return {s['entries-added'] - read - skew - lost + g['pending'], lost}
 end
@@ -133,7 +143,8 @@ def status(stream: Mapping[str, Any], group: Mapping[str, Any],
         read = 0  # a group that never delivered has read nothing, whatever XINFO says
     newest = _id(stream.get("last_generated_id"))
     total = int(counted.get("count") or 0)
-    skew = int(counted.get("skew") or 0) if group.get("entries_read") is not None else 0
+    skew = int(counted.get("skew" if group.get("entries_read") is not None
+                           else "unread_skew") or 0)
     gap_end = counted.get("gap_end")
     before_gap = gap_end is not None and cursor < _id(str(gap_end))
     if read is None or added is None:
@@ -148,3 +159,20 @@ def status(stream: Mapping[str, Any], group: Mapping[str, Any],
         else "counters"
     return {"alarm": (behind and uncounted > 0) or (total > 0 and before_gap),
             "undelivered_trimmed": total + uncounted, "method": method}
+
+
+async def audit(client: Any, settings: Settings) -> int:
+    """Run account() once (AUDIT_LUA); log and return a loss it counted now.
+
+    Every worker runs it at boot, before its first read: a group's first read makes
+    Redis estimate entries-read from the stream's length, which hides a loss nobody
+    counted before it.  Worker slot 0 runs it again every few seconds."""
+    script = client.register_script(AUDIT_LUA)
+    found = await script(keys=[settings.stream], args=[settings.group, trimmed_key(settings)])
+    lost = int(found[1]) if found else 0
+    if lost:
+        log.error("%d jobs were trimmed from stream %s before any worker read them "
+                  "(MAXLEN ~ or XTRIM on a backlog longer than maxlen): lost, counted in "
+                  "%s and stagedoor_trimmed_unread_total",
+                  lost, settings.stream, trimmed_key(settings))
+    return lost

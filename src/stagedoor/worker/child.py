@@ -165,24 +165,16 @@ class Heartbeat:
         of stagedoor.stream.backlog), so a loss by another producer or an XTRIM is
         logged once and never goes unnoticed."""
         from ..ops.inspect import aqueue_status
-        from ..stream.backlog import AUDIT_LUA, trimmed_key
+        from ..stream.backlog import audit
 
         await worker.ready.wait()
-        audit = worker.cmd.register_script(AUDIT_LUA)
         every = max(QUEUE_STATUS_EVERY, settings.heartbeat_interval)
         while True:
             started = time.monotonic()
             asked = self.asked.is_set()
             self.asked.clear()
             try:
-                found = await audit(keys=[settings.stream],
-                                    args=[settings.group, trimmed_key(settings)])
-                lost = int(found[1]) if found else 0
-                if lost:
-                    log.error("%d jobs were trimmed from stream %s before any worker read "
-                              "them (MAXLEN ~ or XTRIM on a backlog longer than maxlen): "
-                              "lost, counted in %s and stagedoor_trimmed_unread_total",
-                              lost, settings.stream, trimmed_key(settings))
+                await audit(worker.cmd, settings)
             except Exception as e:  # Redis away or full (OOM refuses the script's writes)
                 log.debug("trimmed-entries audit failed: %s", e)
             try:

@@ -12,6 +12,7 @@ drain  stop reading without abandoning a read Redis may already have served, let
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 
@@ -21,7 +22,7 @@ import redis.asyncio as aioredis
 from ..backoff import Backoff, reconnect
 from ..config import ConfigError, Settings
 from ..handlers import Context, Registry
-from ..stream import connection
+from ..stream import backlog, connection
 from ..stream.errors import describe_unreachable, is_oom
 from ..stream.queue import ensure_group
 from .acks import Acker
@@ -62,6 +63,8 @@ async def boot(settings: Settings, cmd: aioredis.Redis, reader: Reader, acker: A
             connection.check_server(dict(zip(hello[::2], hello[1::2], strict=False)), s)
             await ensure_group(cmd, s)
             await reader.conn.connect()
+            with contextlib.suppress(Exception):  # a count, never a reason not to boot
+                await backlog.audit(cmd, s)  # before the first read hides a loss
             return
         except (redis.AuthenticationError, redis.exceptions.AuthorizationError) as e:
             # redis-py files these under ConnectionError; no retry makes them right.
