@@ -84,3 +84,17 @@ def tls_context(options: Mapping[str, Any]) -> ssl.SSLContext:
         if context is None:
             context = _contexts[key] = _build(options)
     return context
+
+
+def add_url_auth(out: dict[str, Any], target: Any) -> dict[str, Any]:
+    """Put a parsed Sentinel or Cluster URL's user, password and TLS options into a
+    redis-py client's keyword arguments (a password already there, from a password
+    file, wins)."""
+    if target.username:
+        out["username"] = target.username
+    if target.password and "password" not in out:
+        out["password"] = target.password
+    if target.tls:
+        out["ssl"] = True
+        out.update({k: v for k, v in target.options.items() if k.startswith("ssl_")})
+    return out

@@ -30,6 +30,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 
 from ..config import ConfigError, Settings
+from .auth import add_url_auth
 
 SCHEMES = ("redis+cluster", "rediss+cluster")
 # redis-py node-client options RedisCluster does not take.
@@ -76,14 +77,7 @@ def check_slots(settings: Settings) -> None:
 
 def _kwargs(target: ClusterTarget, kwargs: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in kwargs.items() if k not in _NOT_FOR_CLUSTER}
-    if target.username:
-        out["username"] = target.username
-    if target.password and "password" not in out:
-        out["password"] = target.password
-    if target.tls:
-        out["ssl"] = True
-        out.update({k: v for k, v in target.options.items() if k.startswith("ssl_")})
-    return out
+    return add_url_auth(out, target)
 
 
 def async_cluster(settings: Settings, kwargs: dict[str, Any]) -> aioredis.RedisCluster:

@@ -27,6 +27,7 @@ from redis.retry import Retry
 from redis.sentinel import Sentinel as SyncSentinel
 
 from ..config import ConfigError, Settings
+from .auth import add_url_auth
 
 SCHEMES = ("redis+sentinel", "rediss+sentinel")
 
@@ -98,14 +99,7 @@ def master_kwargs(target: SentinelTarget, kwargs: dict[str, Any]) -> dict[str, A
     """The master connection's options: the URL's user, password, db and TLS options."""
     out = dict(kwargs)
     out["db"] = target.db
-    if target.username:
-        out["username"] = target.username
-    if target.password and "password" not in out:
-        out["password"] = target.password
-    if target.tls:
-        out["ssl"] = True
-        out.update({k: v for k, v in target.options.items() if k.startswith("ssl_")})
-    return out
+    return add_url_auth(out, target)
 
 
 def async_master(settings: Settings, kwargs: dict[str, Any]) -> aioredis.Redis:
