@@ -173,11 +173,16 @@ class Producer:
         self.settings = settings
         self.path = ledger_dir / "enqueued.jsonl"
 
-    def enqueue(self, kind: str, ids: Iterable[int]) -> list[str]:
+    def enqueue(self, kind: str, ids: Iterable[int], outbox_offset: int = 0) -> list[str]:
+        """Jobs for orders `ids`, outbox id = order id + outbox_offset.  The outbox id is
+        the job's identity (its done mark): a second kind of job for an order already
+        enqueued needs an offset, or the worker rightly skips it as already handled."""
         ids = list(ids)
-        jobs = [make_job(kind, i, i, f"req{i}", f"tr{i}") for i in ids]
+        outbox_ids = [i + outbox_offset for i in ids]
+        jobs = [make_job(kind, i, o, f"req{o}", f"tr{o}")
+                for i, o in zip(ids, outbox_ids, strict=True)]
         entry_ids = enqueue_sync(self.client, self.settings, jobs)
-        for outbox_id, entry_id in zip(ids, entry_ids, strict=True):
+        for outbox_id, entry_id in zip(outbox_ids, entry_ids, strict=True):
             append_line(self.path, {"outbox_id": outbox_id, "entry_id": entry_id,
                                     "kind": kind, "t": time.time()})
         return entry_ids
