@@ -20,6 +20,7 @@ Kinds (all registered in `registry`, loaded with --handlers tests.faults.ledger_
                the side effect is applied and recorded, the ack has not been sent
     slow       start, sleep FAULTS_SLOW_S (default 2) under a 30 s per-handler time limit,
                then as ledger: a job slower than the claim threshold
+    stubborn   start, then sleep and swallow every cancellation: only a kill ends it
     boom       start, then raise: a poison job that fails every time
     crash      start, then SIGKILL its own process: a poison job that kills workers
     exit_on    start; the job whose outbox_id is FAULTS_KILLER calls os._exit(1) (a
@@ -129,6 +130,18 @@ async def slow(job: Job, ctx: Context) -> None:
     record("start", job)
     await asyncio.sleep(float(os.environ.get("FAULTS_SLOW_S", "2")))
     await apply_once(job, ctx)
+
+
+@registry.register("stubborn", timeout=30.0)
+async def stubborn(job: Job, ctx: Context) -> None:
+    """Swallows every cancellation, as a handler stuck in a thread or hit by CPython's
+    gh-86296 (a wait_for that eats a cancel) does: only a kill ends it."""
+    record("start", job)
+    while True:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            continue
 
 
 @registry.register("boom")

@@ -6,6 +6,7 @@ timeout 1 s, on loopback; tests/topology.py).  Timings are printed, not asserted
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 from collections.abc import Iterator
@@ -95,4 +96,50 @@ def test_drain_through_a_slot_migration_and_a_kill9_of_the_slot_s_master(
         sup.signal(signal.SIGTERM)
         assert sup.wait(30) == 0
     finally:
+        procs.close()
+
+
+@pytest.mark.parametrize("first", ["supervisor-first", "cluster-first"])
+def test_orphaned_workers_exit_when_the_supervisor_and_the_cluster_die(
+        tmp_path: Path, cluster: ClusterSet, first: str) -> None:
+    """The supervisor kill -9'd, then every cluster node stopped: its workers have
+    nobody to enforce graceful_timeout and no server to finish on, and must still exit
+    (two did not, once: idle at PPID 1 for 70 minutes after a failed run of the test
+    above).  tests/faults/test_supervisor.py has the standalone cases."""
+    import psutil
+
+    ledger = Ledger(tmp_path / "ledger")
+    s = Settings(redis_url=cluster.url, consumer="f")
+    client = connection.sync_client(s)
+    producer = Producer(client, s, ledger.directory)
+    procs = Procs(tmp_path, worker_url(cluster.url), ledger.directory)
+    try:
+        sup = procs.supervisor(2, {"graceful_timeout": 2, "boot_timeout": 20},
+                               env={"FAULTS_SLOW_S": "30"})
+        for slot in (0, 1):
+            sup.wait_log(f"worker f-{slot:02d} ready")
+        pids = [c.pid for c in psutil.Process(sup.pid).children()]
+        producer.enqueue("slow", range(1, 5))
+        wait_for(lambda: len(ledger.starts()) == 4, 20, what="4 slow jobs in flight")
+        t0 = time.monotonic()
+        if first == "cluster-first":
+            cluster.stop()
+        sup.signal(signal.SIGKILL)
+        sup.wait(10)
+        cluster.stop()
+
+        def gone() -> bool:
+            return not any(psutil.pid_exists(p) and psutil.Process(p).status()
+                           != psutil.STATUS_ZOMBIE for p in pids)
+
+        try:
+            wait_for(gone, 20, what="the orphaned workers to exit")
+        finally:
+            for p in pids:  # never leave one behind, pass or fail
+                with contextlib.suppress(psutil.Error):
+                    psutil.Process(p).kill()
+        print(f"\nORPHANS (cluster, {first}): workers gone {time.monotonic() - t0:.1f}s "
+              "after the first kill")
+    finally:
+        client.close()
         procs.close()

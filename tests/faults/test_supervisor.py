@@ -5,6 +5,7 @@ while the pool keeps running."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 
@@ -13,6 +14,7 @@ import pytest
 import redis
 
 from stagedoor.config import Settings
+from stagedoor.demo.embedded_redis import EmbeddedRedis
 
 from .harness import Proc, Procs, Producer, wait_for
 from .invariants import (
@@ -148,3 +150,42 @@ def test_jobs_read_with_a_worker_killing_job_are_not_dead_lettered_as_poison(
     assert ledger.done() >= set(range(10, 19))
     check_all(client, fsettings, ledger, duplicates_allowed=set(range(10, 19)),
               effect_exists_allowed=9, poison={bad: "max_deliveries=3"})
+
+
+@pytest.mark.parametrize("redis_state,kind", [("redis-up", "slow"), ("redis-killed", "slow"),
+                                              ("redis-up", "stubborn")])
+def test_orphaned_workers_exit_even_when_redis_is_gone_too(
+        procs: Procs, producer: Producer, ledger: Ledger, server: EmbeddedRedis,
+        redis_state: str, kind: str) -> None:
+    """A host going down takes the supervisor and Redis with it in any order.  Workers
+    whose supervisor was kill -9'd have nobody left to enforce graceful_timeout: they
+    must enforce it themselves, also when Redis is gone and every command they would
+    send to finish (CLIENT UNBLOCK, acks) can only wait for an outage to end, and when a
+    handler will not end on cancel (stubborn: a thread stuck on a disk, a swallowed
+    cancel).  Two workers of a cluster test sat at PPID 1 for 70 minutes once."""
+    sup = start_pool(procs, 2, {"graceful_timeout": 2}, env={"FAULTS_SLOW_S": "30"})
+    pids = list(worker_pids(sup).values())
+    assert len(pids) == 2
+    producer.enqueue(kind, range(1, 5))
+    wait_for(lambda: len(ledger.starts()) == 4, what=f"4 {kind} jobs in flight")
+    if redis_state == "redis-killed":
+        server.stop(signal.SIGKILL)
+    t0 = time.monotonic()
+    sup.signal(signal.SIGKILL)
+    sup.wait(10)
+
+    def gone() -> bool:
+        return not any(psutil.pid_exists(p) and psutil.Process(p).status()
+                       != psutil.STATUS_ZOMBIE for p in pids)
+
+    # graceful_timeout 2 s for the jobs, at most as long again for the acks, 1 s of
+    # margin, then out, whatever is still running.
+    try:
+        wait_for(gone, 15, what="the orphaned workers to exit")
+    finally:
+        for p in pids:  # never leave one behind, pass or fail
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(p).kill()
+    print(f"\nORPHANS ({redis_state}, {kind}): workers gone {time.monotonic() - t0:.1f}s after the "
+          "supervisor's kill -9")
+    assert not ledger.done() & set(range(1, 5)), "30 s jobs cannot have finished"

@@ -10,6 +10,8 @@
 
 Exit codes (the supervisor tells boot failures apart by them):
     0   stopped on request (SIGTERM, or the supervisor vanished)
+    70  also: the supervisor vanished and the drain outlived graceful_timeout plus the
+        acks' share (orphan_deadline), so the worker ended itself
     69  BootError: Redis unreachable for boot_timeout (EX_UNAVAILABLE)
     78  ConfigError, a Redis server that is too old, or an ACL that refuses one of our
         commands (NOPERM) (EX_CONFIG)
@@ -32,6 +34,7 @@ import os
 import resource
 import signal
 import sys
+import threading
 import time
 from typing import Any
 
@@ -118,6 +121,31 @@ def child_main(settings: Settings, slot: int, heartbeat_fd: int, lifeline_fd: in
         log.exception("worker slot %d crashed", slot)
         return EX_SOFTWARE
     return EX_OK
+
+
+def orphan_deadline(settings: Settings, slot: int) -> threading.Timer:
+    """Exit by force if the drain outlives the time the supervisor would have given it.
+
+    Under a supervisor, graceful_timeout is enforced by its SIGKILL; once it is gone
+    (kill -9, OOM killer) nobody would, and a drain that cannot end (a handler that
+    swallows its cancel, a thread stuck on a disk, Redis gone as well) would leave the
+    worker at PPID 1 for good.  The timer is a daemon thread, not a loop callback, so
+    that a loop blocked by a handler's synchronous code cannot hold it off.  Whatever
+    was in flight stays pending and is reclaimed by the other workers."""
+    after = settings.graceful_timeout + max(1.0, settings.graceful_timeout) + 1.0
+
+    def exit_now() -> None:
+        log.error("worker slot %d: still draining %gs after its supervisor vanished; "
+                  "exiting now, its unfinished jobs stay pending for other workers",
+                  slot, after)
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        os._exit(EX_SOFTWARE)
+
+    timer = threading.Timer(after, exit_now)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 class Heartbeat:
@@ -243,6 +271,7 @@ async def _amain(settings: Settings, registry: Any, slot: int, heartbeat_fd: int
             loop.remove_reader(lifeline_fd)
             log.warning("worker slot %d: supervisor is gone; finishing in-flight jobs and "
                         "exiting", slot)
+            orphan_deadline(settings, slot)
             stop()
 
     os.set_blocking(lifeline_fd, False)
