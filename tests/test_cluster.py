@@ -100,6 +100,11 @@ def test_worker_producer_cli_and_every_script_on_a_cluster(tmp_path: Path,
                                  for i in (1, 2)), 30, what="refunds (the refund script)")
             assert all(client.hget(order_key(s, i), "rendered") for i in range(3, 13)), \
                 "mark-rendered script"
+            # Each order's scripts went to its own slot's master at once: no render was
+            # bounced by a MOVED and retried (the handlers' connection is not the stream's).
+            bounced = [ln["msg"] for ln in sup.log_lines()
+                       if ln.get("kind") == "render_tickets" and "retrying" in ln["msg"]]
+            assert not bounced, bounced[:3]
             assert client.exists(done_key(s, 5, 5)), "the done mark (finish script)"
             [(_dead_id, fields)] = client.xrange(s.dead_stream)
             assert dict(zip(fields[::2], fields[1::2], strict=True))[b"dead:source_id"] \

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..render.order import Order, OrderDataError
+from ..stream import cluster
 from ..stream.job import Job
 from ..stream.scripts import LeanScript
 from ..worker.policy import PermanentError
@@ -86,6 +87,26 @@ def _lean_scripts(ctx: Context) -> tuple[LeanScript, LeanScript]:
     return scripts
 
 
+async def _order_script(ctx: Context, script: LeanScript, keys: list[str],
+                        args: list[Any]) -> Any:
+    """Run one of the order's scripts where the order's slot lives.
+
+    Standalone and Sentinel: on the handlers' lean connection.  Cluster: through the
+    redis-py cluster client (ctx.redis), which routes by the keys' slot.  The lean
+    connection talks to one node and an order's keys carry the order's own tag, so
+    on a cluster most orders live elsewhere: each call came back MOVED, failed every
+    call in flight on that connection with it, and the jobs were retried (measured in
+    tests/test_cluster.py).  The cost is redis-py's ~150 us of client overhead per
+    call; a lean connection per node would win it back (not done)."""
+    if not cluster.is_cluster_url(ctx.settings.redis_url):
+        return await script(ctx.lean(), keys, args)
+    name = f"routed-script:{script.sha}"
+    routed = ctx.state.get(name)
+    if routed is None:
+        routed = ctx.state[name] = ctx.redis.register_script(script.source)
+    return await routed(keys=keys, args=args)
+
+
 def _syncs(ctx: Context) -> GroupSyncs:
     syncs = ctx.state.get("group_syncs")
     if syncs is None:
@@ -109,19 +130,18 @@ def _check_render_write(render: Any, order_id: int, data: bytes, status: str,
 async def render_tickets(job: Job, ctx: Context) -> None:
     """Render the order's tickets to one PDF, unless it was refunded or already done.
 
-    Two round trips on the lean connection: BEGIN_RENDER (done mark, lease, the order)
+    Two round trips (_order_script): BEGIN_RENDER (done mark, lease, the order)
     and FINISH_RENDER (rendered mark, done mark, lease released); the order's checks,
     the render and the durable write in one hop to the render pool.  The handler
     returns (and the job is acked) only after the PDF and its directory entry are on
     disk (files.write_atomic, durable.py)."""
     begin, finish = _lean_scripts(ctx)
-    conn = ctx.lean()
     store = _store(ctx)
     path = pdf_path(ctx, job.order_id)
     done_key, lease_key, order_key = (ctx.done_key(job), ctx.lease_key(job),
                                       store.key(job.order_id))
-    reply = await begin(conn, [done_key, lease_key, order_key],
-                        [ctx.lease_holder(), int(ctx.settings.job_timeout * 1000)])
+    reply = await _order_script(ctx, begin, [done_key, lease_key, order_key],
+                                [ctx.lease_holder(), int(ctx.settings.job_timeout * 1000)])
     if reply[0] == b"done":
         ctx.skipped_as_done(job)
         return
@@ -143,8 +163,8 @@ async def render_tickets(job: Job, ctx: Context) -> None:
         await ctx.mark_done(job)
         return
     _count_missing_glyphs(ctx)
-    if not await finish(conn, [order_key, done_key, lease_key],
-                        [str(path), job.kind, ctx.settings.idempotency_ttl]):
+    if not await _order_script(ctx, finish, [order_key, done_key, lease_key],
+                               [str(path), job.kind, ctx.settings.idempotency_ttl]):
         # A refund landed while we rendered: it could not see our file, so the
         # cancellation is ours to do.
         await ctx.to_thread(path.unlink, True)
