@@ -260,6 +260,7 @@ def test_the_ocr_check_fails_when_the_glyphs_are_wrong(tmp_path: Path) -> None:
         data = _render.render_order(order)
         assert data == render.render_order(order)
         missing = _render.font_stats()["missing_glyphs"] - before
+        assert _render.missing_glyphs() == before + missing  # the per-job counter agrees
     finally:
         fonts.use(fonts.plan())
     ticket = order.tickets[0]

@@ -18,6 +18,9 @@ def configure_fonts(faces: object, scripts: object, fallback: object,
 def thai_stats() -> dict[str, int]:
     """{"loaded": 1} once this process has loaded libthai's dictionary, else 0."""
 
+def missing_glyphs() -> int:
+    """Characters drawn as replacement marks in this process so far (every thread)."""
+
 def font_stats() -> dict[str, int]:
     """{"faces_open", "glyphs_cached", "missing_glyphs"} of this process."""
 

@@ -71,9 +71,9 @@ def _count_missing_glyphs(ctx: Context) -> None:
 
     if not native_available():
         return
-    from .._render import font_stats
+    from .._render import missing_glyphs
 
-    missing = font_stats()["missing_glyphs"]
+    missing = missing_glyphs()
     if missing:
         ctx.stats.counters["missing_glyphs"]["render_tickets"] = missing
 
