@@ -24,9 +24,13 @@ def test_kill9_mid_handler_then_respawn_recovers_own_pending(
         fsettings: Settings) -> None:
     a = procs.worker(0)
     held = producer.enqueue("hold_pre", range(1, 4))
-    producer.enqueue("ledger", range(4, 31))
+    others = producer.enqueue("ledger", range(4, 31))
     wait_for(lambda: set(ledger.starts(a.pid)) >= {1, 2, 3}, what="held jobs to start")
     wait_for(lambda: ledger.done() >= set(range(4, 31)), what="the other jobs")
+    # ... and acked: a job handled but not yet acked when the kill lands runs again
+    # (at-least-once; RELIABILITY.md), which would be a duplicate this case did not inject.
+    wait_for(lambda: not set(others) & set(pending_ids(client, fsettings)),
+             what="the other jobs acked")
     check_no_early_ack(client, fsettings, ledger)
     a.signal(signal.SIGKILL)
     a.wait()
