@@ -47,7 +47,6 @@ initialisation they run) and the Python entry points.
 
 import array
 import os
-import re
 import threading
 import unicodedata
 
@@ -122,7 +121,7 @@ def _plan_lock_after_fork_in_child():
 os.register_at_fork(after_in_child=_plan_lock_after_fork_in_child)
 
 
-cdef object han_array(object order, list shaped):
+cdef object han_array(object order, bint kana_seen):
     """The Han faces of this order as an int array (kept alive by the caller)."""
     global _PLAN
     if _PLAN is None:
@@ -131,7 +130,7 @@ cdef object han_array(object order, list shaped):
                 from stagedoor.render import fonts
                 configure(fonts.current())
     locale = getattr(order, "locale", "") or ""
-    kana = not locale and any(_KANA.search(v) is not None for v in shaped)
+    kana = not locale and kana_seen
     key = (locale, kana)
     arr = _HAN.get(key)
     if arr is None:
@@ -148,7 +147,7 @@ def render_order(order):
     cdef Scratch* s = NULL
     cdef int rc, f, nhan = 0
     cdef list keep = []
-    cdef list shaped = []
+    cdef int shaped = NOT_SHAPED, v
     cdef const int[:] han
     cdef const int* hanp = NULL
     if n == 0:
@@ -163,11 +162,11 @@ def render_order(order):
                       t.price, t.order_id, t.admission_code, t.small_print)
             for f in range(NFIELDS + 1):
                 v = encode_text(values[f], keep, &tc[k].text[f], f)
-                if v is not None:
-                    shaped.append(v)
+                if v > shaped:
+                    shaped = v
             qr_bytes(t.admission_code, keep, &tc[k].qr, &tc[k].nqr)
-        if shaped:
-            arr = han_array(order, shaped)
+        if shaped != NOT_SHAPED:
+            arr = han_array(order, shaped == SHAPED_KANA)
             nhan = len(arr)
             if nhan:
                 han = arr

@@ -125,33 +125,83 @@ cdef inline bint fits(const char* p, Py_ssize_t n, int f) noexcept:
     return small_print_fits(p, n) if f == SMALL_PRINT else fits_helvetica(p, n, f)
 
 
-_CONTROLS = re.compile("[\x00-\x1f\x7f]")
-_SURROGATES = re.compile("[\ud800-\udfff]")
-_KANA = re.compile("[\u3040-\u30ff\u31f0-\u31ff]")
+cdef const char* HEX = b"0123456789ABCDEF"
+
+# What shape_text tells the caller besides the Text it filled.
+cdef enum:
+    NOT_SHAPED = 0
+    SHAPED = 1
+    SHAPED_KANA = 2   # the text has kana (a Japanese order: its Han take the Japanese face)
 
 
-cdef object shape_text(str value, list keep, Text* t):
-    """The shaped path: NFC, controls as spaces, UTF-32 for the C side, ActualText."""
+cdef inline char* put_hex4(char* a, unsigned int unit) noexcept:
+    a[0] = HEX[(unit >> 12) & 15]
+    a[1] = HEX[(unit >> 8) & 15]
+    a[2] = HEX[(unit >> 4) & 15]
+    a[3] = HEX[unit & 15]
+    return a + 4
+
+
+cdef int shape_text(str value, list keep, Text* t) except -1:
+    """The shaped path: NFC, controls as spaces, UTF-32 for the C side, ActualText.
+
+    One pass in C over the normalised str's data fills both buffers: the UTF-32 of
+    the text (controls as spaces, lone surrogates as U+FFFD) and the ActualText (a BOM,
+    then the UTF-16BE code units in upper-case hex, lone surrogates as themselves).
+    This runs under the GIL, so it has to be short: the same steps in Python (two
+    regex substitutions, three encodes, hex()) took ~2 us a field and were most of the
+    time two render threads could not overlap (bench.scripts_measure's 2-thread
+    scaling).  The reference (stagedoor.render.shaped) is the oracle the tests hold
+    this to, byte for byte."""
+    cdef Py_ssize_t n, i, units = 0
+    cdef int kind, kana = 0
+    cdef void* data
+    cdef unsigned int c  # not Py_UCS4: Cython makes a str of that in arithmetic
+    cdef unsigned char* u
+    cdef char* a
     if not PyUnicode_IS_ASCII(value):
         value = unicodedata.normalize("NFC", value)
-    value = _CONTROLS.sub(" ", value)
-    act = ("\ufeff" + value).encode("utf-16-be", "surrogatepass").hex().upper().encode()
-    raw = _SURROGATES.sub("\ufffd", value).encode("utf-32-le")
+    n = PyUnicode_GET_LENGTH(value)
+    kind = PyUnicode_KIND(value)
+    data = PyUnicode_DATA(value)
+    for i in range(n):
+        units += 2 if PyUnicode_READ(kind, data, i) > 0xFFFF else 1
+    raw = PyBytes_FromStringAndSize(NULL, 4 * n)
+    act = PyBytes_FromStringAndSize(NULL, 4 * (units + 1))
+    u = <unsigned char*>PyBytes_AS_STRING(raw)
+    a = put_hex4(PyBytes_AS_STRING(act), 0xFEFF)
+    for i in range(n):
+        c = <unsigned int>PyUnicode_READ(kind, data, i)
+        if c < 0x20 or c == 0x7F:
+            c = 0x20
+        elif 0x3040 <= c <= 0x30FF or 0x31F0 <= c <= 0x31FF:
+            kana = 1
+        if c > 0xFFFF:
+            a = put_hex4(a, 0xD800 + ((c - 0x10000) >> 10))
+            a = put_hex4(a, 0xDC00 + ((c - 0x10000) & 0x3FF))
+        else:
+            a = put_hex4(a, c)
+        if 0xD800 <= c <= 0xDFFF:
+            c = 0xFFFD
+        u[4 * i] = c & 0xFF            # little-endian whatever the host: what
+        u[4 * i + 1] = (c >> 8) & 0xFF  # str.encode("utf-32-le") wrote
+        u[4 * i + 2] = (c >> 16) & 0xFF
+        u[4 * i + 3] = (c >> 24) & 0xFF
     keep.append(act)
     keep.append(raw)
     t.act = <const char*>(<bytes>act)
     t.an = len(<bytes>act)
     t.u = <const unsigned int*>(<const char*>(<bytes>raw))
-    t.un = <int>(len(<bytes>raw) // 4)
+    t.un = <int>n
     t.s = NULL
     t.n = 0
-    return value
+    return SHAPED_KANA if kana else SHAPED
 
 
-cdef object encode_text(object value, list keep, Text* t, int f):
+cdef int encode_text(object value, list keep, Text* t, int f) except -1:
     """Point t at the text of field f: Helvetica bytes (the fast path) when every
-    character is in the fonts' encoding and it fits; else the shaped path.  Returns the
-    shaped text, or None."""
+    character is in the fonts' encoding and it fits; else the shaped path.  Returns
+    NOT_SHAPED, SHAPED or SHAPED_KANA."""
     cdef Py_ssize_t n
     cdef const char* p
     if type(value) is not str:
@@ -166,13 +216,13 @@ cdef object encode_text(object value, list keep, Text* t, int f):
             keep.append(value)
             t.s = p
             t.n = n
-            return None
+            return NOT_SHAPED
     raw = encode_winansi(<str>value)
     if raw is not None and fits(<const char*>(<bytes>raw), len(<bytes>raw), f):
         keep.append(raw)
         t.s = <const char*>(<bytes>raw)
         t.n = len(<bytes>raw)
-        return None
+        return NOT_SHAPED
     return shape_text(<str>value, keep, t)
 
 
