@@ -201,3 +201,26 @@ class Producer:
     def gate(self, *ids: int) -> None:
         for i in ids:
             (self.path.parent / "gates" / str(i)).touch()
+
+
+def wait_orphans_gone(pids: Sequence[int], timeout: float) -> None:
+    """Wait for orphaned workers to exit (zombies count as gone); kill any left behind,
+    pass or fail, so a failing case never leaves a worker at PPID 1."""
+    import psutil
+
+    def gone() -> bool:
+        for pid in pids:
+            try:
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    return False
+            except psutil.NoSuchProcess:
+                pass
+        return True
+
+    try:
+        wait_for(gone, timeout, what="the orphaned workers to exit")
+    finally:
+        for pid in pids:
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(pid).kill()
+

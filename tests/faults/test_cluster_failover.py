@@ -6,7 +6,6 @@ timeout 1 s, on loopback; tests/topology.py).  Timings are printed, not asserted
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import time
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from tests.topology import ClusterSet
 from stagedoor.config import Settings
 from stagedoor.stream import connection
 
-from .harness import Procs, Producer, wait_for
+from .harness import Procs, Producer, wait_for, wait_orphans_gone
 from .invariants import Ledger
 
 pytestmark = [pytest.mark.server, pytest.mark.faults]
@@ -128,16 +127,7 @@ def test_orphaned_workers_exit_when_the_supervisor_and_the_cluster_die(
         sup.wait(10)
         cluster.stop()
 
-        def gone() -> bool:
-            return not any(psutil.pid_exists(p) and psutil.Process(p).status()
-                           != psutil.STATUS_ZOMBIE for p in pids)
-
-        try:
-            wait_for(gone, 20, what="the orphaned workers to exit")
-        finally:
-            for p in pids:  # never leave one behind, pass or fail
-                with contextlib.suppress(psutil.Error):
-                    psutil.Process(p).kill()
+        wait_orphans_gone(pids, 20)
         print(f"\nORPHANS (cluster, {first}): workers gone {time.monotonic() - t0:.1f}s "
               "after the first kill")
     finally:

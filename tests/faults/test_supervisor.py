@@ -5,7 +5,6 @@ while the pool keeps running."""
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import time
 
@@ -16,7 +15,7 @@ import redis
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import EmbeddedRedis
 
-from .harness import Proc, Procs, Producer, wait_for
+from .harness import Proc, Procs, Producer, wait_for, wait_orphans_gone
 from .invariants import (
     Ledger,
     assert_idle,
@@ -178,18 +177,9 @@ def test_orphaned_workers_exit_even_when_redis_is_gone_too(
     sup.signal(signal.SIGKILL)
     sup.wait(10)
 
-    def gone() -> bool:
-        return not any(psutil.pid_exists(p) and psutil.Process(p).status()
-                       != psutil.STATUS_ZOMBIE for p in pids)
-
     # graceful_timeout 2 s for the jobs, at most as long again for the acks, 1 s of
     # margin, then out, whatever is still running.
-    try:
-        wait_for(gone, 15, what="the orphaned workers to exit")
-    finally:
-        for p in pids:  # never leave one behind, pass or fail
-            with contextlib.suppress(psutil.Error):
-                psutil.Process(p).kill()
+    wait_orphans_gone(pids, 15)
     print(f"\nORPHANS ({redis_state}, {kind}): workers gone {time.monotonic() - t0:.1f}s after the "
           "supervisor's kill -9")
     assert not ledger.done() & set(range(1, 5)), "30 s jobs cannot have finished"
