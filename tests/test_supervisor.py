@@ -36,6 +36,7 @@ from tests.helpers_supervisor import (
     wait_for,
 )
 from tests.paths import SRC
+from tests.workerkit import gone
 
 from stagedoor.demo.embedded_redis import EmbeddedRedis, free_port
 
@@ -49,16 +50,6 @@ def record(name: str, value: float) -> None:
     data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     data[name] = round(value, 4)
     RESULTS.write_text(json.dumps(data, indent=1, sort_keys=True))
-
-
-def gone(pids: list[int]) -> bool:
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                return False
-        except psutil.NoSuchProcess:
-            pass
-    return True
 
 
 def pending(client: redis.Redis) -> list[tuple[str, str, int]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 import redis
@@ -90,3 +90,17 @@ def pending_summary(client: redis.Redis, settings: Settings) -> tuple[int, dict[
 def dead_entries(client: redis.Redis, settings: Settings) -> list[dict[bytes, bytes]]:
     return [dict(zip(f[::2], f[1::2], strict=True))
             for _id, f in raw(client).execute_command("XRANGE", settings.dead_stream, "-", "+")]
+
+
+def gone(pids: Iterable[int]) -> bool:
+    """Every process of pids has exited (a zombie counts as gone)."""
+    import psutil
+
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                return False
+        except psutil.NoSuchProcess:
+            pass
+    return True
+

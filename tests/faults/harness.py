@@ -21,7 +21,7 @@ import orjson
 import redis
 from tests.aclmode import worker_url
 from tests.paths import SRC
-from tests.workerkit import poll
+from tests.workerkit import gone, poll
 
 from stagedoor.config import Settings
 from stagedoor.stream.job import make_job
@@ -208,17 +208,8 @@ def wait_orphans_gone(pids: Sequence[int], timeout: float) -> None:
     pass or fail, so a failing case never leaves a worker at PPID 1."""
     import psutil
 
-    def gone() -> bool:
-        for pid in pids:
-            try:
-                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                    return False
-            except psutil.NoSuchProcess:
-                pass
-        return True
-
     try:
-        wait_for(gone, timeout, what="the orphaned workers to exit")
+        wait_for(lambda: gone(pids), timeout, what="the orphaned workers to exit")
     finally:
         for pid in pids:
             with contextlib.suppress(psutil.Error):
