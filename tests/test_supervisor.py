@@ -589,9 +589,14 @@ def test_sighup_rereads_the_config_file_and_keeps_the_old_one_if_bad(
         assert "count=10 consumer=sup-00" in mark_text(sup, 1)
 
         def rolled_from(pid: int) -> int | None:
+            # One snapshot for both facts (two reads could pair a stale "not reloading"
+            # with the new pid), and the old worker gone: until it exits it may still
+            # take a job with the old settings, by design (it drains what it read).
             st = sup.status()
-            now = sup.ready_pids().get(0)
-            return now if not st["reloading"] and now not in (None, pid) else None
+            slot = st.get("slots", {}).get("0")
+            now = slot["pid"] if slot and slot["ready"] else None
+            done = not st["reloading"] and now not in (None, pid) and gone([pid])
+            return now if done else None
 
         toml.write_text('count = "many"\n')
         sup.signal(signal.SIGHUP)
