@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -41,10 +42,10 @@ def sentinels(tmp_path: Path) -> Iterator[SentinelSet]:
         topo.stop()
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "stagedoor.cli", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL)
+                          stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
 
 
 def test_sentinel_urls_are_validated_with_one_line() -> None:
@@ -162,3 +163,53 @@ def test_producer_and_cli_follow_the_master(sentinels: SentinelSet, tmp_path: Pa
     out = cli("dead", "list", "--redis-url", sentinels.url)
     assert out.returncode == 0, out.stderr
     assert sentinels.client(new).xlen("jobs") == length + 1
+
+
+def test_sentinels_with_their_own_password(tmp_path: Path) -> None:
+    """Sentinels that require a password of their own (not the master's, which has
+    none here): given through sentinel_password_file, the CLI, the producer and the lean
+    connection find the master; without it, or with a wrong one, one line and exit 69."""
+    topo = SentinelSet(tmp_path / "sentinel", sentinel_password="s3ntinel-only")
+    try:
+        good = tmp_path / "sentinel.pw"
+        good.write_text("s3ntinel-only\n")
+        bad = tmp_path / "wrong.pw"
+        bad.write_text("not-it\n")
+        for env in ({}, {"STAGEDOOR_SENTINEL_PASSWORD_FILE": str(bad)}):
+            out = cli("status", "--json", "--redis-url", topo.url, env=env)
+            assert out.returncode == 69, (env, out.stdout, out.stderr)
+            assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+            assert "Traceback" not in out.stderr
+            # which sentinel said what, and what to check; not redis-py's client reprs
+            assert "sentinel_password_file" in out.stderr, out.stderr
+            assert "ConnectionPool" not in out.stderr and len(out.stderr) < 800, out.stderr
+        env = {"STAGEDOOR_SENTINEL_PASSWORD_FILE": str(good)}
+        out = cli("status", "--redis-url", topo.url.replace("/mymaster/", "/nosuch/"),
+                  env=env)
+        assert out.returncode == 69, out.stderr
+        assert "monitor no master of that name" in out.stderr, out.stderr
+        out = cli("enqueue", "--kind", "render_tickets", "--order-id", "5", "--outbox-id", "5",
+                  "--redis-url", topo.url, env=env)
+        assert out.returncode == 0, out.stderr
+        out = cli("status", "--json", "--redis-url", topo.url, env=env)
+        assert out.returncode == 0, out.stderr
+        assert orjson.loads(out.stdout)["stream"]["length"] == 1
+
+        s = Settings(redis_url=topo.url, sentinel_password_file=str(good))
+        client = connection.sync_client(s)
+        try:
+            enqueue_sync(client, s, [make_job("noop", 6, 6, "r6", "t")])
+        finally:
+            client.close()
+
+        async def lean_read() -> list[object]:
+            conn = FastConnection(s, timeout=2)
+            try:
+                return list(await conn.call("XRANGE", "jobs", "-", "+"))
+            finally:
+                await conn.aclose()
+
+        assert len(asyncio.run(lean_read())) == 2
+        assert topo.client(topo.master.port).xlen("jobs") == 2
+    finally:
+        topo.stop()

@@ -26,9 +26,9 @@ SERVICE = "mymaster"
 DOWN_AFTER_MS = 1000
 
 
-def _client(port: int, timeout: float = 1.0) -> redis.Redis:
+def _client(port: int, timeout: float = 1.0, password: str | None = None) -> redis.Redis:
     return redis.Redis(host="127.0.0.1", port=port, protocol=2, socket_timeout=timeout,
-                       socket_connect_timeout=timeout)
+                       socket_connect_timeout=timeout, password=password)
 
 
 def _info(port: int, section: str) -> dict[str, Any]:
@@ -42,9 +42,14 @@ def _info(port: int, section: str) -> dict[str, Any]:
 class Sentinel:
     """One sentinel process (the server binary with --sentinel) and its config file."""
 
-    def __init__(self, directory: Path, master_port: int) -> None:
+    def __init__(self, directory: Path, master_port: int, password: str | None = None) -> None:
         self.directory = directory
         self.port = free_port()
+        self.password = password
+        # A password of the sentinels' own (not the master's): clients and the other
+        # sentinels must give it (requirepass, sentinel-pass).
+        own = [f"requirepass {password}", f"sentinel sentinel-pass {password}"] \
+            if password else []
         directory.mkdir(parents=True, exist_ok=True)
         self.conf = directory / "sentinel.conf"
         self.conf.write_text("\n".join([
@@ -53,13 +58,13 @@ class Sentinel:
             f"sentinel monitor {SERVICE} 127.0.0.1 {master_port} 2",
             f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}",
             f"sentinel failover-timeout {SERVICE} 10000",
-            f"sentinel parallel-syncs {SERVICE} 1", ""]))
+            f"sentinel parallel-syncs {SERVICE} 1", *own, ""]))
         self.process = subprocess.Popen([SERVER.server, str(self.conf), "--sentinel"],
                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL, start_new_session=True)
 
     def client(self) -> redis.Redis:
-        return _client(self.port)
+        return _client(self.port, password=self.password)
 
     def master(self) -> dict[str, Any]:
         c = self.client()
@@ -89,7 +94,7 @@ class Sentinel:
 class SentinelSet:
     """A master, one replica, three sentinels (quorum 2), all on loopback."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, sentinel_password: str | None = None) -> None:
         require_marked("a Sentinel set")
         self.directory = directory
         self.master = SuiteRedis(directory / "master", extra_args=server_args())
@@ -102,8 +107,8 @@ class SentinelSet:
         try:
             poll(lambda: _info(self.replica.port, "replication").get("master_link_status")
                  == "up", 20, "the replica in sync")
-            self.sentinels = [Sentinel(directory / f"sentinel-{i}", self.master.port)
-                              for i in range(3)]
+            self.sentinels = [Sentinel(directory / f"sentinel-{i}", self.master.port,
+                                       sentinel_password) for i in range(3)]
             poll(self._watching, 30, "three sentinels that see the master and the replica")
         except BaseException:
             self.stop()

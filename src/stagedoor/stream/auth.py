@@ -39,11 +39,16 @@ def password(settings: Settings) -> str | None:
     """The password from redis_password_file, or None when there is no file."""
     if not settings.redis_password_file:
         return None
-    path = Path(settings.redis_password_file)
+    return read_password_file(settings.redis_password_file, "redis_password_file")
+
+
+def read_password_file(path: str, setting: str) -> str:
+    """A password file's content, stripped; one line naming the setting when unreadable.
+    The master's password and the sentinels' own both come through here."""
     try:
-        return path.read_text().strip()
+        return Path(path).read_text().strip()
     except OSError as e:
-        raise ConfigError(f"redis_password_file={str(path)!r}: {e.strerror}") from None
+        raise ConfigError(f"{setting}={path!r}: {e.strerror}") from None
 
 
 def credentials(settings: Settings, url_options: Mapping[str, Any]

@@ -19,9 +19,11 @@ rotation, and the job should then run, not sit in the dead-letter stream.
 from __future__ import annotations
 
 import errno
+import re
 import ssl
 
 import redis
+from redis.sentinel import MasterNotFoundError
 
 PERMANENT_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
                               errno.EISDIR, errno.ELOOP, errno.ENAMETOOLONG})
@@ -60,6 +62,8 @@ def describe_unreachable(url: str, exc: BaseException) -> str:
     the server never sends ("Timeout connecting to server"), or read its plain-text
     error as a broken record ("wrong version number"): say what to check instead."""
     detail = first_line(exc)
+    if isinstance(exc, MasterNotFoundError):
+        return describe_no_master(detail)
     if url.startswith("rediss:") and (
             isinstance(exc, redis.TimeoutError | ssl.SSLError)
             or "timeout connecting" in detail.lower()
@@ -71,3 +75,26 @@ def describe_unreachable(url: str, exc: BaseException) -> str:
                 "Redis port needs redis://, not rediss://; check the server's tls-port and "
                 "the URL's port")
     return detail
+
+
+# redis-py's MasterNotFoundError lists every sentinel it asked as the client's whole repr
+# followed by " - <the error>": keep the address and the error, drop the repr.
+_SENTINEL_ERROR = re.compile(r"host=([^,]+),port=(\d+).*?> - (.*?)(?=, <redis\.|$)")
+
+
+def describe_no_master(detail: str) -> str:
+    """'No master found' from the sentinels, short: which sentinel said what, and what to
+    check (their own password, or the master's name in the URL)."""
+    head = detail.split(" : ", 1)[0]
+    errors = [f"{host}:{port} {what.strip()}" for host, port, what in
+              _SENTINEL_ERROR.findall(detail)]
+    if " : " not in detail:  # every sentinel answered, none knows a master of that name
+        return (f"{detail}: the sentinels answered but monitor no master of that name "
+                "(the name is the URL's path: redis+sentinel://host:port/<master>)")
+    if not errors:
+        return detail if len(detail) <= 300 else detail[:300] + "..."
+    line = f"{head} (asked: {'; '.join(errors)})"
+    if "auth" in detail.lower():
+        line += ("; a sentinel refused our credentials: the sentinels' own password is "
+                 "sentinel_password_file (and sentinel_username), not the master's")
+    return line

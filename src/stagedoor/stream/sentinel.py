@@ -15,7 +15,6 @@ lean hot-path connection (resp.py) asks through `discover_master` on each connec
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -27,7 +26,7 @@ from redis.retry import Retry
 from redis.sentinel import Sentinel as SyncSentinel
 
 from ..config import ConfigError, Settings
-from .auth import add_url_auth
+from .auth import add_url_auth, read_password_file
 
 SCHEMES = ("redis+sentinel", "rediss+sentinel")
 
@@ -71,13 +70,6 @@ def parse(url: str) -> SentinelTarget:
         tls=parts.scheme == "rediss+sentinel", options=dict(parse_qsl(parts.query)))
 
 
-def _read(path: str, name: str) -> str:
-    try:
-        return Path(path).read_text().strip()
-    except OSError as e:
-        raise ConfigError(f"{name}={path!r}: {e.strerror}") from None
-
-
 def sentinel_kwargs(settings: Settings) -> dict[str, Any]:
     """Connection options for the sentinels themselves (not the master's)."""
     from .connection import NO_SETINFO
@@ -89,7 +81,8 @@ def sentinel_kwargs(settings: Settings) -> dict[str, Any]:
     if settings.sentinel_username:
         kwargs["username"] = settings.sentinel_username
     if settings.sentinel_password_file:
-        kwargs["password"] = _read(settings.sentinel_password_file, "sentinel_password_file")
+        kwargs["password"] = read_password_file(settings.sentinel_password_file,
+                                                "sentinel_password_file")
     if settings.sentinel_tls_ca_file:
         kwargs.update(ssl=True, ssl_ca_certs=settings.sentinel_tls_ca_file)
     return kwargs
