@@ -351,7 +351,7 @@ def test_unspaced_thai_wraps_at_libthai_word_breaks(field: str, repeat: int,
     """A Thai field too long for one line, with no space in it, wraps where libthai's
     dictionary sees a word boundary, never inside a word (UAX #14 has no break in Thai
     without a dictionary: it used to be cut at a character cluster)."""
-    from stagedoor.render import shaped
+    from stagedoor.render.shaped import faces, layout
 
     text = THAI_RUN_ON * repeat
     assert " " not in text
@@ -366,7 +366,7 @@ def test_unspaced_thai_wraps_at_libthai_word_breaks(field: str, repeat: int,
     # the last line may be cut with an ellipsis, the others end where the wrap broke
     f = FIELDS.index(field)
     u = [ord(c) for c in text]
-    out = shaped.layout_field(shaped.fonts_for(fonts.current()), shaped.Registry(), f, u, [])
+    out = layout.layout_field(faces.fonts_for(fonts.current()), layout.Registry(), f, u, [])
     assert len(out.lines) >= 2, out.lines
     ends = [max(g.ci + g.cn for g in line.glyphs) for line in out.lines[:-1]]
     words = libthai_word_breaks(text)

@@ -20,7 +20,7 @@ A shaped field adds ~15-25 us per ticket: shaping, and a memcpy per glyph of its
 Type 3 procedure (type3.pxi says why Type 3 and not an hb-subset per order).
 
 The layout and the QR algorithm mirror stagedoor/render/reference.py,
-stagedoor/render/shaped.py and stagedoor/render/qr.py step by step; change them
+stagedoor/render/shaped/ and stagedoor/render/qr.py step by step; change them
 together (tests/test_render.py and tests/test_scripts.py compare the bytes).  The tables
 both read (ECC, static page content, fixed objects, field boxes, Helvetica widths) are
 stagedoor/render/tables.py, read once at import.
@@ -33,7 +33,8 @@ way asyncpg splits its protocol (one extension, one C module, several .pxi):
     render/_native/qr_mask.pxi   QR mask choice: penalty rules, 64-bit bitset fast path
     render/_native/page.pxi      one page's content stream: fields, small print, QR boxes
     render/_native/textlibs.pxi  the HarfBuzz, fribidi and libunibreak C declarations
-    render/_native/fonts.pxi     faces (opened lazily, memory-mapped), the glyph cache
+    render/_native/fonts.pxi     faces (opened lazily, memory-mapped), the face of a character
+    render/_native/glyphs.pxi    a glyph's outline as a Type 3 procedure, cached per process
     render/_native/shape.pxi     itemise, bidi, shape one line of a field
     render/_native/type3.pxi     the order's glyphs as Type 3 fonts + ToUnicode
     render/_native/thai.pxi      Thai word breaks from libthai's dictionary
@@ -82,6 +83,7 @@ include "render/_native/qr_mask.pxi"
 include "render/_native/page.pxi"
 include "render/_native/textlibs.pxi"
 include "render/_native/fonts.pxi"
+include "render/_native/glyphs.pxi"
 include "render/_native/shape.pxi"
 include "render/_native/type3.pxi"
 include "render/_native/thai.pxi"

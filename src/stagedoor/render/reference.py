@@ -27,7 +27,7 @@ fits its box (tables.FIELD_BOXES, measured with the Helvetica metrics) is drawn 
 before: "Zoë Ødegaard-Šimić", "Łukasz Żółć", €, Œ, ž.  Everything else -- Turkish ş ğ
 and the dotless i, Vietnamese, Greek, Cyrillic, Arabic, Hebrew, Devanagari, Thai, CJK,
 Hangul, emoji, combining marks, and text too long for its box -- takes the shaped path
-(shaped.py, and render/_native/ in C): normalised to NFC, every character given a face
+(render/shaped/, and render/_native/ in C): normalised to NFC, every character given a face
 of the configured fonts (render/fonts.py), ordered by the Unicode bidi algorithm, shaped
 with HarfBuzz, fitted into the box (shrunk to 6 pt, wrapped at UAX #14 break
 opportunities, or ended with an ellipsis), and drawn with the glyphs of an order's Type
@@ -52,8 +52,9 @@ import re
 import unicodedata
 import zlib
 
-from . import fonts, qr, shaped
+from . import fonts, qr
 from .order import Order, Ticket
+from .shaped import faces, layout, pdf
 from .tables import (
     EXTRA_CODES,
     EXTRA_GLYPHS,
@@ -235,9 +236,9 @@ class _Shaped:
 
     def __init__(self, order: Order) -> None:
         self.plan = fonts.current()
-        self.fonts = shaped.fonts_for(self.plan)
-        self.reg = shaped.Registry()
-        self.fields: dict[tuple[int, int], tuple[shaped.FieldOut, bytes]] = {}
+        self.fonts = faces.fonts_for(self.plan)
+        self.reg = layout.Registry()
+        self.fields: dict[tuple[int, int], tuple[layout.FieldOut, bytes]] = {}
         self.fast: dict[tuple[int, int], bytes] = {}
         todo: list[tuple[int, int, str]] = []
         for k, ticket in enumerate(order.tickets):
@@ -251,7 +252,7 @@ class _Shaped:
         kana = not locale and any(_KANA.search(v) for _, _, v in todo)
         han = fonts.han_faces(self.plan, locale, kana)
         for k, f, text in todo:
-            fo = shaped.layout_field(self.fonts, self.reg, f, code_points(text), han)
+            fo = layout.layout_field(self.fonts, self.reg, f, code_points(text), han)
             self.fields[(k, f)] = (fo, actual_text(text))
 
     @property
@@ -264,14 +265,14 @@ def page_content(k: int, ticket: Ticket, sh: _Shaped) -> bytes:
     for f, (_, ops) in enumerate(FIELDS):
         if (k, f) in sh.fields:
             fo, actual = sh.fields[(k, f)]
-            body = shaped.field_ops(sh.fonts, fo, f)
+            body = pdf.field_ops(sh.fonts, fo, f)
             out.append(_span(actual, body) if fo.actual else body)
             continue
         body = b"BT " + ops + b" (" + escape(sh.fast[(k, f)]) + b") Tj ET\n"
         out.append(body)
     if (k, SMALL_PRINT) in sh.fields:
         fo, actual = sh.fields[(k, SMALL_PRINT)]
-        body = shaped.field_ops(sh.fonts, fo, SMALL_PRINT)
+        body = pdf.field_ops(sh.fonts, fo, SMALL_PRINT)
         out.append(_span(actual, body) if fo.actual else body)
     else:
         lines = wrap(sh.fast[(k, SMALL_PRINT)])
@@ -327,7 +328,7 @@ def render_order(order: Order) -> bytes:
         add(b"%d 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] /Resources 3 0 R "
             b"/Contents [6 0 R %d 0 R] >>\nendobj\n" % (page, PAGE_W, PAGE_H, page + 1))
         add(_stream(page + 1, page_content(k, ticket, sh)))
-    for obj in shaped.font_objects(sh.fonts, sh.reg, first_text):
+    for obj in pdf.font_objects(sh.fonts, sh.reg, first_text):
         add(obj)
     size = len(offsets) + 1
     xref = [b"xref\n0 %d\n0000000000 65535 f \n" % size]

@@ -1,0 +1,202 @@
+"""Faces opened on first use, the choice of a face per character, and each glyph as
+a Type 3 procedure (what fonts.pxi does in C)."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import struct
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import fonts
+from .libs import draw_glyph, harfbuzz, hb_font
+
+HAN_SCRIPTS = ("Hani", "Hira", "Kana", "Bopo")
+PS_NAME_MAX = 63
+_PS_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
+def _f32(v: float) -> float:
+    return float(struct.unpack("f", struct.pack("f", v))[0])
+
+
+def _round(v: float) -> int:
+    v = _f32(v)
+    return int(v + 0.5) if v >= 0 else -int(-v + 0.5)
+
+
+# -- faces ------------------------------------------------------------------------------
+
+@dataclass
+class Face:
+    path: str
+    index: int
+    bold: int
+    font: Any = None
+    state: int = 0
+    nglyphs: int = 0
+    procs: dict[int, tuple[bytes, int]] = field(default_factory=dict)
+
+    def open(self) -> bool:
+        if self.state == 0:
+            self.font = hb_font(self.path, self.index)
+            self.state = 1 if self.font is not None else -1
+            if self.font is not None:
+                hb = harfbuzz()
+                self.nglyphs = hb.hb_face_get_glyph_count(hb.hb_font_get_face(self.font))
+        return self.state > 0
+
+    @functools.cached_property
+    def psname(self) -> bytes:
+        """face_psname in fonts.pxi: the PostScript name (read here by fontTools), only
+        [A-Za-z0-9._-] kept, at most 63 bytes of the name as HarfBuzz copies it."""
+        from fontTools.ttLib import TTFont
+
+        with TTFont(self.path, fontNumber=self.index, lazy=True) as tt:
+            raw = (tt["name"].getDebugName(6) or "").encode()[:PS_NAME_MAX]
+        return bytes(ch for ch in raw if chr(ch) in _PS_CHARS)
+
+    def glyph(self, cp: int) -> int | None:
+        if not self.open():
+            return None
+        gid = ctypes.c_uint32()
+        return gid.value if harfbuzz().hb_font_get_nominal_glyph(self.font, cp,
+                                                            ctypes.byref(gid)) else None
+
+
+class Fonts:
+    """The configured faces (a fonts.FontPlan), opened on first use."""
+
+    def __init__(self, plan: fonts.FontPlan) -> None:
+        self.plan = plan
+        self.faces = [Face(path, index, bold) for path, index, bold in plan.faces]
+        self.repl: tuple[int, int] | None = None
+
+    def has(self, i: int, cp: int) -> int | None:
+        return self.faces[i].glyph(cp)
+
+    def pick(self, cp: int, script: str, prev: int, han: list[int],
+             bold: int) -> tuple[int, int]:
+        """pick_face in fonts.pxi."""
+        if prev >= 0 and script in ("Zyyy", "Zinh"):
+            gid = self.faces[prev].glyph(cp)
+            if gid is not None:
+                return prev, gid
+        if script in HAN_SCRIPTS:
+            for n in han:
+                f = self.faces[n].bold if bold else n
+                gid = self.has(f, cp)
+                if gid is not None:
+                    return f, gid
+        for n in self.plan.scripts.get(script, [])[:8]:
+            f = self.faces[n].bold if bold else n
+            gid = self.has(f, cp)
+            if gid is not None:
+                return f, gid
+        for n in self.plan.fallback[:8]:
+            f = self.faces[n].bold if bold else n
+            gid = self.has(f, cp)
+            if gid is not None:
+                return f, gid
+        if prev >= 0:
+            gid = self.faces[prev].glyph(cp)
+            if gid is not None:
+                return prev, gid
+        for f in range(len(self.faces)):
+            gid = self.has(f, cp)
+            if gid is not None:
+                return f, gid
+        return -1, 0
+
+    def psname(self, face: int) -> bytes:
+        return self.faces[face].psname or b"F%d" % face
+
+    def replacement(self) -> tuple[int, int]:
+        if self.repl is None:
+            found = None
+            for n in [*self.plan.fallback[:8], *range(len(self.faces))]:
+                gid = self.has(n, 0xFFFD)
+                if gid is not None:
+                    found = (n, gid)
+                    break
+            if found is None:
+                found = next(((n, 0) for n in range(len(self.faces))
+                              if self.faces[n].open()), (-1, 0))
+            self.repl = found
+        return self.repl
+
+    def proc(self, face: int, gid: int) -> tuple[bytes, int]:
+        """(the glyph's stream object body, its advance): make_proc in fonts.pxi."""
+        f = self.faces[face]
+        if gid >= f.nglyphs:
+            gid = 0
+        cached = f.procs.get(gid)
+        if cached is None:
+            cached = f.procs[gid] = _make_proc(f.font, gid)
+        return cached
+
+
+class Pen:
+    """Outline callbacks writing PDF path operators as _move_to etc. in fonts.pxi do."""
+
+    def __init__(self) -> None:
+        self.out: list[bytes] = []
+        self.pts: list[tuple[float, float]] = []
+
+    def pt(self, x: float, y: float) -> None:
+        self.pts.append((_f32(x), _f32(y)))
+        self.out.append(b"%d %d " % (_round(x), _round(y)))
+
+    def move_to(self, x: float, y: float) -> None:
+        self.pt(x, y)
+        self.out.append(b"m\n")
+
+    def line_to(self, x: float, y: float) -> None:
+        self.pt(x, y)
+        self.out.append(b"l\n")
+
+    def quad_to(self, x0: float, y0: float, cx: float, cy: float, x: float,
+                y: float) -> None:
+        # the cubic with controls 2/3 of the way to the quadratic's control point
+        self.pt(x0 + 2.0 / 3.0 * (cx - x0), y0 + 2.0 / 3.0 * (cy - y0))
+        self.pt(x + 2.0 / 3.0 * (cx - x), y + 2.0 / 3.0 * (cy - y))
+        self.pt(x, y)
+        self.out.append(b"c\n")
+
+    def cubic_to(self, *ps: float) -> None:
+        for i in range(0, 6, 2):
+            self.pt(ps[i], ps[i + 1])
+        self.out.append(b"c\n")
+
+    def close(self) -> None:
+        self.out.append(b"h\n")
+
+
+def _make_proc(font: Any, gid: int) -> tuple[bytes, int]:
+    hb = harfbuzz()
+    width = hb.hb_font_get_glyph_h_advance(font, gid)
+    pen = Pen()
+    draw_glyph(font, gid, pen)
+    if pen.pts:
+        xs = [p[0] for p in pen.pts]
+        ys = [p[1] for p in pen.pts]
+        head = (b"%d 0 %d %d %d %d d1\n" % (width, int(min(xs)) - 1, int(min(ys)) - 1,
+                                           int(max(xs)) + 1, int(max(ys)) + 1)
+                + b"".join(pen.out) + b"f\n")
+    else:
+        head = b"%d 0 0 0 0 0 d1\n" % width
+    z = zlib.compressobj(9, zlib.DEFLATED, 15, 8)
+    data = z.compress(head) + z.flush()
+    if len(data) + 22 < len(head):
+        obj = b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(data) + data
+    else:
+        obj = b"<< /Length %d >>\nstream\n" % len(head) + head
+    return obj + b"\nendstream\nendobj\n", width
+
+
+@functools.cache
+def fonts_for(plan: fonts.FontPlan) -> Fonts:
+    return Fonts(plan)

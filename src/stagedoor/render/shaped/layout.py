@@ -1,0 +1,165 @@
+"""The order's glyph registry (type3.pxi) and a field's layout: shrink to the floor
+size, then wrap or ellipsise (layout.pxi)."""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+
+from .. import tables
+from .faces import Fonts
+from .libs import thai_breaks
+from .para import Glyph, Para, para, shape_line
+
+ELLIPSIS = 0x2026
+NTEXT = 11
+MARK_CATEGORIES = ("Mn", "Mc", "Me")
+
+
+# -- the order's glyph registry (type3.pxi) -----------------------------------------------
+
+class Registry:
+    def __init__(self) -> None:
+        self.codes: dict[tuple[int, int, tuple[int, ...]], int] = {}
+        self.entries: list[tuple[int, int, tuple[int, ...], int]] = []
+        self.procs: dict[tuple[int, int], int] = {}
+        self.proc_list: list[tuple[int, int]] = []
+
+    def code(self, face: int, gid: int, text: tuple[int, ...]) -> int:
+        key = (face, gid, text)
+        code = self.codes.get(key)
+        if code is None:
+            proc = self.procs.get((face, gid))
+            if proc is None:
+                proc = self.procs[(face, gid)] = len(self.proc_list)
+                self.proc_list.append((face, gid))
+            code = self.codes[key] = len(self.entries)
+            self.entries.append((face, gid, text, proc))
+        return code
+
+
+def register(fs: Fonts, reg: Registry, glyphs: list[Glyph], u: list[int]) -> None:
+    for g in glyphs:
+        text = tuple(u[g.ci:g.ci + g.cn])
+        if g.rtl and 1 < g.cn <= 16:
+            text = text[::-1]
+        g.code = reg.code(g.face, g.gid, text)
+        fs.proc(g.face, g.gid)
+
+
+# -- layout (layout.pxi) -----------------------------------------------------------------
+
+@dataclass
+class Line:
+    glyphs: list[Glyph]
+    width: int
+    x: int = 0
+    y: int = 0
+
+
+@dataclass
+class FieldOut:
+    size: int
+    lines: list[Line]
+    actual: bool
+
+
+def _is_mark(cp: int) -> bool:
+    return unicodedata.category(chr(cp)) in MARK_CATEGORIES
+
+
+def _shaped(fs: Fonts, reg: Registry, p: Para, s: int, e: int) -> Line:
+    glyphs, w = shape_line(fs, p, s, e)
+    register(fs, reg, glyphs, p.u)
+    return Line(glyphs, w)
+
+
+def _ellipsised(fs: Fonts, reg: Registry, p: Para, s: int, e: int, limit: int,
+                han: list[int]) -> Line:
+    lo, hi, best = s, e, s
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        n = mid
+        while s < n < e and _is_mark(p.u[n]):
+            n -= 1
+        while n > s and p.u[n - 1] == 32:
+            n -= 1
+        t = [*p.u[s:n], ELLIPSIS]
+        _, w = shape_line(fs, para(fs, t, p.bold, han), 0, len(t))
+        if w <= limit:
+            best = n
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    t = [*p.u[s:best], ELLIPSIS]
+    return _shaped(fs, reg, para(fs, t, p.bold, han), 0, len(t))
+
+
+def layout_field(fs: Fonts, reg: Registry, f: int, u: list[int], han: list[int]) -> FieldOut:
+    x0, x1, base_y, size, bold, maxl = tables.FIELD_BOXES[f]
+    x0, x1 = x0 * 1000, x1 * 1000
+    box = x1 - x0
+    p = para(fs, u, bold, han)
+    lossy = p.missing
+    glyphs, w = shape_line(fs, p, 0, len(u))
+    if w * size // 1000 > box:
+        if size > tables.MIN_SIZE and w * tables.MIN_SIZE // 1000 <= box:
+            size = box * 1000 // w // 10 * 10
+        elif size > tables.MIN_SIZE:
+            size = tables.MIN_SIZE
+    lines: list[Line] = []
+    if w * size // 1000 <= box:
+        register(fs, reg, glyphs, u)
+        lines.append(Line(glyphs, w))
+    else:
+        limit = box * 1000 // size
+        brk = thai_breaks(u, p.brk)
+        adv = list(p.adv)
+        n = len(u)
+        start = 0
+        while start < n and len(lines) < maxl:
+            while start < n and u[start] == 32:
+                start += 1
+            if start >= n:
+                break
+            acc, last, i = 0, -1, start
+            while i < n:
+                if acc + adv[i] > limit and i > start:
+                    break
+                acc += adv[i]
+                if brk[i] in (0, 1):          # LINEBREAK_MUSTBREAK, LINEBREAK_ALLOWBREAK
+                    last = i + 1
+                i += 1
+            if i >= n:
+                end = n
+            elif last > start:
+                end = last
+            else:
+                end = i
+                while end > start + 1 and _is_mark(u[end]):
+                    end -= 1
+            k = end
+            while k > start and u[k - 1] == 32:
+                k -= 1
+            if len(lines) == maxl - 1 and end < n:
+                lines.append(_ellipsised(fs, reg, p, start, n, limit, han))
+                lossy = True
+                break
+            line = _shaped(fs, reg, p, start, k)
+            if line.width > limit:
+                line = _ellipsised(fs, reg, p, start, k, limit, han)
+                lossy = True
+            lines.append(line)
+            start = end
+    lead = size * 6 // 5
+    centre = base_y * 1000 + tables.FIELD_BOXES[f][3] * 35 // 100
+    nl = len(lines)
+    for i, line in enumerate(lines):
+        line.x = (x1 - line.width * size // 1000) if p.rtl else x0
+        if f == NTEXT - 1:
+            line.y = base_y * 1000 - i * lead
+        else:
+            line.y = centre - size * 35 // 100 + ((nl - 1) * lead) // 2 - i * lead
+    multi = any(g.cn != 1 or g.adv == 0 or g.xoff or g.yoff
+                for line in lines for g in line.glyphs)
+    return FieldOut(size, lines, lossy or (not p.any_rtl and multi))

@@ -1,0 +1,220 @@
+"""The system libraries through ctypes: libharfbuzz (shaping, outlines), libunibreak
+(UAX #14) and libthai (Thai word breaks), the same libraries the extension links."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .faces import Pen
+
+EM = 1000
+
+
+# -- the system libharfbuzz through ctypes -------------------------------------------------
+
+class _Info(ctypes.Structure):
+    _fields_ = [("codepoint", ctypes.c_uint32), ("mask", ctypes.c_uint32),
+                ("cluster", ctypes.c_uint32), ("var1", ctypes.c_uint32),
+                ("var2", ctypes.c_uint32)]
+
+
+class _Pos(ctypes.Structure):
+    _fields_ = [("x_advance", ctypes.c_int32), ("y_advance", ctypes.c_int32),
+                ("x_offset", ctypes.c_int32), ("y_offset", ctypes.c_int32),
+                ("var", ctypes.c_uint32)]
+
+
+class _DrawState(ctypes.Structure):
+    _fields_ = [("path_open", ctypes.c_int), ("path_start_x", ctypes.c_float),
+                ("path_start_y", ctypes.c_float), ("current_x", ctypes.c_float),
+                ("current_y", ctypes.c_float)]
+
+
+_P = ctypes.c_void_p
+_F = ctypes.c_float
+_STATE = ctypes.POINTER(_DrawState)
+_MOVE = ctypes.CFUNCTYPE(None, _P, ctypes.py_object, _STATE, _F, _F, _P)
+_QUAD = ctypes.CFUNCTYPE(None, _P, ctypes.py_object, _STATE, _F, _F, _F, _F, _P)
+_CUBIC = ctypes.CFUNCTYPE(None, _P, ctypes.py_object, _STATE, _F, _F, _F, _F, _F, _F, _P)
+_CLOSE = ctypes.CFUNCTYPE(None, _P, ctypes.py_object, _STATE, _P)
+
+
+@functools.cache
+def harfbuzz() -> Any:
+    lib = ctypes.CDLL(ctypes.util.find_library("harfbuzz") or "libharfbuzz.so.0")
+    sigs: dict[str, tuple[Any, list[Any]]] = {
+        "hb_blob_create_from_file_or_fail": (_P, [ctypes.c_char_p]),
+        "hb_face_count": (ctypes.c_uint, [_P]),
+        "hb_face_create": (_P, [_P, ctypes.c_uint]),
+        "hb_face_get_glyph_count": (ctypes.c_uint, [_P]),
+        "hb_font_create": (_P, [_P]),
+        "hb_font_get_face": (_P, [_P]),
+        "hb_font_set_scale": (None, [_P, ctypes.c_int, ctypes.c_int]),
+        "hb_font_get_nominal_glyph": (ctypes.c_int, [_P, ctypes.c_uint32, _P]),
+        "hb_font_get_glyph_h_advance": (ctypes.c_int32, [_P, ctypes.c_uint32]),
+        "hb_font_get_glyph_shape": (None, [_P, ctypes.c_uint32, _P, ctypes.py_object]),
+        "hb_draw_funcs_create": (_P, []),
+        "hb_draw_funcs_set_move_to_func": (None, [_P, _MOVE, _P, _P]),
+        "hb_draw_funcs_set_line_to_func": (None, [_P, _MOVE, _P, _P]),
+        "hb_draw_funcs_set_quadratic_to_func": (None, [_P, _QUAD, _P, _P]),
+        "hb_draw_funcs_set_cubic_to_func": (None, [_P, _CUBIC, _P, _P]),
+        "hb_draw_funcs_set_close_path_func": (None, [_P, _CLOSE, _P, _P]),
+        "hb_buffer_create": (_P, []),
+        "hb_buffer_destroy": (None, [_P]),
+        "hb_buffer_add_utf32": (None, [_P, _P, ctypes.c_int, ctypes.c_uint, ctypes.c_int]),
+        "hb_buffer_set_direction": (None, [_P, ctypes.c_int]),
+        "hb_buffer_set_script": (None, [_P, ctypes.c_uint32]),
+        "hb_buffer_set_cluster_level": (None, [_P, ctypes.c_int]),
+        "hb_buffer_get_glyph_infos": (ctypes.POINTER(_Info), [_P, _P]),
+        "hb_buffer_get_glyph_positions": (ctypes.POINTER(_Pos), [_P, _P]),
+        "hb_shape": (None, [_P, _P, _P, ctypes.c_uint]),
+        "hb_script_from_string": (ctypes.c_uint32, [ctypes.c_char_p, ctypes.c_int]),
+    }
+    for name, (res, args) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+    return lib
+
+
+def hb_font(path: str, index: int) -> Any:
+    hb = harfbuzz()
+    blob = hb.hb_blob_create_from_file_or_fail(path.encode())
+    if not blob or index >= hb.hb_face_count(blob):
+        return None
+    font = hb.hb_font_create(hb.hb_face_create(blob, index))
+    hb.hb_font_set_scale(font, EM, EM)
+    return font
+
+
+def _on_move(d: Any, pen: Pen, st: Any, x: float, y: float, u: Any) -> None:
+    pen.move_to(x, y)
+
+
+def _on_line(d: Any, pen: Pen, st: Any, x: float, y: float, u: Any) -> None:
+    pen.line_to(x, y)
+
+
+def _on_quad(d: Any, pen: Pen, st: Any, cx: float, cy: float, x: float, y: float,
+             u: Any) -> None:
+    pen.quad_to(st.contents.current_x, st.contents.current_y, cx, cy, x, y)
+
+
+def _on_cubic(d: Any, pen: Pen, st: Any, *args: Any) -> None:
+    pen.cubic_to(*args[:6])
+
+
+def _on_close(d: Any, pen: Pen, st: Any, u: Any) -> None:
+    pen.close()
+
+
+_CALLBACKS = (_MOVE(_on_move), _MOVE(_on_line), _QUAD(_on_quad), _CUBIC(_on_cubic),
+              _CLOSE(_on_close))
+
+
+@functools.cache
+def _draw_funcs() -> Any:
+    hb = harfbuzz()
+    funcs = hb.hb_draw_funcs_create()
+    move, line, quad, cubic, close = _CALLBACKS
+    hb.hb_draw_funcs_set_move_to_func(funcs, move, None, None)
+    hb.hb_draw_funcs_set_line_to_func(funcs, line, None, None)
+    hb.hb_draw_funcs_set_quadratic_to_func(funcs, quad, None, None)
+    hb.hb_draw_funcs_set_cubic_to_func(funcs, cubic, None, None)
+    hb.hb_draw_funcs_set_close_path_func(funcs, close, None, None)
+    return funcs
+
+
+def draw_glyph(font: Any, gid: int, pen: Pen) -> None:
+    harfbuzz().hb_font_get_glyph_shape(font, gid, _draw_funcs(), pen)
+
+
+def hb_shape(font: Any, u: list[int], lo: int, n: int, rtl: int,
+             script: str) -> list[tuple[int, int, int, int, int, int]]:
+    """(glyph, cluster, x_advance, y_advance, x_offset, y_offset) of u[lo:lo+n], with the
+    whole of u as context, as shape_run in shape.pxi asks for them."""
+    hb = harfbuzz()
+    buf = hb.hb_buffer_create()
+    try:
+        arr = (ctypes.c_uint32 * max(len(u), 1))(*u)
+        hb.hb_buffer_add_utf32(buf, arr, len(u), lo, n)
+        hb.hb_buffer_set_direction(buf, 5 if rtl else 4)      # HB_DIRECTION_RTL / LTR
+        hb.hb_buffer_set_script(buf, hb.hb_script_from_string(script.encode(), 4))
+        hb.hb_buffer_set_cluster_level(buf, 1)                # MONOTONE_CHARACTERS
+        hb.hb_shape(font, buf, None, 0)
+        count = ctypes.c_uint()
+        infos = hb.hb_buffer_get_glyph_infos(buf, ctypes.byref(count))
+        pos = hb.hb_buffer_get_glyph_positions(buf, ctypes.byref(count))
+        return [(infos[k].codepoint, infos[k].cluster, pos[k].x_advance, pos[k].y_advance,
+                 pos[k].x_offset, pos[k].y_offset) for k in range(count.value)]
+    finally:
+        hb.hb_buffer_destroy(buf)
+
+
+# -- libunibreak, the one library both renderers share --------------------------------
+
+@functools.cache
+def _unibreak() -> Any:
+    name = ctypes.util.find_library("unibreak")
+    lib = ctypes.CDLL(name or "libunibreak.so.5")
+    lib.init_linebreak()
+    return lib
+
+
+def line_breaks(u: list[int]) -> bytes:
+    lib = _unibreak()
+    n = len(u)
+    arr = (ctypes.c_uint32 * max(n, 1))(*u)
+    brks = ctypes.create_string_buffer(max(n, 1))
+    lib.set_linebreaks_utf32(arr, ctypes.c_size_t(n), None, brks)
+    return brks.raw[:n]
+
+
+# -- libthai's word breaks (thai.pxi) -------------------------------------------------------
+
+LINEBREAK_ALLOWBREAK, LINEBREAK_NOBREAK = 1, 2
+
+
+def _is_thai(cp: int) -> bool:
+    return 0x0E01 <= cp <= 0x0E5B and not 0x0E3B <= cp <= 0x0E3E
+
+
+@functools.cache
+def _libthai() -> tuple[Any, Any]:
+    lib = ctypes.CDLL(ctypes.util.find_library("thai") or "libthai.so.0")
+    lib.th_brk_new.restype = ctypes.c_void_p
+    lib.th_brk_new.argtypes = [ctypes.c_char_p]
+    lib.th_brk_find_breaks.restype = ctypes.c_int
+    lib.th_brk_find_breaks.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                                       ctypes.POINTER(ctypes.c_int), ctypes.c_size_t]
+    return lib, lib.th_brk_new(None)
+
+
+def thai_breaks(u: list[int], brk: bytes) -> bytes:
+    """thai_breaks in thai.pxi: a break allowed after each word libthai finds in a run of
+    Thai letters, where libunibreak had none."""
+    if not any(_is_thai(c) for c in u):
+        return brk
+    lib, breaker = _libthai()
+    if not breaker:
+        return brk
+    out = bytearray(brk)
+    i, n = 0, len(u)
+    while i < n:
+        if not _is_thai(u[i]):
+            i += 1
+            continue
+        s = i
+        while i < n and _is_thai(u[i]):
+            i += 1
+        tis = "".join(map(chr, u[s:i])).encode("tis_620")
+        pos = (ctypes.c_int * (i - s + 1))()
+        for k in range(lib.th_brk_find_breaks(breaker, tis, pos, i - s)):
+            at = s + pos[k] - 1
+            if s <= at < i - 1 and out[at] == LINEBREAK_NOBREAK:
+                out[at] = LINEBREAK_ALLOWBREAK
+    return bytes(out)
