@@ -11,7 +11,7 @@ installs; nothing is ever downloaded.  A file name may end in `#N` for face N of
 collection (.ttc).  Bold fields use the file with `-Bold` for `-Regular` when it exists.
 
 Nothing is opened here: the native renderer memory-maps a face the first time a
-character needs it (see _text_fonts.pxi).  `check()` says which configured files are
+character needs it (see render/_native/fonts.pxi).  `check()` says which configured files are
 missing and which scripts that leaves without a font (one warning at boot), and
 `coverage()` answers `stagedoor render --check-fonts`.
 """

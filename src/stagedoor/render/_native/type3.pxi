@@ -7,7 +7,7 @@
 # for the CJK fonts, which are CFF (a CIDFontType0C subset needs the charstrings
 # desubroutinised or the subroutines carried whole).  A Type 3 glyph is a small content
 # stream of the outline, which HarfBuzz draws for any outline format
-# (hb_font_get_glyph_shape): made and deflated once per glyph per process (fonts.pxi), an
+# (hb_font_get_glyph_shape): made and deflated once per glyph per process (glyphs.pxi), an
 # order's font is then a memcpy per glyph it uses plus its dictionary, /Widths and a
 # ToUnicode CMap.  So only the glyphs used are embedded, one font per 256 glyphs of the
 # order, shared by its pages, and the text extracts.  The cost: no hinting (the outlines

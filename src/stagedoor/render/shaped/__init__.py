@@ -2,7 +2,7 @@
 
 Text the standard Helvetica fonts cannot show, or that does not fit its box, is shaped
 and drawn with glyphs of real fonts (see the module docstring of reference.py).  This
-module does what fonts.pxi, shape.pxi, layout.pxi and type3.pxi do in C, step by step,
+package does what fonts.pxi, glyphs.pxi, shape.pxi, layout.pxi and type3.pxi do in C, step by step,
 but through *other* implementations where there is one, so that the comparison in
 tests/test_render.py checks the native glue and not a library against itself:
 
@@ -25,7 +25,7 @@ compare whole files.  Slow (milliseconds per field), which is fine for an oracle
 In the order of the data flow, each module beside the native unit it mirrors:
 
     libs.py     libharfbuzz, libunibreak, libthai through ctypes   (textlibs.pxi, thai.pxi)
-    faces.py    faces, the face of each character, glyph procs   (fonts.pxi)
+    faces.py    faces, the face of each character, glyph procs   (fonts.pxi, glyphs.pxi)
     para.py     one paragraph: scripts, bidi levels, shaped runs   (shape.pxi)
     layout.py   the order's glyph registry, a field's fit and wrap (layout.pxi)
     pdf.py      text operators, the order's Type 3 fonts, ToUnicode (layout.pxi, type3.pxi)

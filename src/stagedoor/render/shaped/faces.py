@@ -1,5 +1,5 @@
 """Faces opened on first use, the choice of a face per character, and each glyph as
-a Type 3 procedure (what fonts.pxi does in C)."""
+a Type 3 procedure (what fonts.pxi and glyphs.pxi do in C)."""
 
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ class Fonts:
         return self.repl
 
     def proc(self, face: int, gid: int) -> tuple[bytes, int]:
-        """(the glyph's stream object body, its advance): make_proc in fonts.pxi."""
+        """(the glyph's stream object body, its advance): make_proc in glyphs.pxi."""
         f = self.faces[face]
         if gid >= f.nglyphs:
             gid = 0
@@ -140,7 +140,7 @@ class Fonts:
 
 
 class Pen:
-    """Outline callbacks writing PDF path operators as _move_to etc. in fonts.pxi do."""
+    """Outline callbacks writing PDF path operators as _move_to etc. in glyphs.pxi do."""
 
     def __init__(self) -> None:
         self.out: list[bytes] = []
