@@ -15,6 +15,7 @@ import secrets
 import shlex
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +37,7 @@ from tests.faults.invariants import (
 from tests.paths import SRC
 from tests.servers import SERVER, require_tls
 from tests.servers import SuiteRedis as EmbeddedRedis
+from tests.tlscerts import make_certs
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import free_port
@@ -204,22 +206,6 @@ def test_acl_user_is_refused_everything_else(acl_server: EmbeddedRedis,
 
 # -- TLS --------------------------------------------------------------------------------------
 
-def make_certs(d: Path) -> dict[str, Path]:
-    d.mkdir(parents=True, exist_ok=True)
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-
-    def openssl(*args: str) -> None:
-        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=d)
-
-    openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "1",
-            "-subj", "/CN=stagedoor test CA")
-    openssl("req", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1")
-    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-out", "server.pem", "-days", "1", "-extfile", "san.ext")
-    return {"ca": d / "ca.pem", "cert": d / "server.pem", "key": d / "server.key"}
-
-
 @pytest.fixture
 def tls_server(tmp_path: Path) -> Iterator[tuple[int, Path]]:
     require_tls()
@@ -288,6 +274,30 @@ def test_worker_over_tls_verifies_the_server(tmp_path: Path,
         assert "certificate verify failed" in bad.text()
     finally:
         procs.close()
+        client.close()
+
+
+@pytest.mark.tls
+def test_cli_over_tls_every_time(tmp_path: Path, tls_server: tuple[int, Path]) -> None:
+    """stagedoor enqueue, status and dead list over rediss://, several runs each.  (Found
+    here: every run failed with "Connection not ready": a new connection carried no
+    command in its handshake, so the server's TLS 1.3 session tickets were still unread
+    when redis-py's pool checked it for stray data.)"""
+    port, ca = tls_server
+    url = f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={ca}"
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    for i in range(3):
+        for args in (["enqueue", "--kind", "render_tickets", "--order-id", str(i + 1),
+                      "--outbox-id", str(i + 1)], ["status", "--json"], ["dead", "list"]):
+            out = subprocess.run([sys.executable, "-m", "stagedoor.cli", *args,
+                                  "--redis-url", url], capture_output=True, text=True,
+                                 env=env, timeout=60, stdin=subprocess.DEVNULL)
+            assert out.returncode == 0, (args, out.stderr)
+    client = redis.Redis(host="127.0.0.1", port=port, ssl=True, ssl_ca_certs=str(ca),
+                         protocol=2, socket_timeout=5)
+    try:
+        assert client.xlen("jobs") == 3
+    finally:
         client.close()
 
 

@@ -19,7 +19,8 @@ import orjson
 import pytest
 import redis
 from tests.aclmode import server_args
-from tests.servers import SuiteRedis
+from tests.servers import SuiteRedis, require_tls
+from tests.tlscerts import make_certs
 from tests.topology import SentinelSet
 from tests.workerkit import poll
 
@@ -211,5 +212,47 @@ def test_sentinels_with_their_own_password(tmp_path: Path) -> None:
 
         assert len(asyncio.run(lean_read())) == 2
         assert topo.client(topo.master.port).xlen("jobs") == 2
+    finally:
+        topo.stop()
+
+
+@pytest.mark.tls
+def test_sentinels_over_tls_apart_from_the_master(tmp_path: Path) -> None:
+    """Sentinels that take clients over TLS while the master is plain text: with
+    sentinel_tls_ca_file the CLI, the producer and the lean connection find the master
+    through them; without it, one line and exit 69."""
+    require_tls()
+    certs = make_certs(tmp_path / "certs")
+    topo = SentinelSet(tmp_path / "sentinel", sentinel_tls=certs)
+    try:
+        out = cli("status", "--json", "--redis-url", topo.tls_url)
+        assert out.returncode == 69, (out.stdout, out.stderr)
+        assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+        assert "Traceback" not in out.stderr and len(out.stderr) < 800, out.stderr
+        assert "sentinel_tls_ca_file" in out.stderr, out.stderr
+
+        env = {"STAGEDOOR_SENTINEL_TLS_CA_FILE": str(certs["ca"])}
+        out = cli("enqueue", "--kind", "render_tickets", "--order-id", "5", "--outbox-id", "5",
+                  "--redis-url", topo.tls_url, env=env)
+        assert out.returncode == 0, out.stderr
+        out = cli("status", "--json", "--redis-url", topo.tls_url, env=env)
+        assert out.returncode == 0, out.stderr
+        assert orjson.loads(out.stdout)["stream"]["length"] == 1
+
+        s = Settings(redis_url=topo.tls_url, sentinel_tls_ca_file=str(certs["ca"]))
+        client = connection.sync_client(s)
+        try:
+            enqueue_sync(client, s, [make_job("noop", 6, 6, "r6", "t")])
+        finally:
+            client.close()
+
+        async def lean_read() -> list[object]:
+            conn = FastConnection(s, timeout=2)
+            try:
+                return list(await conn.call("XRANGE", "jobs", "-", "+"))
+            finally:
+                await conn.aclose()
+
+        assert len(asyncio.run(lean_read())) == 2
     finally:
         topo.stop()

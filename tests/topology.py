@@ -42,10 +42,17 @@ def _info(port: int, section: str) -> dict[str, Any]:
 class Sentinel:
     """One sentinel process (the server binary with --sentinel) and its config file."""
 
-    def __init__(self, directory: Path, master_port: int, password: str | None = None) -> None:
+    def __init__(self, directory: Path, master_port: int, password: str | None = None,
+                 tls: dict[str, Path] | None = None) -> None:
         self.directory = directory
         self.port = free_port()
         self.password = password
+        # TLS for clients on a port of its own (certificates from tests/tlscerts.py);
+        # the plain port stays for the other sentinels and the plain-text master.
+        self.tls_port = free_port() if tls else None
+        with_tls = [f"tls-port {self.tls_port}", f"tls-cert-file {tls['cert']}",
+                    f"tls-key-file {tls['key']}", f"tls-ca-cert-file {tls['ca']}",
+                    "tls-auth-clients no"] if tls else []
         # A password of the sentinels' own (not the master's): clients and the other
         # sentinels must give it (requirepass, sentinel-pass).
         own = [f"requirepass {password}", f"sentinel sentinel-pass {password}"] \
@@ -58,7 +65,7 @@ class Sentinel:
             f"sentinel monitor {SERVICE} 127.0.0.1 {master_port} 2",
             f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}",
             f"sentinel failover-timeout {SERVICE} 10000",
-            f"sentinel parallel-syncs {SERVICE} 1", *own, ""]))
+            f"sentinel parallel-syncs {SERVICE} 1", *own, *with_tls, ""]))
         self.process = subprocess.Popen([SERVER.server, str(self.conf), "--sentinel"],
                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL, start_new_session=True)
@@ -94,7 +101,8 @@ class Sentinel:
 class SentinelSet:
     """A master, one replica, three sentinels (quorum 2), all on loopback."""
 
-    def __init__(self, directory: Path, sentinel_password: str | None = None) -> None:
+    def __init__(self, directory: Path, sentinel_password: str | None = None,
+                 sentinel_tls: dict[str, Path] | None = None) -> None:
         require_marked("a Sentinel set")
         self.directory = directory
         self.master = SuiteRedis(directory / "master", extra_args=server_args())
@@ -108,7 +116,7 @@ class SentinelSet:
             poll(lambda: _info(self.replica.port, "replication").get("master_link_status")
                  == "up", 20, "the replica in sync")
             self.sentinels = [Sentinel(directory / f"sentinel-{i}", self.master.port,
-                                       sentinel_password) for i in range(3)]
+                                       sentinel_password, sentinel_tls) for i in range(3)]
             poll(self._watching, 30, "three sentinels that see the master and the replica")
         except BaseException:
             self.stop()
@@ -125,6 +133,12 @@ class SentinelSet:
     @property
     def url(self) -> str:
         hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
+        return f"redis+sentinel://{hosts}/{SERVICE}/0"
+
+    @property
+    def tls_url(self) -> str:
+        """The sentinels' TLS ports (set up with sentinel_tls); the master stays plain."""
+        hosts = ",".join(f"127.0.0.1:{s.tls_port}" for s in self.sentinels)
         return f"redis+sentinel://{hosts}/{SERVICE}/0"
 
     def master_port(self) -> int | None:

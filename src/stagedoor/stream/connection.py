@@ -153,12 +153,20 @@ def async_client(settings: Settings, *, blocking: bool = False, name: str | None
     return client
 
 
-def sync_client(settings: Settings, *, timeout: float | None = None) -> redis.Redis:
+def sync_client(settings: Settings, *, timeout: float | None = None,
+                name: str = "stagedoor") -> redis.Redis:
     """A blocking-IO client for CLI tools and producers outside an event loop.
 
-    The socket timeout leaves room for the WAIT after enqueue's XADDs (queue.py)."""
+    The socket timeout leaves room for the WAIT after enqueue's XADDs (queue.py).  The
+    client name (CLIENT SETNAME) says who it is in CLIENT LIST, and over TLS it is also
+    what makes a new connection usable: with no command in the handshake (we send no
+    CLIENT SETINFO), the TLS 1.3 session tickets the server sends after the handshake
+    are still unread when redis-py's pool checks a new connection for stray data, and
+    it refuses the connection ("Connection not ready"); SETNAME's reply reads past
+    them."""
     kwargs = client_kwargs(settings)
     kwargs["socket_timeout"] = max(timeout or 0.0, _producer_timeout(settings))
+    kwargs["client_name"] = name
     url = _url(settings)
     if sentinel.is_sentinel_url(url):
         client = sentinel.sync_master(settings, kwargs)

@@ -97,4 +97,7 @@ def describe_no_master(detail: str) -> str:
     if "auth" in detail.lower():
         line += ("; a sentinel refused our credentials: the sentinels' own password is "
                  "sentinel_password_file (and sentinel_username), not the master's")
+    else:  # refused, reset or closed: down, or a TLS port spoken to in plain text
+        line += ("; no sentinel answered: check that they run at those addresses, and "
+                 "for sentinels that take TLS set sentinel_tls_ca_file")
     return line

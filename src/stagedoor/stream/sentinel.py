@@ -77,7 +77,9 @@ def sentinel_kwargs(settings: Settings) -> dict[str, Any]:
     # No library retries: a dead sentinel must cost one refused connect, not a backoff.
     kwargs: dict[str, Any] = {"socket_timeout": max(settings.socket_timeout, 0.5),
                               "socket_connect_timeout": settings.connect_timeout,
-                              "retry": Retry(NoBackoff(), 0), "protocol": 2, **NO_SETINFO}
+                              "retry": Retry(NoBackoff(), 0), "protocol": 2, **NO_SETINFO,
+                              # a command in the handshake: see connection.sync_client
+                              "client_name": "stagedoor"}
     if settings.sentinel_username:
         kwargs["username"] = settings.sentinel_username
     if settings.sentinel_password_file:
