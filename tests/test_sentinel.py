@@ -166,6 +166,33 @@ def test_producer_and_cli_follow_the_master(sentinels: SentinelSet, tmp_path: Pa
     assert sentinels.client(new).xlen("jobs") == length + 1
 
 
+def cli_producer_and_lean_connection_reach_the_master(url: str, env: dict[str, str],
+                                                      s: Settings) -> None:
+    """Through sentinels set up by `env` (the CLI) and `s` (the API): an enqueue and
+    the status from the CLI, an enqueue from the producer, a read on the lean
+    connection."""
+    out = cli("enqueue", "--kind", "render_tickets", "--order-id", "5", "--outbox-id", "5",
+              "--redis-url", url, env=env)
+    assert out.returncode == 0, out.stderr
+    out = cli("status", "--json", "--redis-url", url, env=env)
+    assert out.returncode == 0, out.stderr
+    assert orjson.loads(out.stdout)["stream"]["length"] == 1
+    client = connection.sync_client(s)
+    try:
+        enqueue_sync(client, s, [make_job("noop", 6, 6, "r6", "t")])
+    finally:
+        client.close()
+
+    async def lean_read() -> list[object]:
+        conn = FastConnection(s, timeout=2)
+        try:
+            return list(await conn.call("XRANGE", "jobs", "-", "+"))
+        finally:
+            await conn.aclose()
+
+    assert len(asyncio.run(lean_read())) == 2
+
+
 def test_sentinels_with_their_own_password(tmp_path: Path) -> None:
     """Sentinels that require a password of their own (not the master's, which has
     none here): given through sentinel_password_file, the CLI, the producer and the lean
@@ -189,28 +216,8 @@ def test_sentinels_with_their_own_password(tmp_path: Path) -> None:
                   env=env)
         assert out.returncode == 69, out.stderr
         assert "monitor no master of that name" in out.stderr, out.stderr
-        out = cli("enqueue", "--kind", "render_tickets", "--order-id", "5", "--outbox-id", "5",
-                  "--redis-url", topo.url, env=env)
-        assert out.returncode == 0, out.stderr
-        out = cli("status", "--json", "--redis-url", topo.url, env=env)
-        assert out.returncode == 0, out.stderr
-        assert orjson.loads(out.stdout)["stream"]["length"] == 1
-
-        s = Settings(redis_url=topo.url, sentinel_password_file=str(good))
-        client = connection.sync_client(s)
-        try:
-            enqueue_sync(client, s, [make_job("noop", 6, 6, "r6", "t")])
-        finally:
-            client.close()
-
-        async def lean_read() -> list[object]:
-            conn = FastConnection(s, timeout=2)
-            try:
-                return list(await conn.call("XRANGE", "jobs", "-", "+"))
-            finally:
-                await conn.aclose()
-
-        assert len(asyncio.run(lean_read())) == 2
+        cli_producer_and_lean_connection_reach_the_master(
+            topo.url, env, Settings(redis_url=topo.url, sentinel_password_file=str(good)))
         assert topo.client(topo.master.port).xlen("jobs") == 2
     finally:
         topo.stop()
@@ -232,27 +239,8 @@ def test_sentinels_over_tls_apart_from_the_master(tmp_path: Path) -> None:
         assert "sentinel_tls_ca_file" in out.stderr, out.stderr
 
         env = {"STAGEDOOR_SENTINEL_TLS_CA_FILE": str(certs["ca"])}
-        out = cli("enqueue", "--kind", "render_tickets", "--order-id", "5", "--outbox-id", "5",
-                  "--redis-url", topo.tls_url, env=env)
-        assert out.returncode == 0, out.stderr
-        out = cli("status", "--json", "--redis-url", topo.tls_url, env=env)
-        assert out.returncode == 0, out.stderr
-        assert orjson.loads(out.stdout)["stream"]["length"] == 1
-
-        s = Settings(redis_url=topo.tls_url, sentinel_tls_ca_file=str(certs["ca"]))
-        client = connection.sync_client(s)
-        try:
-            enqueue_sync(client, s, [make_job("noop", 6, 6, "r6", "t")])
-        finally:
-            client.close()
-
-        async def lean_read() -> list[object]:
-            conn = FastConnection(s, timeout=2)
-            try:
-                return list(await conn.call("XRANGE", "jobs", "-", "+"))
-            finally:
-                await conn.aclose()
-
-        assert len(asyncio.run(lean_read())) == 2
+        cli_producer_and_lean_connection_reach_the_master(
+            topo.tls_url, env,
+            Settings(redis_url=topo.tls_url, sentinel_tls_ca_file=str(certs["ca"])))
     finally:
         topo.stop()
