@@ -97,9 +97,10 @@ class Sup:
             self.known_pids.add(p["pid"])
         return data
 
-    def ready_pids(self) -> dict[int, int]:
-        """slot -> pid of its current worker, for the slots whose worker is READY."""
-        st = self.status()
+    def ready_pids(self, st: dict[str, Any] | None = None) -> dict[int, int]:
+        """slot -> pid of its current worker, for the slots whose worker is READY (of
+        the status snapshot `st` when given, else of a fresh one)."""
+        st = self.status() if st is None else st
         return {int(k): v["pid"] for k, v in st.get("slots", {}).items() if v["ready"]}
 
     def wait_ready(self, n: int, timeout: float = 15.0) -> dict[int, int]:

@@ -593,8 +593,7 @@ def test_sighup_rereads_the_config_file_and_keeps_the_old_one_if_bad(
             # with the new pid), and the old worker gone: until it exits it may still
             # take a job with the old settings, by design (it drains what it read).
             st = sup.status()
-            slot = st.get("slots", {}).get("0")
-            now = slot["pid"] if slot and slot["ready"] else None
+            now = sup.ready_pids(st).get(0)
             done = not st["reloading"] and now not in (None, pid) and gone([pid])
             return now if done else None
 

@@ -37,6 +37,14 @@ try:  # redis-py >= 8.1: lib_name/lib_version are deprecated in favour of driver
 except ImportError:  # pragma: no cover - older redis-py
     NO_SETINFO = {"lib_name": None, "lib_version": None}
 
+# The name every client without a name of its own gives itself (CLIENT SETNAME).  It
+# says who is who in CLIENT LIST, and over TLS it is what makes a new connection usable:
+# with no command in the handshake (we send no CLIENT SETINFO), the TLS 1.3 session
+# tickets the server sends after the handshake are still unread when redis-py's sync
+# pool checks a new connection for stray data, and it refuses the connection
+# ("Connection not ready"); SETNAME's reply reads past them.  Sentinels too.
+CLIENT_NAME = "stagedoor"
+
 RAW_COMMANDS = ("XREADGROUP", "XAUTOCLAIM", "XRANGE", "XREVRANGE", "XPENDING", "HELLO")
 MIN_SERVER = (7, 0, 5)
 # Errors that mean "Redis is away or slow": retry with backoff, re-read own pending.
@@ -154,16 +162,11 @@ def async_client(settings: Settings, *, blocking: bool = False, name: str | None
 
 
 def sync_client(settings: Settings, *, timeout: float | None = None,
-                name: str = "stagedoor") -> redis.Redis:
+                name: str = CLIENT_NAME) -> redis.Redis:
     """A blocking-IO client for CLI tools and producers outside an event loop.
 
-    The socket timeout leaves room for the WAIT after enqueue's XADDs (queue.py).  The
-    client name (CLIENT SETNAME) says who it is in CLIENT LIST, and over TLS it is also
-    what makes a new connection usable: with no command in the handshake (we send no
-    CLIENT SETINFO), the TLS 1.3 session tickets the server sends after the handshake
-    are still unread when redis-py's pool checks a new connection for stray data, and
-    it refuses the connection ("Connection not ready"); SETNAME's reply reads past
-    them."""
+    The socket timeout leaves room for the WAIT after enqueue's XADDs (queue.py); the
+    name is not optional over TLS (CLIENT_NAME says why)."""
     kwargs = client_kwargs(settings)
     kwargs["socket_timeout"] = max(timeout or 0.0, _producer_timeout(settings))
     kwargs["client_name"] = name

@@ -85,12 +85,12 @@ _SENTINEL_ERROR = re.compile(r"host=([^,]+),port=(\d+).*?> - (.*?)(?=, <redis\.|
 def describe_no_master(detail: str) -> str:
     """'No master found' from the sentinels, short: which sentinel said what, and what to
     check (their own password, or the master's name in the URL)."""
-    head = detail.split(" : ", 1)[0]
-    errors = [f"{host}:{port} {what.strip()}" for host, port, what in
-              _SENTINEL_ERROR.findall(detail)]
-    if " : " not in detail:  # every sentinel answered, none knows a master of that name
+    head, sep, _ = detail.partition(" : ")
+    if not sep:  # every sentinel answered, none knows a master of that name
         return (f"{detail}: the sentinels answered but monitor no master of that name "
                 "(the name is the URL's path: redis+sentinel://host:port/<master>)")
+    errors = [f"{host}:{port} {what.strip()}" for host, port, what in
+              _SENTINEL_ERROR.findall(detail)]
     if not errors:
         return detail if len(detail) <= 300 else detail[:300] + "..."
     line = f"{head} (asked: {'; '.join(errors)})"

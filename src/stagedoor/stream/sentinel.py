@@ -72,14 +72,13 @@ def parse(url: str) -> SentinelTarget:
 
 def sentinel_kwargs(settings: Settings) -> dict[str, Any]:
     """Connection options for the sentinels themselves (not the master's)."""
-    from .connection import NO_SETINFO
+    from .connection import CLIENT_NAME, NO_SETINFO
 
     # No library retries: a dead sentinel must cost one refused connect, not a backoff.
     kwargs: dict[str, Any] = {"socket_timeout": max(settings.socket_timeout, 0.5),
                               "socket_connect_timeout": settings.connect_timeout,
                               "retry": Retry(NoBackoff(), 0), "protocol": 2, **NO_SETINFO,
-                              # a command in the handshake: see connection.sync_client
-                              "client_name": "stagedoor"}
+                              "client_name": CLIENT_NAME}  # needed over TLS: see there
     if settings.sentinel_username:
         kwargs["username"] = settings.sentinel_username
     if settings.sentinel_password_file:
