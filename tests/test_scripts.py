@@ -357,7 +357,7 @@ def test_unspaced_thai_wraps_at_libthai_word_breaks(field: str, repeat: int,
     assert " " not in text
     base = load("thai").tickets[0]
     order = Order(order_id=base.order_id,
-                  tickets=(dataclasses.replace(base, **{field: text}),))
+                  tickets=(dataclasses.replace(base, **{field: text}),))  # type: ignore[arg-type]
     data = _render.render_order(order)
     assert data == render.render_order(order)
     qpdf_check(data, tmp_path)
@@ -400,6 +400,46 @@ def test_han_takes_the_face_of_the_order_locale() -> None:
     # kana and no locale: the Japanese face (same kanji glyphs as ja-JP)
     kana = pdf("骨直ひ", "")
     assert kana == pdf("骨直ひ", "ja-JP") != pdf("骨直ひ", "zh-CN")
+
+
+def test_orders_of_many_glyphs_and_tickets_match_the_reference() -> None:
+    """A one-ticket PDF of ~600 distinct glyphs (~120 KB), five tickets, and a mix: the
+    shaped fields' UTF-32 and /ActualText (made in the render's scratch) and the output
+    buffer grow past what a demo order needs, and each gives the reference's bytes."""
+    base = load("chinese-simplified")
+    t = base.tickets[0]
+    distinct = dataclasses.replace(
+        t, event="".join(chr(0x4E00 + i) for i in range(200)),
+        venue="".join(chr(0x5000 + i) for i in range(200)),
+        buyer="".join(chr(0x6000 + i) for i in range(200)))
+    cases = [Order(order_id=t.order_id, tickets=(distinct,), locale=base.locale),
+             Order(order_id=t.order_id, tickets=(t,) * 5, locale=base.locale),
+             Order(order_id=t.order_id, tickets=(t, t, distinct, t), locale=base.locale)]
+    for o in cases:
+        assert _render.render_order(o) == render.render_order(o)
+    assert len(_render.render_order(cases[0])) > 100_000
+
+
+FIRST_TOO_WIDE = '''
+import dataclasses
+from stagedoor import _render
+from stagedoor.demo.orders import demo_order
+from stagedoor.render import reference
+o = demo_order(3)
+wide = dataclasses.replace(o.tickets[0], event="A title far too wide for its box " * 4)
+o = dataclasses.replace(o, tickets=(wide,))
+assert _render.font_stats()["faces_open"] == 0
+print(_render.render_order(o) == reference.render_order(o), _render.font_stats()["faces_open"])
+'''
+
+
+def test_a_process_whose_first_order_is_ascii_too_wide_for_its_box_configures_fonts() -> None:
+    """Whether an ASCII field fits is decided without the GIL, after the fonts would
+    have been configured; the first such order of a process configures them and is
+    shaped like the reference's."""
+    out = subprocess.run([sys.executable, "-c", FIRST_TOO_WIDE], check=True,
+                         capture_output=True, text=True).stdout.split()
+    assert out == ["True", "1"]
 
 
 THREADED = '''

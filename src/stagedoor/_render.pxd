@@ -40,6 +40,8 @@ cdef struct Buf:
 
 
 # One text field, already encoded (cp1252 bytes), and the ActualText hex ("" if none).
+# A shaped field comes from the GIL side as `src` (the NFC str's data, `kind` bytes a
+# character, `srcn` characters); shaped_fill() turns it into `u` and `act` without the GIL.
 cdef struct Text:
     const char* s
     Py_ssize_t n
@@ -47,6 +49,10 @@ cdef struct Text:
     Py_ssize_t an
     const unsigned int* u       # the shaped path: the NFC text as UTF-32 (NULL: Helvetica)
     int un
+    const void* src             # the shaped path, before shaped_fill (NULL: Helvetica)
+    int kind
+    Py_ssize_t srcn
+    int undecided               # ASCII in s[:n]: fast path or shaped, decide_ascii says
 
 
 cdef enum:
@@ -79,6 +85,7 @@ cdef struct Scratch:
     Buf content
     Buf z
     Buf out
+    Buf prep                    # the shaped fields' UTF-32 and ActualText (shaped_fill)
     QR q
     unsigned char used[QR_MAX_SIZE * QR_MAX_SIZE]   # modules already in a rectangle
     void* text                  # TextCtx of the shaped-text path, made on first use

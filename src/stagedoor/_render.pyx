@@ -3,14 +3,17 @@
 """Native ticket renderer: the same bytes as stagedoor.render.reference.render_order, with
 the GIL released.
 
-Why the split: the Python part only turns the order's strings into C buffers (cp1252
-bytes straight from the str data for the Helvetica fast path; NFC UTF-32 and the
-/ActualText hex for a shaped field); everything else runs in C inside `with nogil:` --
-the text shaping and layout (HarfBuzz, fribidi, libunibreak, libthai through their C
-APIs), the
-QR code, the content stream, the order's fonts, deflate through zlib's C API, the xref
-table -- so threads render in parallel.  The static part of the page (border, header
-bar, labels) is compressed once at import and shared by every page.
+Why the split: the Python part only reads the order's fields and points C at their
+text (the str data itself for ASCII; cp1252 bytes for other WinAnsi text; the NFC str
+for a shaped field) and copies the finished PDF into a bytes object; everything else
+runs in C inside `with nogil:` -- whether an ASCII field fits its box, the shaped
+fields' UTF-32 and /ActualText, the text shaping and layout (HarfBuzz, fribidi,
+libunibreak, libthai through their C APIs), the QR code, the content stream, the
+order's fonts, deflate through zlib's C API, the xref table -- so threads render in
+parallel.  What stays under the GIL is what two render threads cannot overlap, and a
+thread that finds it taken sleeps a futex round trip (text.pxi, shape_src), so it is
+kept small: ~3 % of a non-Latin ticket's time.  The static part of the page (border,
+header bar, labels) is compressed once at import and shared by every page.
 
 Where the time went (perf + callgrind, one ticket): first the QR mask choice (branchy
 penalty scoring, now 64-bit row/column bitsets for versions 1-10), then deflate (level 1,
@@ -51,6 +54,8 @@ import os
 import threading
 import unicodedata
 
+from cpython cimport array
+from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from libc.stdio cimport snprintf
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy, memset, strlen
@@ -74,8 +79,21 @@ ctypedef unsigned long long u64
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object o)
+    int PyUnicode_1BYTE_KIND
+    # PyUnicode_READ is a macro over plain memory: safe without the GIL while the str
+    # is kept alive (shaped_fill reads the fields' text that way)
+    Py_UCS4 PyUnicode_READ_nogil "PyUnicode_READ" (int kind, const void* data,
+                                                  Py_ssize_t index) noexcept nogil
 
 from stagedoor.render import tables as _tables
+
+# The ticket's fields in TicketC.text order (render.FIELDS, then the small print); the
+# QR code encodes the admission code's field.
+cdef tuple FIELD_ATTRS = tuple(name for name, _ in _tables.FIELDS) + ("small_print",)
+cdef enum:
+    ADMISSION_CODE = 9
+if FIELD_ATTRS[ADMISSION_CODE] != "admission_code" or len(FIELD_ATTRS) != NFIELDS + 1:
+    raise ImportError("stagedoor._render: render.tables.FIELDS is not the layout built in")
 
 include "render/_native/buf.pxi"
 include "render/_native/qr.pxi"
@@ -97,7 +115,11 @@ include "render/_native/text.pxi"
 # -- fonts: configured once per process (the settings, or the defaults) --------------------
 
 cdef object _PLAN = None
+cdef int PLAN_READY = 0     # _PLAN is set: what render_order's C part can read
+# the Han faces by locale (int arrays), without kana and with it: two dicts, so that
+# the lookup makes no key tuple (see Keep in text.pxi on allocations per order)
 cdef dict _HAN = {}
+cdef dict _HAN_KANA = {}
 # The first shaped order configures the default fonts: once, under this lock.  Without
 # it, threads starting cold each called configure(), and a later one freed the faces
 # (drop_faces) that an earlier one was already rendering with, outside the GIL: a
@@ -109,10 +131,12 @@ def configure(plan):
     """Use this font plan (stagedoor.render.fonts.plan(...)) from now on.  Not while
     other threads render: the faces they use are closed (the worker configures at
     boot, before its render threads start)."""
-    global _PLAN
+    global _PLAN, PLAN_READY
     configure_fonts(plan.faces, plan.scripts, plan.fallback, plan.han_order)
     _PLAN = plan
+    PLAN_READY = 1
     _HAN.clear()
+    _HAN_KANA.clear()
 
 
 def _plan_lock_after_fork_in_child():
@@ -123,7 +147,7 @@ def _plan_lock_after_fork_in_child():
 os.register_at_fork(after_in_child=_plan_lock_after_fork_in_child)
 
 
-cdef object han_array(object order, bint kana_seen):
+cdef array.array han_array(object order, bint kana_seen):
     """The Han faces of this order as an int array (kept alive by the caller)."""
     global _PLAN
     if _PLAN is None:
@@ -133,11 +157,11 @@ cdef object han_array(object order, bint kana_seen):
                 configure(fonts.current())
     locale = getattr(order, "locale", "") or ""
     kana = not locale and kana_seen
-    key = (locale, kana)
-    arr = _HAN.get(key)
+    cache = _HAN_KANA if kana else _HAN
+    arr = cache.get(locale)
     if arr is None:
         from stagedoor.render import fonts
-        arr = _HAN[key] = array.array("i", fonts.han_faces(_PLAN, locale, kana))
+        arr = cache[locale] = array.array("i", fonts.han_faces(_PLAN, locale, kana))
     return arr
 
 
@@ -148,34 +172,54 @@ def render_order(order):
     cdef TicketC* tc
     cdef Scratch* s = NULL
     cdef int rc, f, nhan = 0
-    cdef list keep = []
+    cdef Keep keep
     cdef int shaped = NOT_SHAPED, v
-    cdef const int[:] han
+    cdef array.array arr
     cdef const int* hanp = NULL
     if n == 0:
         raise ValueError("order has no tickets")
+    keep.n = 0
+    keep.cap = 36 * n       # 11 fields, each at most as read, as str and encoded; the QR
+    keep.p = <PyObject**>malloc(keep.cap * sizeof(PyObject*))
     tc = <TicketC*>malloc(n * sizeof(TicketC))
     try:
-        if tc == NULL:
+        if tc == NULL or keep.p == NULL:
             raise MemoryError()
         for k in range(n):
             t = tickets[k]
-            values = (t.event, t.venue, t.starts_at, t.section, t.row, t.seat, t.buyer,
-                      t.price, t.order_id, t.admission_code, t.small_print)
             for f in range(NFIELDS + 1):
-                v = encode_text(values[f], keep, &tc[k].text[f], f)
+                value = getattr(t, FIELD_ATTRS[f])
+                keep_push(&keep, value)
+                v = encode_text(value, &keep, &tc[k].text[f], f)
                 if v > shaped:
                     shaped = v
-            qr_bytes(t.admission_code, keep, &tc[k].qr, &tc[k].nqr)
+                if f == ADMISSION_CODE:
+                    qr_bytes(value, &keep, &tc[k].qr, &tc[k].nqr)
         if shaped != NOT_SHAPED:
             arr = han_array(order, shaped == SHAPED_KANA)
+            keep_push(&keep, arr)
             nhan = len(arr)
             if nhan:
-                han = arr
-                hanp = &han[0]
+                hanp = arr.data.as_ints
         with nogil:
-            s = scratch_get()
-            rc = render_c(tc, n, s, hanp, nhan) if s != NULL else -1
+            rc = 0
+            if decide_ascii(tc, n) != NOT_SHAPED and shaped == NOT_SHAPED:
+                # only ASCII fields are shaped (too wide, or controls): no Han face is
+                # needed, but the fonts must be configured
+                shaped = SHAPED
+                if not PLAN_READY:
+                    rc = -4
+            if rc == 0:
+                s = scratch_get()
+                if s == NULL:
+                    rc = -1
+                else:
+                    rc = shaped_fill(tc, n, &s.prep) if shaped != NOT_SHAPED else 0
+                    if rc == 0:
+                        rc = render_c(tc, n, s, hanp, nhan)
+        if rc == -4:
+            han_array(order, False)     # configures the fonts: once a process
+            return render_order(order)
         if rc == -1:
             raise MemoryError()
         if rc == -2:
@@ -191,6 +235,7 @@ def render_order(order):
         if s != NULL:
             scratch_put(s)
         free(tc)
+        keep_release(&keep)
 
 
 def qr_matrix(data):

@@ -33,6 +33,38 @@ cdef PyThread_type_lock POOL_LOCK = PyThread_allocate_lock()
 cdef Scratch* POOL = NULL
 cdef int POOL_SIZE = 0
 
+# Each thread keeps the scratch area it used last (a pthread key; the pool is for the
+# rest).  Why: from the shared pool two render threads kept swapping areas, and a thread
+# handed the other's deflate window, hash and buffers pulls every line of them across
+# from the other core's cache: the non-Latin tickets, whose areas are the larger, cost
+# 8-12 % more CPU each on 2 threads than on 1 (bench.scripts_measure's scaling).  A
+# thread that ends gives its area back to the pool (the key's destructor); a forked
+# child keeps the forking thread's, plain memory like the pool's.
+cdef extern from *:
+    """
+    #include <pthread.h>
+    static pthread_key_t sd_scratch_key;
+    static int sd_scratch_key_ok = 0;
+    static int sd_scratch_key_init(void (*dtor)(void*)) {
+        sd_scratch_key_ok = pthread_key_create(&sd_scratch_key, dtor) == 0;
+        return sd_scratch_key_ok;
+    }
+    static inline void* sd_scratch_take(void) {
+        void* s;
+        if (!sd_scratch_key_ok) return NULL;
+        s = pthread_getspecific(sd_scratch_key);
+        if (s != NULL) pthread_setspecific(sd_scratch_key, NULL);
+        return s;
+    }
+    static inline int sd_scratch_keep(void* s) {
+        if (!sd_scratch_key_ok || pthread_getspecific(sd_scratch_key) != NULL) return 0;
+        return pthread_setspecific(sd_scratch_key, s) == 0;
+    }
+    """
+    int sd_scratch_key_init(void (*dtor)(void*) noexcept nogil) noexcept nogil
+    void* sd_scratch_take() noexcept nogil
+    int sd_scratch_keep(void* s) noexcept nogil
+
 
 cdef inline void buf_trim(Buf* b) noexcept nogil:
     if b.failed or b.cap > KEEP_BUF_MAX:
@@ -50,12 +82,15 @@ cdef void scratch_free(Scratch* s) noexcept nogil:
     free(s.content.data)
     free(s.z.data)
     free(s.out.data)
+    free(s.prep.data)
     free(s)
 
 
 cdef Scratch* scratch_get() noexcept nogil:
     global POOL, POOL_SIZE
-    cdef Scratch* s = NULL
+    cdef Scratch* s = <Scratch*>sd_scratch_take()
+    if s != NULL:
+        return s
     PyThread_acquire_lock(POOL_LOCK, WAIT_LOCK)
     if POOL != NULL:
         s = POOL
@@ -68,10 +103,17 @@ cdef Scratch* scratch_get() noexcept nogil:
 
 
 cdef void scratch_put(Scratch* s) noexcept nogil:
-    global POOL, POOL_SIZE
     buf_trim(&s.content)
     buf_trim(&s.z)
     buf_trim(&s.out)
+    buf_trim(&s.prep)
+    if sd_scratch_keep(s):
+        return
+    scratch_pool_put(s)
+
+
+cdef void scratch_pool_put(Scratch* s) noexcept nogil:
+    global POOL, POOL_SIZE
     PyThread_acquire_lock(POOL_LOCK, WAIT_LOCK)
     if POOL_SIZE < POOL_MAX:
         s.next = POOL
@@ -81,6 +123,13 @@ cdef void scratch_put(Scratch* s) noexcept nogil:
     PyThread_release_lock(POOL_LOCK)
     if s != NULL:
         scratch_free(s)
+
+
+cdef void _scratch_thread_exit(void* s) noexcept nogil:
+    scratch_pool_put(<Scratch*>s)
+
+
+sd_scratch_key_init(_scratch_thread_exit)
 
 
 cdef int put_stream(Buf* out, int num, const char* content, Py_ssize_t n,
