@@ -7,7 +7,9 @@ Every figure from this process, in this run, side by side:
   N distinct generated names (no order repeats, so no order's font is reused; the
   process is warm: glyph outlines are cached per process by design, and the warm-up
   orders use other names);
-- throughput of the non-Latin tickets on 1 and 2 threads (GIL released);
+- throughput of the non-Latin tickets on 1 and 2 threads (GIL released), and, as the
+  box's own ceiling for that ratio, on 1 and 2 processes at once (no GIL, nothing
+  shared; not a target, the yardstick for the 2-thread one);
 - reportlab drawing the same Cyrillic ticket with an embedded TrueType font (Noto Sans,
   the face the native renderer uses) and its QR widget, and the ratio;
 - PDF bytes per order: one ticket per script, and an order of 4 CJK tickets.
@@ -75,8 +77,8 @@ def names(script: str, n: int, seed: int) -> list[str]:
     seen: set[str] = set()
     while len(out) < n:
         if script == "cjk":
-            given = "".join(rng.choice(HAN) for _ in range(rng.randint(1, 2)))
-            name = rng.choice(HAN[:100]) + given
+            han_given = "".join(rng.choice(HAN) for _ in range(rng.randint(1, 2)))
+            name = rng.choice(HAN[:100]) + han_given
         else:
             given, family = (s.split() for s in NAMES[script])
             name = f"{rng.choice(given)} {rng.choice(family)}"
@@ -172,6 +174,50 @@ def scaling(n: int = 3000, repeat: int = 3) -> dict[str, Any]:
             "latin_scaling_2_threads": best["latin", 2] / best["latin", 1]}
 
 
+def _process_worker(k: int, nproc: int, n: int, start: Any, out: Any) -> None:
+    """One process of process_ceiling: its share of the non-Latin orders, timed."""
+    from stagedoor import _render
+
+    fn = _render.render_order
+    mixed = [o for trio in zip(orders("cyrillic", n, 11), orders("arabic", n, 12),
+                               orders("cjk", n, 13), strict=True) for o in trio]
+    for o in mixed[:300]:
+        fn(o)
+    mine = mixed[k::nproc]
+    start.wait()
+    t0 = time.perf_counter()
+    for o in mine:
+        fn(o)
+    out.put((len(mine), t0, time.perf_counter()))
+
+
+def process_ceiling(n: int = 3000, repeat: int = 3) -> dict[str, Any]:
+    """The same non-Latin orders on 1 process and on 2 processes at once, best of
+    `repeat`: what this box gives two-way parallel render work with no GIL and no
+    shared memory, the ceiling beside which to read the 2-thread ratio."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+
+    def rate(nproc: int) -> float:
+        out, start = ctx.Queue(), ctx.Barrier(nproc)
+        ps = [ctx.Process(target=_process_worker, args=(k, nproc, n, start, out))
+              for k in range(nproc)]
+        for p in ps:
+            p.start()
+        got: list[tuple[int, float, float]] = [out.get() for _ in ps]
+        for p in ps:
+            p.join()
+        return sum(g[0] for g in got) / (max(g[2] for g in got) - min(g[1] for g in got))
+
+    best = {1: 0.0, 2: 0.0}
+    for _ in range(repeat):
+        for nproc in (1, 2):
+            best[nproc] = max(best[nproc], rate(nproc))
+    return {"orders_per_s_1_process": best[1], "orders_per_s_2_processes": best[2],
+            "process_scaling_2": best[2] / best[1]}
+
+
 def reportlab_render(order: Order, font_path: str, bold_path: str) -> bytes:
     """The same ticket with reportlab: Noto Sans embedded (TrueType subset), its QR."""
     from reportlab.graphics import renderPDF
@@ -254,8 +300,8 @@ def sizes() -> dict[str, int]:
 
 def measure_all(n: int = 2000) -> dict[str, Any]:
     lat = {s: latency(s, n) for s in ("latin", "cyrillic", "arabic", "cjk")}
-    return {"latency": lat, "scaling": scaling(), "reportlab": versus_reportlab(),
-            "bytes": sizes()}
+    return {"latency": lat, "scaling": scaling(), "process_ceiling": process_ceiling(),
+            "reportlab": versus_reportlab(), "bytes": sizes()}
 
 
 def check(r: dict[str, Any]) -> list[str]:
