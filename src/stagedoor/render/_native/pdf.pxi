@@ -34,12 +34,13 @@ cdef Scratch* POOL = NULL
 cdef int POOL_SIZE = 0
 
 # Each thread keeps the scratch area it used last (a pthread key; the pool is for the
-# rest).  Why: from the shared pool two render threads kept swapping areas, and a thread
-# handed the other's deflate window, hash and buffers pulls every line of them across
-# from the other core's cache: the non-Latin tickets, whose areas are the larger, cost
-# 8-12 % more CPU each on 2 threads than on 1 (bench.scripts_measure's scaling).  A
-# thread that ends gives its area back to the pool (the key's destructor); a forked
-# child keeps the forking thread's, plain memory like the pool's.
+# rest).  Why: from the shared pool two render threads can swap areas, and a thread
+# handed the other's deflate window, hash and buffers pulls their lines across from the
+# other core's cache.  (Not measured on its own: this VM has no cache-miss counters; a
+# non-Latin ticket took 8-12 % more CPU on 2 threads than on 1, the Latin one 5-10 %,
+# and this came in with the GIL trim of text.pxi, measured together.)  A thread that
+# ends gives its area back to the pool (the key's destructor); a forked child keeps the
+# forking thread's, plain memory like the pool's.
 cdef extern from *:
     """
     #include <pthread.h>

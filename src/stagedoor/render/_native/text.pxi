@@ -90,7 +90,7 @@ cdef object encode_winansi(str value):
     Scans before it allocates: a Cyrillic, Arabic or CJK field fails at its first
     character, and this runs under the GIL (see shape_src)."""
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(value), i
-    cdef int kind = PyUnicode_KIND(value), b
+    cdef int kind = PyUnicode_KIND(value)
     cdef void* data = PyUnicode_DATA(value)
     for i in range(n):
         if winansi_byte(PyUnicode_READ(kind, data, i)) < 0:
@@ -244,18 +244,9 @@ cdef int shaped_fill(TicketC* tc, Py_ssize_t nt, Buf* prep) noexcept nogil:
             data = t.src
             kind = t.kind
             u = <unsigned int*>(prep.data + pos)      # pos stays a multiple of 4
-            for i in range(t.srcn):
-                c = <unsigned int>PyUnicode_READ_nogil(kind, data, i)
-                if c < 0x20 or c == 0x7F:
-                    c = 0x20
-                elif 0xD800 <= c <= 0xDFFF:
-                    c = 0xFFFD
-                u[i] = c
-            t.u = u
-            t.un = <int>t.srcn
-            pos += 4 * t.srcn
-            a = put_hex4(prep.data + pos, 0xFEFF)
-            t.act = a - 4
+            a = prep.data + pos + 4 * t.srcn         # the ActualText right after it
+            t.act = a
+            a = put_hex4(a, 0xFEFF)
             for i in range(t.srcn):
                 c = <unsigned int>PyUnicode_READ_nogil(kind, data, i)
                 if c < 0x20 or c == 0x7F:
@@ -265,8 +256,11 @@ cdef int shaped_fill(TicketC* tc, Py_ssize_t nt, Buf* prep) noexcept nogil:
                     a = put_hex4(a, 0xDC00 + ((c - 0x10000) & 0x3FF))
                 else:
                     a = put_hex4(a, c)
+                u[i] = 0xFFFD if 0xD800 <= c <= 0xDFFF else c
+            t.u = u
+            t.un = <int>t.srcn
             t.an = a - t.act
-            pos += t.an
+            pos += 4 * t.srcn + t.an
     prep.len = pos
     return 0
 
