@@ -150,6 +150,12 @@ def throughput(threads: int, work: list[Order], fn: RenderFn) -> float:
     return len(work) / (time.perf_counter() - t0)
 
 
+def mixed_orders(n: int) -> list[Order]:
+    """3n non-Latin orders, Cyrillic, Arabic and CJK in turn: the scaling runs' work."""
+    return [o for trio in zip(orders("cyrillic", n, 11), orders("arabic", n, 12),
+                              orders("cjk", n, 13), strict=True) for o in trio]
+
+
 def scaling(n: int = 3000, repeat: int = 3) -> dict[str, Any]:
     """Non-Latin orders (Cyrillic, Arabic, CJK in turn) on 1 and 2 threads, best of
     `repeat` each, distinct orders every time; the Latin orders alike, interleaved, as
@@ -158,8 +164,7 @@ def scaling(n: int = 3000, repeat: int = 3) -> dict[str, Any]:
     from stagedoor import _render
 
     fn = _render.render_order
-    mixed = [o for trio in zip(orders("cyrillic", n, 11), orders("arabic", n, 12),
-                               orders("cjk", n, 13), strict=True) for o in trio]
+    mixed = mixed_orders(n)
     latin = orders("latin", len(mixed))
     for o in mixed[:300] + latin[:300]:
         fn(o)
@@ -179,8 +184,7 @@ def _process_worker(k: int, nproc: int, n: int, start: Any, out: Any) -> None:
     from stagedoor import _render
 
     fn = _render.render_order
-    mixed = [o for trio in zip(orders("cyrillic", n, 11), orders("arabic", n, 12),
-                               orders("cjk", n, 13), strict=True) for o in trio]
+    mixed = mixed_orders(n)
     for o in mixed[:300]:
         fn(o)
     mine = mixed[k::nproc]
