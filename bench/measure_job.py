@@ -29,6 +29,11 @@ XREADGROUP, so `round_trips_per_job` counts every command but XACK.
 Redis runs with AOF (appendfsync everysec), as `stagedoor demo` runs it.  The
 directories are under the system temp dir, which must be a real disk (a tmpfs fsync
 costs nothing and would flatter both contenders alike): `SD_BENCH_DISK_DIR` overrides.
+No round's files are deleted before the run ends (kept_dirs: on ext4 without a journal
+deleting them made every later file creation 10-30x dearer for both contenders, which
+flattered the ratio), and `file_create_us` (alloc_probe, at the start and the end)
+says what creating a file cost meanwhile: ~25-70 us on a quiet filesystem here, 0.5-0.9
+ms within minutes of a mass deletion (a test suite, an earlier run).
 """
 
 from __future__ import annotations
@@ -66,6 +71,31 @@ def orders(n: int, kind: str, base: int = 1) -> list[Order]:
     return [make(base + i) for i in range(n)]
 
 
+# Directories whose removal waits for the end of the run (kept_dirs), else None.
+_KEPT: list[Path] | None = None
+
+
+@contextlib.contextmanager
+def kept_dirs() -> Iterator[None]:
+    """Keep every disk_dir of the rounds inside until the run ends, then remove them.
+
+    Why: on ext4 without a journal (this VM's root filesystem) a new inode is not taken
+    from those freed in the last 1-6 minutes, and the allocator walks past each of them
+    per file (`recently_deleted` in fs/ext4/ialloc.c: perf put 89 % of a file creation
+    there).  A round that deleted its 2,000 PDFs made every file of the next round cost
+    0.5-0.9 ms of CPU instead of ~0.05 ms, for either contender: a cost no deployment
+    that keeps its tickets pays, which flattered the job's ratio.  alloc_probe() shows
+    what file creation costs while the rounds run."""
+    global _KEPT
+    outer, _KEPT = _KEPT, []
+    try:
+        yield
+    finally:
+        for d in _KEPT:
+            shutil.rmtree(d, ignore_errors=True)
+        _KEPT = outer
+
+
 @contextlib.contextmanager
 def disk_dir(prefix: str) -> Iterator[Path]:
     root = os.environ.get("SD_BENCH_DISK_DIR") or None
@@ -73,7 +103,30 @@ def disk_dir(prefix: str) -> Iterator[Path]:
     try:
         yield d
     finally:
-        shutil.rmtree(d, ignore_errors=True)
+        if _KEPT is None:
+            shutil.rmtree(d, ignore_errors=True)
+        else:
+            _KEPT.append(d)
+
+
+def alloc_probe(files: int = 200) -> float:
+    """CPU microseconds to create one empty file (unnamed, then linked: the worker's way)
+    in a fresh directory on the bench's disk: the filesystem's own cost per file, which
+    both contenders pay.  On a quiet ext4 here ~45 us; after a burst of deletions
+    0.5-0.9 ms (kept_dirs)."""
+    with disk_dir("sd-probe-") as d:
+        dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            c0 = time.process_time()
+            for i in range(files):
+                fd = os.open(".", os.O_WRONLY | os.O_TMPFILE, 0o644, dir_fd=dfd)
+                try:
+                    os.link(f"/proc/self/fd/{fd}", f"p{i}", dst_dir_fd=dfd)
+                finally:
+                    os.close(fd)
+            return (time.process_time() - c0) / files * 1e6
+        finally:
+            os.close(dfd)
 
 
 # -- the bare loop -------------------------------------------------------------------------
@@ -245,15 +298,18 @@ def job_vs_bare(n: int, rounds: int, kinds: Sequence[str] = ("latin", "mixed"),
     pdfs = render_all(batches[kinds[0]])
     steps = [*kinds, "bare"]
     runs: dict[str, list[dict[str, Any]]] = {s: [] for s in steps}
-    with mc.redis_server(appendonly=True) as server:
+    with mc.redis_server(appendonly=True) as server, kept_dirs():
+        probes = [alloc_probe()]
         for r in range(rounds):
             for step in (steps if r % 2 == 0 else steps[::-1]):
                 res = (bare_writes(pdfs) if step == "bare"
                        else job_drain(server.url, batches[step], extra=extra))
                 runs[step].append(res)
                 mc.progress(f"job round {r + 1}/{rounds} {step}: {res['rate']:,.0f}/s")
+        probes.append(alloc_probe())
         counted = commands_per_job(server.url, batches[kinds[0]][:300], extra)
     out: dict[str, Any] = {"job_n": n, "job_rounds": rounds, "job_runs": runs,
+                           "job_file_create_us": probes,
                            "job_bare_rate": mc.median([x["rate"] for x in runs["bare"]])}
     for k in kinds:
         out[f"job_{k}_rate"] = mc.median([x["rate"] for x in runs[k]])
