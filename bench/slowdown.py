@@ -43,10 +43,12 @@ class _SlowCommands:
     """A connection proxy: sleeps before the named command, the rest passes through.
 
     Covers both shapes the worker has used: a redis-py client (`execute_command`) and
-    the lean hot-path connection of stagedoor.stream.resp (`call`)."""
+    the lean hot-path connection of stagedoor.stream.resp (`call`, `send`, `send_many`,
+    and `write_many` + `replies`, the reader's reads ahead)."""
 
     def __init__(self, inner: Any, command: str, delay_s: float) -> None:
         self._inner, self._command, self._delay = inner, command, delay_s
+        self._slow: set[int] = set()  # exchanges written by write_many() that carry it
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -72,6 +74,22 @@ class _SlowCommands:
         if any(_packed_name(d) == self._command for d in datas):
             await delay(self._delay)
         return await self._inner.send_many(datas, **kwargs)
+
+
+    # the reader's reads ahead: written at once, the replies awaited later.  The write
+    # cannot wait (it is not a coroutine), so the wait comes before the replies are
+    # taken: the same time added to each exchange that carries the command.
+    def write_many(self, datas: list[bytes], **kwargs: Any) -> Any:
+        exchange = self._inner.write_many(datas, **kwargs)
+        if any(_packed_name(d) == self._command for d in datas):
+            self._slow.add(id(exchange[0]))
+        return exchange
+
+    async def replies(self, exchange: Any) -> Any:
+        if id(exchange[0]) in self._slow:
+            self._slow.discard(id(exchange[0]))
+            await delay(self._delay)
+        return await self._inner.replies(exchange)
 
 
 def _packed_name(data: bytes) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import collections
 
+import pytest
 import redis
 from tests.workerkit import add_jobs, dead_entries, eventually, pending_summary, raw, running
 
@@ -347,3 +348,73 @@ async def test_time_limit_cancels_the_attempt_and_retries_then_leaves_it_pending
     assert attempts == [1, 1]
     assert pending_summary(sync_redis, settings) == (1, {"test-00": 1})
     assert "timed out after 0.1s" in getattr(caplog, "text", "")
+
+
+def _entries_read(client: redis.Redis, s: Settings) -> int:
+    for g in client.xinfo_groups(s.stream):
+        if g["name"] in (s.group, s.group.encode()):
+            return int(g["entries-read"] or 0)
+    raise AssertionError("group not found")
+
+
+@pytest.mark.parametrize("read_ahead", [1, 2])
+async def test_reads_ahead_during_a_backlog_never_holding_more_than_the_slots(
+        settings: Settings, sync_redis: redis.Redis, read_ahead: int) -> None:
+    """read_ahead 2: while a reply's jobs run, the next read is already on the wire;
+    together they never hold more entries than concurrency (the pending list says so).
+    read_ahead 1: one read at a time, as the seed's loop."""
+    s = settings.replace(concurrency=8, read_ahead=read_ahead, **FAST)
+    seen: list[int] = []
+    on_wire: list[int] = []
+    held: list[int] = []
+    reg = Registry()
+    worker_box: list[object] = []
+
+    @reg.register("noop")
+    async def look(job: Job, ctx: object) -> None:
+        seen.append(job.outbox_id)
+        on_wire.append(worker_box[0].reader.reading)  # type: ignore[attr-defined]
+        if len(seen) % 10 == 0:  # entries delivered here and not acked yet
+            held.append(pending_summary(sync_redis, s)[0])
+
+    add_jobs(s, "noop", range(1, 401))
+    sync_redis.config_resetstat()
+    async with running(s, reg) as w:
+        worker_box.append(w)
+        await eventually(lambda: len(seen) == 400, what="all handled")
+        await eventually(lambda: pending_summary(sync_redis, s)[0] == 0, what="acks")
+    assert sorted(seen) == list(range(1, 401))
+    assert held and max(held) <= 8, held
+    reads = int(sync_redis.info("commandstats")["cmdstat_xreadgroup"]["calls"])
+    if read_ahead == 1:
+        assert set(on_wire) == {0}
+        assert reads < 400 // 4, reads  # 8 entries a read
+    else:
+        assert max(on_wire) == 1 and on_wire.count(1) > 300, collections.Counter(on_wire)
+        assert reads >= 400 // 4, reads  # at most concurrency / read_ahead entries a read
+
+
+async def test_stop_during_read_ahead_runs_every_entry_it_was_sent(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    """A graceful stop in the middle of a backlog: the reads still on the wire are
+    collected and their jobs run and are acked; nothing is left delivered and not run."""
+    s = settings.replace(concurrency=8, read_ahead=2, graceful_timeout=10, **FAST)
+    seen: list[int] = []
+    reg = Registry()
+    worker_box: list[object] = []
+
+    @reg.register("noop")
+    async def count(job: Job, ctx: object) -> None:
+        seen.append(job.outbox_id)
+        if len(seen) == 300:
+            worker_box[0].request_stop()  # type: ignore[attr-defined]
+        await asyncio.sleep(0)
+
+    add_jobs(s, "noop", range(1, 3001))
+    async with running(s, reg) as w:
+        worker_box.append(w)
+        await eventually(lambda: w.stopping and len(seen) >= 300, what="stop requested")
+    read = _entries_read(sync_redis, s)
+    assert 300 <= read < 3000, read
+    assert len(seen) == len(set(seen)) == read  # every entry delivered here ran, once
+    assert pending_summary(sync_redis, s)[0] == 0  # and was acked

@@ -98,6 +98,10 @@ class Settings:
     block_ms: int = _opt(5000, "XREADGROUP BLOCK in ms: how long a read waits for work.",
                          lo=1, hi=3_600_000)
     concurrency: int = _opt(8, "Jobs in flight per worker process.", lo=1, hi=10_000)
+    read_ahead: int = _opt(2, "Reads on the wire at once while the stream has a backlog, "
+                              "each for at most concurrency / read_ahead entries and never "
+                              "more than the free slots: Redis serves the next read while "
+                              "this one's jobs run. 1: one read at a time.", lo=1, hi=64)
     socket_timeout: float = _opt(0.1, "Socket timeout in s of every Redis call but the "
                                       "blocking read.", lo=0.001, hi=60)
     connect_timeout: float = _opt(1.0, "Connect timeout in s.", lo=0.001, hi=60)

@@ -140,6 +140,11 @@ class _Protocol(asyncio.Protocol):
         return fut
 
 
+# What write_many() returns: the futures of the replies, in order, and the time limit's
+# timer over the whole exchange.
+Exchange = tuple[list[asyncio.Future[Any]], asyncio.TimerHandle]
+
+
 class FastConnection:
     """One Redis connection; `await call(...)` sends a command and returns its reply."""
 
@@ -188,12 +193,24 @@ class FastConnection:
         The time limit runs over the whole exchange (the replies come in order)."""
         if not self.connected:
             await self.connect()
+        return await self.replies(self.write_many(datas, limit=limit))
+
+    def write_many(self, datas: list[bytes], *, limit: float | None = None) -> Exchange:
+        """Send several packed commands in one write now, on a connected connection, and
+        return without waiting: `await replies(exchange)` later.  Exchanges written one
+        after another are answered in that order (the reader's read-ahead)."""
         proto = self._proto
-        assert proto is not None
+        assert proto is not None and proto.usable, "write_many needs a live connection"
         loop = asyncio.get_running_loop()
         futs = proto.write_many(datas, loop)
         seconds = self._timeout if limit is None else limit
-        timer = loop.call_later(seconds, self._expire, proto, futs[-1], seconds)
+        return futs, loop.call_later(seconds, self._expire, proto, futs[-1], seconds)
+
+    @staticmethod
+    async def replies(exchange: Exchange) -> list[Any]:
+        """A reply or the ResponseError per command of an exchange; any other failure
+        (a timeout, a lost connection) raises, and marks every reply retrieved."""
+        futs, timer = exchange
         out: list[Any] = []
         try:
             for fut in futs:

@@ -72,7 +72,7 @@ class Worker:
         reader: Reader  # the acker asks it whether a read is on the wire
         self.acker = Acker(FastConnection(s, timeout=s.socket_timeout,
                                           name=self.consumer + ":ack"), s,
-                           reader_blocked=lambda: reader.reading)
+                           reader_blocked=lambda: reader.blocking)
         self.dispatcher = Dispatcher(s, self.registry, self.ctx, slots=self.slots,
                                      acker=self.acker, dead_letter=DeadLetter(self.cmd, s),
                                      deadlines=self.deadlines, stats=self.stats,

@@ -22,9 +22,10 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 import redis.asyncio as aioredis
@@ -35,7 +36,7 @@ from ..ops.metrics import WorkerStats
 from ..stream import connection
 from ..stream.errors import is_oom
 from ..stream.queue import ensure_group, is_nogroup
-from ..stream.resp import FastConnection
+from ..stream.resp import Exchange, FastConnection
 from .acks import Acker
 from .dispatch import Dispatcher, Entry
 from .outage import Outage
@@ -43,6 +44,13 @@ from .redelivery import Redelivery
 from .slots import Slots
 
 log = logging.getLogger("stagedoor.worker")
+
+
+class _Read(NamedTuple):
+    """A '>' read on the wire: the slots reserved for it, the acks it carries."""
+    n: int
+    acks: list[bytes]
+    exchange: Exchange
 
 
 def stream_entries(reply: Any) -> list[Entry]:
@@ -71,7 +79,8 @@ class Reader:
         self.stop = stop
         self.outage = outage
         self.burst = burst
-        self.reading = False  # a '>' read is on the wire (the acker then flushes alone)
+        self.reading = 0  # '>' reads on the wire (stop_reading waits for their replies)
+        self.blocking = False  # the one on the wire may BLOCK (the acker then flushes alone)
         self._recover = True
         self._recover_cursor = b"0"
         self._claim_cursor = b"0-0"
@@ -84,6 +93,131 @@ class Reader:
             self._recover_again = True  # a pass is under way: start over when it ends
         else:
             self._recover, self._recover_cursor = True, b"0"
+
+    # -- reading '>' -----------------------------------------------------------------
+    async def read_new(self, n: int) -> bool:
+        """Read new entries into the n slots reserved for them and dispatch them; while
+        the replies come back full (a backlog), keep up to read_ahead reads on the wire.
+        Returns whether the last reply was empty (the stream had nothing new).
+
+        The first read is alone on the wire and may BLOCK; reads ahead never block, so
+        an ack queued meanwhile is not held behind them and CLIENT UNBLOCK ends the only
+        read that can wait.  Each read asks for no more entries than the free slots it
+        reserved, at most concurrency / read_ahead of them, so while one reply is being
+        handled here the next is being served by Redis (two cores, not one after the
+        other).  Every read sent is collected and its entries dispatched before this
+        returns, also on stop and on errors: a served read is never abandoned.
+        """
+        s = self.settings
+        try:
+            if not self.conn.connected:
+                await self.conn.connect()
+            first = self._send(n, block=not self.burst)
+        except BaseException:
+            self.slots.unreserve(n)
+            raise
+        wire: collections.deque[_Read] = collections.deque([first])
+        cap = max(1, s.concurrency // s.read_ahead)
+        try:
+            while True:
+                read = wire.popleft()
+                got = await self._collect(read)
+                if len(got) < read.n or self._must_pause():
+                    await self._collect_all(wire)
+                    return not got
+                while len(wire) < s.read_ahead and self.conn.connected:
+                    k = self.slots.try_reserve(min(s.count, cap))
+                    if not k:
+                        break
+                    try:
+                        wire.append(self._send(k, block=False))
+                    except BaseException:
+                        self.slots.unreserve(k)
+                        raise
+                if not wire:  # every slot busy: the consume loop waits for one
+                    return False
+        except asyncio.CancelledError:
+            self._abandon(wire)
+            raise
+        except BaseException:
+            # A served read's entries still run; the others give their slots back.
+            with contextlib.suppress(Exception):
+                await self._collect_all(wire)
+            raise
+
+    def _must_pause(self) -> bool:
+        """Something other than '>' reads comes next: stop reading ahead."""
+        return (self.stop.is_set() or self.outage.active or self._reclaim_due
+                or self._recover or self.settings.read_ahead < 2)
+
+    def _send(self, n: int, *, block: bool) -> _Read:
+        """Write one XREADGROUP '>' for n entries (and the queued acks) without waiting;
+        the caller gives the n slots back if this raises."""
+        s = self.settings
+        read = self.conn.packed("XREADGROUP", "GROUP", s.group, self.consumer, "COUNT", n,
+                                *(("BLOCK", s.block_ms) if block else ()),
+                                "STREAMS", s.stream, ">")
+        acks = self.acker.take()
+        try:
+            exchange = self.conn.write_many([self.acker.xack(acks), read] if acks else [read])
+        except BaseException as e:
+            if acks:
+                self.acker.settle(acks, e)
+            raise
+        self.reading += 1
+        self.blocking = block
+        return _Read(n, acks, exchange)
+
+    async def _collect(self, read: _Read) -> list[Entry]:
+        """Await one read's replies, settle its acks, dispatch its entries."""
+        try:
+            replies = await self.conn.replies(read.exchange)
+        except BaseException as e:
+            self.slots.unreserve(read.n)
+            if read.acks:
+                self.acker.settle(read.acks, e)
+            raise
+        finally:
+            self.reading -= 1
+            self.blocking = False
+        reply = replies[-1]
+        if read.acks:
+            ack_reply = replies[0]
+            self.acker.settle(read.acks, ack_reply if isinstance(ack_reply, BaseException)
+                              else None)
+        if isinstance(reply, BaseException):
+            self.slots.unreserve(read.n)
+            raise reply
+        entries = stream_entries(reply)
+        self.dispatcher.dispatch(entries, read.n, None)
+        return entries
+
+    async def _collect_all(self, wire: collections.deque[_Read]) -> None:
+        """Collect the reads still on the wire; the first failure is raised at the end."""
+        error: BaseException | None = None
+        while wire:
+            try:
+                await self._collect(wire.popleft())
+            except Exception as e:
+                error = error or e
+        if error is not None:
+            raise error
+
+    def _abandon(self, wire: collections.deque[_Read]) -> None:
+        """Cancelled (a hard stop): give back the slots of the reads still on the wire and
+        queue their acks again; a reply that comes is dropped, its entries stay pending."""
+        for read in wire:
+            futs, timer = read.exchange
+            timer.cancel()
+            for fut in futs:
+                if fut.done() and not fut.cancelled():
+                    fut.exception()  # retrieved: no "never retrieved" warning
+                fut.cancel()
+            self.slots.unreserve(read.n)
+            if read.acks:
+                self.acker.settle(read.acks, asyncio.CancelledError())
+        self.reading -= len(wire)
+        wire.clear()
 
     def _busy(self, entry_id: bytes) -> bool:
         return entry_id in self.slots.running or entry_id in self.acker
@@ -124,33 +258,11 @@ class Reader:
                     held, n = n, 0
                     await self.redelivery.dispatch(fresh, held, counts)
                 else:
-                    block = ("BLOCK", s.block_ms) if not self.burst else ()
-                    read = self.conn.packed("XREADGROUP", "GROUP", group, me, "COUNT", n,
-                                            *block, "STREAMS", stream, ">")
-                    acks = self.acker.take()
-                    self.reading = True
-                    try:
-                        if acks:
-                            ack_reply, reply = await self.conn.send_many(
-                                [self.acker.xack(acks), read])
-                            self.acker.settle(acks, ack_reply if isinstance(
-                                ack_reply, BaseException) else None)
-                            if isinstance(reply, BaseException):
-                                raise reply
-                        else:
-                            reply = await self.conn.send(read)
-                    except BaseException as e:
-                        if acks and self.acker.flushing.intersection(acks):
-                            self.acker.settle(acks, e)
-                        raise
-                    finally:
-                        self.reading = False
-                    entries = stream_entries(reply)
-                    self.dispatcher.dispatch(entries, n, None)
+                    held, n = n, 0
+                    dry = await self.read_new(held)
                     if self.stop.is_set():
                         return
-                    n = 0
-                    if not entries and self.burst:
+                    if dry and self.burst:
                         await self._burst_check()
                 backoff.reset()
             except asyncio.CancelledError:
