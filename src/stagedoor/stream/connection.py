@@ -24,6 +24,7 @@ from typing import Any
 
 import redis
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 
@@ -62,12 +63,19 @@ class ServerTooOld(RuntimeError):
     pass
 
 
-def client_kwargs(settings: Settings, *, blocking: bool = False) -> dict[str, Any]:
+def no_retry(*, asynchronous: bool) -> redis.retry.Retry | AsyncRetry:
+    """No library retries, in the client's own flavour: redis-py >= 8.2 warns when an
+    asyncio client is given the synchronous Retry (and converts it)."""
+    return AsyncRetry(NoBackoff(), 0) if asynchronous else redis.retry.Retry(NoBackoff(), 0)
+
+
+def client_kwargs(settings: Settings, *, blocking: bool = False,
+                  asynchronous: bool = False) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "protocol": 2,
         "socket_timeout": settings.read_socket_timeout if blocking else settings.socket_timeout,
         "socket_connect_timeout": settings.connect_timeout,
-        "retry": redis.retry.Retry(NoBackoff(), 0),
+        "retry": no_retry(asynchronous=asynchronous),
         "retry_on_timeout": False,
         "health_check_interval": 0,
         "decode_responses": False,
@@ -136,7 +144,7 @@ def async_client(settings: Settings, *, blocking: bool = False, name: str | None
     """An asyncio client: 100 ms calls, or the blocking reader with timeout > BLOCK.
 
     `producer`: the socket timeout leaves room for the WAIT after enqueue's XADDs."""
-    kwargs = client_kwargs(settings, blocking=blocking)
+    kwargs = client_kwargs(settings, blocking=blocking, asynchronous=True)
     if producer:
         kwargs["socket_timeout"] = _producer_timeout(settings)
     if name:

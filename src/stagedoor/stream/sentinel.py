@@ -21,8 +21,6 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import redis
 import redis.asyncio as aioredis
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 from redis.sentinel import Sentinel as SyncSentinel
 
 from ..config import ConfigError, Settings
@@ -70,14 +68,15 @@ def parse(url: str) -> SentinelTarget:
         tls=parts.scheme == "rediss+sentinel", options=dict(parse_qsl(parts.query)))
 
 
-def sentinel_kwargs(settings: Settings) -> dict[str, Any]:
+def sentinel_kwargs(settings: Settings, *, asynchronous: bool = False) -> dict[str, Any]:
     """Connection options for the sentinels themselves (not the master's)."""
-    from .connection import CLIENT_NAME, NO_SETINFO
+    from .connection import CLIENT_NAME, NO_SETINFO, no_retry
 
     # No library retries: a dead sentinel must cost one refused connect, not a backoff.
     kwargs: dict[str, Any] = {"socket_timeout": max(settings.socket_timeout, 0.5),
                               "socket_connect_timeout": settings.connect_timeout,
-                              "retry": Retry(NoBackoff(), 0), "protocol": 2, **NO_SETINFO,
+                              "retry": no_retry(asynchronous=asynchronous), "protocol": 2,
+                              **NO_SETINFO,
                               "client_name": CLIENT_NAME}  # needed over TLS: see there
     if settings.sentinel_username:
         kwargs["username"] = settings.sentinel_username
@@ -98,7 +97,8 @@ def master_kwargs(target: SentinelTarget, kwargs: dict[str, Any]) -> dict[str, A
 
 def async_master(settings: Settings, kwargs: dict[str, Any]) -> aioredis.Redis:
     target = parse(settings.redis_url)
-    manager = AsyncSentinel(list(target.sentinels), sentinel_kwargs=sentinel_kwargs(settings))
+    manager = AsyncSentinel(list(target.sentinels),
+                            sentinel_kwargs=sentinel_kwargs(settings, asynchronous=True))
     client: aioredis.Redis = manager.master_for(target.service,
                                                 **master_kwargs(target, kwargs))
     return client
@@ -114,7 +114,8 @@ def sync_master(settings: Settings, kwargs: dict[str, Any]) -> redis.Redis:
 async def discover_master(settings: Settings) -> tuple[str, int]:
     """The current master's address, asked of the sentinels (the lean connection's way)."""
     target = parse(settings.redis_url)
-    manager = AsyncSentinel(list(target.sentinels), sentinel_kwargs=sentinel_kwargs(settings))
+    manager = AsyncSentinel(list(target.sentinels),
+                            sentinel_kwargs=sentinel_kwargs(settings, asynchronous=True))
     try:
         host, port = await manager.discover_master(target.service)
     except redis.sentinel.MasterNotFoundError as e:
