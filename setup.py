@@ -1,5 +1,6 @@
 """Build of the native extensions: the renderer stagedoor._render (Cython, linked against
-zlib) and the worker's per-entry fast path stagedoor.worker._entries (Cython).
+zlib), the worker's per-entry fast path stagedoor.worker._entries and the render
+handler's durable write stagedoor.handlers._durable (Cython).
 
 `pip install .` builds it in an isolated environment (Cython pinned in pyproject.toml);
 `python setup.py build_ext --inplace` builds it next to the sources for development.
@@ -94,7 +95,11 @@ def _extensions() -> list[Extension]:
     entries = Extension("stagedoor.worker._entries",
                         sources=["src/stagedoor/worker/_entries.pyx"],
                         extra_compile_args=["-O2"])
-    return cythonize([ext, entries], language_level=3,  # type: ignore[no-any-return]
+    # The render handler's durable write (one GIL release per file), beside files.py.
+    durable = Extension("stagedoor.handlers._durable",
+                        sources=["src/stagedoor/handlers/_durable.pyx"],
+                        extra_compile_args=["-O2"])
+    return cythonize([ext, entries, durable], language_level=3,  # type: ignore[no-any-return]
                      compiler_directives={"embedsignature": True})
 
 

@@ -68,14 +68,15 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.stagedoor-installed
-# rebuild when the build or any source of the extension (.pyx, .pxd, the .pxi units) changed
+# rebuild when the build or any source of the extensions (.pyx, .pxd, the .pxi units:
+# the renderer, worker/_entries, handlers/_durable) changed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
-   || [ -n "$(find src/stagedoor/_render.pyx src/stagedoor/_render.pxd \
-                   src/stagedoor/render/_native \( -name '*.pyx' -o -name '*.pxd' -o -name '*.pxi' \) \
+   || [ -n "$(find src/stagedoor \( -name '*.pyx' -o -name '*.pxd' -o -name '*.pxi' \) \
                    -newer "$stamp")" ]; then
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null
     .venv/bin/python -m pip install -q -e '.[test,bench,dev]'
     touch "$stamp"
 fi
-.venv/bin/python -c 'import stagedoor._render' 2>/dev/null || {
-    echo "setup: the native renderer did not build; see the pip output above" >&2; exit 1; }
+.venv/bin/python -c 'import stagedoor._render, stagedoor.worker._entries, stagedoor.handlers._durable' \
+    2>/dev/null || {
+    echo "setup: the native extensions did not build; see the pip output above" >&2; exit 1; }

@@ -1,17 +1,45 @@
 """handlers/durable.py through files.write_atomic: tmp + fsync + rename + a directory
-fsync shared by the renames that land together (real threads, a real directory)."""
+fsync shared by the renames that land together (real threads, a real directory).
+
+Every test runs twice: with the C write and group commit (handlers/_durable.pyx, what
+the worker uses) and with the os.* path and durable.GroupSync (the fallback when the
+extension is not built)."""
 
 from __future__ import annotations
 
+import errno
+import os
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from stagedoor.handlers.durable import GroupSyncs
+import pytest
+
+from stagedoor.handlers import files
+from stagedoor.handlers.durable import GroupSync, GroupSyncs
 from stagedoor.handlers.files import write_atomic
 
 
-def test_threads_share_directory_fsyncs_and_every_file_is_whole(tmp_path: Path) -> None:
-    syncs = GroupSyncs()
+@pytest.fixture(params=["native", "python"])
+def writer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    if request.param == "native":
+        built = getattr(files, "_native", None) is not None
+        assert built, "stagedoor.handlers._durable is not built"
+    else:
+        monkeypatch.setattr(files, "_native", None)
+    yield request.param
+
+
+def _syncs(writer: str) -> GroupSyncs:
+    syncs = GroupSyncs(native=writer == "native")
+    made = syncs.get(Path("/"))
+    assert isinstance(made, GroupSync) == (writer == "python")
+    return syncs
+
+
+def test_threads_share_directory_fsyncs_and_every_file_is_whole(tmp_path: Path,
+                                                                writer: str) -> None:
+    syncs = _syncs(writer)
     n, threads = 96, 8
 
     def write(k: int) -> None:
@@ -29,20 +57,19 @@ def test_threads_share_directory_fsyncs_and_every_file_is_whole(tmp_path: Path) 
     assert 1 <= fsyncs <= n
 
 
-def test_one_writer_alone_pays_one_directory_fsync_per_file(tmp_path: Path) -> None:
-    syncs = GroupSyncs()
+def test_one_writer_alone_pays_one_directory_fsync_per_file(tmp_path: Path,
+                                                            writer: str) -> None:
+    syncs = _syncs(writer)
     for i in range(5):
         write_atomic(tmp_path / f"order-{i}.pdf", b"x", syncs=syncs)
     assert syncs.get(tmp_path).fsyncs == 5
 
 
 def test_write_atomic_replaces_an_existing_pdf_and_leaves_nothing_behind(
-        tmp_path: Path) -> None:
+        tmp_path: Path, writer: str) -> None:
     """The unnamed-file path over an existing PDF (a redelivery): a name of our own,
     then the rename over it; and the named path (tmp + rename) where O_TMPFILE is not
     available, forced here.  Both leave exactly the PDF, with the new bytes."""
-    from stagedoor.handlers import files
-
     pdf = tmp_path / "order-1.pdf"
     write_atomic(pdf, b"%PDF first")
     write_atomic(pdf, b"%PDF second")
@@ -66,3 +93,21 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_a_missing_directory_is_made_and_errors_name_the_path(tmp_path: Path,
+                                                              writer: str) -> None:
+    """The tickets directory is made when missing (not with an mkdir per file), and a
+    failure is an OSError with its errno and the path, leaving nothing behind."""
+    syncs = _syncs(writer)
+    deep = tmp_path / "a" / "b"
+    write_atomic(deep / "order-1.pdf", b"%PDF", syncs=syncs)
+    assert (deep / "order-1.pdf").read_bytes() == b"%PDF"
+    with pytest.raises(FileNotFoundError) as e:
+        write_atomic(tmp_path / "none" / "order-2.pdf", b"%PDF", make_dirs=False)
+    assert e.value.errno == errno.ENOENT and "none" in str(e.value.filename)
+    (tmp_path / "file").write_bytes(b"")
+    with pytest.raises(OSError):  # ENOTDIR (C) or EEXIST (mkdir, the os.* path)
+        write_atomic(tmp_path / "file" / "order-3.pdf", b"%PDF", syncs=syncs)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "file"]
+    assert os.listdir(deep) == ["order-1.pdf"]

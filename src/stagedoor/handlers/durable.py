@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 
 def fsync_dir(directory: Path) -> None:
@@ -38,8 +40,20 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+class DirectorySync(Protocol):
+    """What files.write_atomic needs of a group commit: GroupSync, or _durable.DirSync
+    (`native`: files.py may then hand it to the C write, which waits without the GIL)."""
+
+    native: bool
+    fsyncs: int
+
+    def sync_after_rename(self) -> None: ...
+
+
 class GroupSync:
     """Directory fsyncs of one directory, shared by the threads whose renames land together."""
+
+    native = False
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -76,16 +90,26 @@ class GroupSync:
                 self._cond.notify_all()
 
 
+try:  # the same protocol in C (_durable.DirSync), used by files.py's native write
+    from ._durable import DirSync as _DirSync
+except ImportError:  # the extension is not built: this module's GroupSync
+    _DirSync = None  # type: ignore[assignment,misc]
+
+
 class GroupSyncs:
-    """One GroupSync per directory, made on first use (in the worker, after fork)."""
+    """One group commit per directory, made on first use (in the worker, after fork):
+    the native DirSync when the extension is built (files.write_atomic then waits for
+    it without the GIL), else GroupSync.  `native=False` forces GroupSync (tests)."""
 
-    def __init__(self) -> None:
+    def __init__(self, native: bool = True) -> None:
         self._lock = threading.Lock()
-        self._by_dir: dict[Path, GroupSync] = {}
+        self._by_dir: dict[Path, DirectorySync] = {}
+        self._make: Callable[[Path], DirectorySync] = (
+            _DirSync if native and _DirSync is not None else GroupSync)
 
-    def get(self, directory: Path) -> GroupSync:
+    def get(self, directory: Path) -> DirectorySync:
         with self._lock:
             sync = self._by_dir.get(directory)
             if sync is None:
-                sync = self._by_dir[directory] = GroupSync(directory)
+                sync = self._by_dir[directory] = self._make(directory)
             return sync

@@ -35,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-from .durable import GroupSyncs, fsync_dir
+from .durable import DirectorySync, GroupSyncs, fsync_dir
 
 log = logging.getLogger("stagedoor.handlers.files")
 
@@ -60,17 +60,53 @@ def write_atomic(path: Path, data: bytes, *, make_dirs: bool = True,
     When it returns, the bytes were fsynced before the name was linked or renamed into
     the directory, and a directory fsync that began after that has completed (with
     `syncs`, one shared with the writers whose entries landed meanwhile: durable.py)."""
+    sync = syncs.get(path.parent) if syncs is not None else None
+    if (_native is not None and _TMPFILE[0] and (sync is None or sync.native)
+            and _write_native(path, data, make_dirs, sync)):
+        return
     if make_dirs:
         path.parent.mkdir(parents=True, exist_ok=True)
     if not _write_unnamed(path, data):
         _write_named(path, data)
-    if syncs is None:
+    if sync is None:
         fsync_dir(path.parent)
     else:
-        syncs.get(path.parent).sync_after_rename()
+        sync.sync_after_rename()
 
 
-# Errors of open(O_TMPFILE) or of the /proc link that mean "not here": the named path.
+try:  # the same write in C, the GIL released once (handlers/_durable.pyx says why)
+    from . import _durable as _native
+except ImportError:  # not built (a source checkout without build_ext): the os.* path
+    _native = None  # type: ignore[assignment]
+
+
+def _write_native(path: Path, data: bytes, make_dirs: bool, sync: DirectorySync | None
+                  ) -> bool:
+    """write_atomic through _durable.write_linked: True when done (the directory fsync
+    included, shared through `sync`, a native DirSync), False when this system cannot
+    do the unnamed file (nothing written; the named path follows, from now on).  The
+    directory is made only when it is missing: an mkdir per file was a system call and
+    a caught exception for nothing."""
+    assert _native is not None
+    directory = os.fsencode(path.parent)
+    for attempt in (1, 2):
+        try:
+            done = _native.write_linked(directory, os.fsencode(path.name), bytes(data),
+                                        sync)  # type: ignore[arg-type]
+        except FileNotFoundError as e:
+            if attempt == 2 or not make_dirs or e.filename != os.fsdecode(directory):
+                raise
+            path.parent.mkdir(parents=True, exist_ok=True)
+            continue
+        if done == _native.NOT_HERE:
+            _TMPFILE[0] = False
+            return False
+        return True
+    raise AssertionError("unreachable")
+
+
+# Errors of open(O_TMPFILE) or of the /proc link that mean "not here": the named path
+# (_durable.pyx's sd_no_tmpfile is the same set).
 _NO_TMPFILE = {errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT, errno.EXDEV,
                errno.EPERM}
 

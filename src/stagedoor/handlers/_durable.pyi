@@ -1,0 +1,13 @@
+import os
+
+NOT_HERE: int
+
+class DirSync:
+    native: bool
+    directory: bytes
+    fsyncs: int
+    def __init__(self, directory: str | bytes | os.PathLike[str]) -> None: ...
+    def sync_after_rename(self) -> None: ...
+
+def write_linked(dirpath: bytes, name: bytes, data: bytes,
+                 sync: DirSync | None = None) -> int | None: ...

@@ -1,0 +1,249 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""The durable write of a ticket PDF in C, with the GIL released once per file.
+
+    write_linked(dirpath, name, data, sync)   unnamed file (O_TMPFILE) + write + fsync
+                                              + link it in + directory fsync (shared
+                                              through `sync`, a DirSync)
+    DirSync(dirpath)                          the group commit of one directory
+
+Why in C: files.py does the same sequence with os.* calls, and each of those calls
+drops the GIL and takes it back: about ten hand-overs per file, on a thread that
+competes with the event loop thread and seven other render threads for it.  Each
+hand-over the kernel has to arbitrate costs a futex round trip and a context switch,
+and on this VM those cost more than the file's own system calls: perf stat over a
+3,000-job render_tickets drain counted 51 futex calls and 33 context switches per job
+(`python /tmp/exp/pstat_job.py`, see docs/profile-worker.md (G)).  Here the whole
+sequence, and the wait for the shared directory fsync, is one `with nogil:` block.
+
+The semantics are files.write_atomic's and durable.GroupSync's, to the system call:
+the bytes are fsynced before the name exists; the call returns only once a directory
+fsync that began after the link completed has completed; a failure half way leaves
+nothing behind (the unnamed file dies with its fd; a tmp name of ours is unlinked);
+a failed directory fsync raises in the thread that ran it and covers nobody.
+tests/test_durable_order.py checks the order from strace; tests/test_files.py runs
+the failure paths (ENOSPC on a full file system, EEXIST, no O_TMPFILE).
+
+Written by hand: the C library has the calls; what is ours is doing them without the
+GIL and the sharing of the directory fsync.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from libc.errno cimport EEXIST, EINTR, errno
+from libc.stdio cimport snprintf
+from libc.string cimport strerror
+
+import os
+
+
+cdef extern from "<fcntl.h>" nogil:
+    int O_RDONLY, O_WRONLY, O_CLOEXEC, O_DIRECTORY, O_TMPFILE
+    int AT_FDCWD, AT_SYMLINK_FOLLOW
+    int c_open "open" (const char* path, int flags, ...)
+    int openat(int dirfd, const char* path, int flags, ...)
+
+cdef extern from "<unistd.h>" nogil:
+    ctypedef long ssize_t
+    ssize_t c_write "write" (int fd, const void* buf, size_t n)
+    int fsync(int fd)
+    int close(int fd)
+    int linkat(int olddirfd, const char* oldpath, int newdirfd, const char* newpath,
+               int flags)
+    int unlinkat(int dirfd, const char* path, int flags)
+    int getpid()
+
+cdef extern from "<stdio.h>" nogil:
+    int renameat(int olddirfd, const char* oldpath, int newdirfd, const char* newpath)
+
+cdef extern from "<pthread.h>" nogil:
+    ctypedef struct pthread_mutex_t:
+        pass
+    ctypedef struct pthread_cond_t:
+        pass
+    ctypedef unsigned long pthread_t
+    int pthread_mutex_init(pthread_mutex_t*, void*)
+    int pthread_mutex_destroy(pthread_mutex_t*)
+    int pthread_mutex_lock(pthread_mutex_t*)
+    int pthread_mutex_unlock(pthread_mutex_t*)
+    int pthread_cond_init(pthread_cond_t*, void*)
+    int pthread_cond_destroy(pthread_cond_t*)
+    int pthread_cond_wait(pthread_cond_t*, pthread_mutex_t*)
+    int pthread_cond_broadcast(pthread_cond_t*)
+    pthread_t pthread_self()
+
+
+# What write_linked says when this system cannot do the unnamed file: open(O_TMPFILE)
+# refused it, or /proc/self/fd is not there to link through.  files.py then writes the
+# named way and stops asking.  The errnos are files._NO_TMPFILE's.
+NOT_HERE = 1
+cdef int E_NOT_HERE = -1
+
+cdef extern from *:
+    """
+    #include <errno.h>
+    static int sd_no_tmpfile(int e) {
+        return e == EOPNOTSUPP || e == EISDIR || e == EINVAL || e == ENOENT
+            || e == EXDEV || e == EPERM;
+    }
+    """
+    int sd_no_tmpfile(int e) nogil
+
+
+cdef int fsync_retry(int fd) noexcept nogil:
+    cdef int r = fsync(fd)
+    while r != 0 and errno == EINTR:
+        r = fsync(fd)
+    return 0 if r == 0 else errno
+
+
+cdef class DirSync:
+    """The directory fsyncs of one directory, shared by the writers whose links land
+    together: durable.GroupSync in C (its docstring has the protocol and the guarantee).
+
+    A writer that linked its file takes a ticket; if no directory fsync is running it
+    runs one, covering every ticket taken before it began; else it waits for the
+    running one to end and looks again.  Made after fork, per process (GroupSyncs)."""
+
+    cdef pthread_mutex_t mu
+    cdef pthread_cond_t cv
+    cdef unsigned long renamed     # tickets handed out: one per completed link/rename
+    cdef unsigned long durable     # every ticket <= this is covered by a finished fsync
+    cdef int running
+    cdef readonly bytes directory
+    cdef readonly unsigned long fsyncs   # directory fsyncs that ran (tests, profiling)
+    native = True                        # durable.DirectorySync: write_linked takes it
+
+    def __cinit__(self, directory):
+        self.directory = os.fsencode(directory)
+        pthread_mutex_init(&self.mu, NULL)
+        pthread_cond_init(&self.cv, NULL)
+
+    def __dealloc__(self):
+        pthread_cond_destroy(&self.cv)
+        pthread_mutex_destroy(&self.mu)
+
+    cdef int after_link(self, int dfd) noexcept nogil:
+        """0 once a directory fsync that began after the caller's link completed has
+        completed, else the errno of the fsync this caller ran (which covers nobody)."""
+        cdef unsigned long ticket, covered
+        cdef int err = 0
+        pthread_mutex_lock(&self.mu)
+        self.renamed += 1
+        ticket = self.renamed
+        while self.durable < ticket:
+            if self.running:
+                pthread_cond_wait(&self.cv, &self.mu)
+                continue
+            self.running = 1
+            covered = self.renamed      # every link before this fsync starts
+            pthread_mutex_unlock(&self.mu)
+            err = fsync_retry(dfd)
+            pthread_mutex_lock(&self.mu)
+            self.running = 0
+            if err:
+                pthread_cond_broadcast(&self.cv)  # the next waiter runs its own fsync
+                break
+            self.fsyncs += 1
+            if covered > self.durable:
+                self.durable = covered
+            pthread_cond_broadcast(&self.cv)
+        pthread_mutex_unlock(&self.mu)
+        return err
+
+    def sync_after_rename(self):
+        """For a rename done in Python (files.py's named path): returns once a directory
+        fsync that began after it has completed; OSError if the fsync this caller ran
+        failed."""
+        cdef int dfd, err = 0
+        cdef const char* path = PyBytes_AS_STRING(self.directory)
+        with nogil:
+            dfd = c_open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            if dfd < 0:
+                err = errno
+            else:
+                err = self.after_link(dfd)
+                close(dfd)
+        if err:
+            raise OSError(err, strerror(err).decode(errors="replace"), os.fsdecode(path))
+
+
+cdef int write_all(int fd, const char* p, Py_ssize_t n) noexcept nogil:
+    cdef ssize_t w
+    while n > 0:
+        w = c_write(fd, p, <size_t>n)
+        if w < 0:
+            if errno == EINTR:
+                continue
+            return errno
+        p += w
+        n -= w
+    return 0
+
+
+cdef int link_in(int fd, int dfd, const char* name, const char* tmp) noexcept nogil:
+    """Give the unnamed file `fd` the name `name` in `dfd`; over an existing file (a
+    redelivery) through our own tmp name and a rename, as files.py does.  0, an errno,
+    or E_NOT_HERE when /proc cannot link it."""
+    cdef char proc[64]
+    cdef int e
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd)
+    if linkat(AT_FDCWD, proc, dfd, name, AT_SYMLINK_FOLLOW) == 0:
+        return 0
+    e = errno
+    if e != EEXIST:
+        return E_NOT_HERE if sd_no_tmpfile(e) else e
+    if linkat(AT_FDCWD, proc, dfd, tmp, AT_SYMLINK_FOLLOW) != 0:
+        e = errno
+        return E_NOT_HERE if sd_no_tmpfile(e) else e
+    if renameat(dfd, tmp, dfd, name) != 0:
+        e = errno
+        unlinkat(dfd, tmp, 0)           # never leave our tmp name behind
+        return e
+    return 0
+
+
+def write_linked(bytes dirpath, bytes name, bytes data, DirSync sync=None):
+    """Write `data` durably as dirpath/name (see the module docstring).
+
+    Returns None when done, NOT_HERE (nothing written) when this system cannot do the
+    unnamed file; raises OSError (with the path) for any other failure, having left
+    nothing behind.  A FileNotFoundError naming `dirpath` means the directory is not
+    there."""
+    cdef const char* dpath = PyBytes_AS_STRING(dirpath)
+    cdef const char* nm = PyBytes_AS_STRING(name)
+    cdef const char* p = PyBytes_AS_STRING(data)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
+    cdef bytes tmp_b = b".%s.%d.%d.tmp" % (name, os.getpid(), <unsigned long>pthread_self())
+    cdef const char* tmp = PyBytes_AS_STRING(tmp_b)
+    cdef int dfd, fd = -1, err = 0, step = 0
+    with nogil:
+        dfd = c_open(dpath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if dfd < 0:
+            err = errno
+        else:
+            step = 1
+            fd = openat(dfd, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0o644)
+            if fd < 0:
+                err = errno
+                if sd_no_tmpfile(err):
+                    err = E_NOT_HERE
+            else:
+                step = 2
+                err = write_all(fd, p, n)
+                if err == 0:
+                    err = fsync_retry(fd)
+                if err == 0:
+                    err = link_in(fd, dfd, nm, tmp)
+                close(fd)                # unlinked and never linked: gone with its fd
+                if err == 0:
+                    step = 3
+                    if sync is not None:
+                        err = sync.after_link(dfd)
+                    else:
+                        err = fsync_retry(dfd)
+            close(dfd)
+    if err == E_NOT_HERE:
+        return NOT_HERE
+    if err:
+        where = dirpath if step != 2 else dirpath + b"/" + name
+        raise OSError(err, strerror(err).decode(errors="replace"), os.fsdecode(where))
+    return None
