@@ -1,6 +1,8 @@
 """The real job end to end against the disk's own speed for the same durable write.
 
     python -m bench.measure_job [--n 2000] [--rounds 3]
+    python -m bench.measure_job --before /path/to/old/src   (before and after, one run)
+    python -m bench.measure_job --perf-stat [--n 3000]   (kernel events per job)
 
 Two contenders, interleaved in one run on one filesystem:
 
@@ -189,8 +191,10 @@ def _fill(url: str, batch: Sequence[Order], outbox_base: int) -> None:
 
 def job_drain(url: str, batch: Sequence[Order], *, extra: Sequence[str] = (),
               workers: int = 1, timeout: float = 300.0, inject: Sequence[str] = (),
-              on_filled: Callable[[], None] | None = None) -> dict[str, Any]:
-    """Drain len(batch) render_tickets jobs with real worker processes."""
+              on_filled: Callable[[], None] | None = None,
+              on_spawned: Callable[[Sequence[int]], None] | None = None) -> dict[str, Any]:
+    """Drain len(batch) render_tickets jobs with real worker processes (`on_spawned`
+    gets their pids before they read anything, e.g. to attach perf)."""
     n = len(batch)
     _fill(url, batch, outbox_base=10_000_000)
     if on_filled is not None:
@@ -202,6 +206,8 @@ def job_drain(url: str, batch: Sequence[Order], *, extra: Sequence[str] = (),
         procs = [mc.spawn(mc.worker_cmd(url, slot=k, extra=flags, inject=inject),
                           stderr=log)
                  for k, log in enumerate(logs)]
+        if on_spawned is not None:
+            on_spawned([p.pid for p in procs])
         import psutil
 
         ps = [psutil.Process(p.pid) for p in procs]
@@ -284,6 +290,46 @@ def commands_per_job(url: str, batch: Sequence[Order], extra: Sequence[str] = ()
             "round_trips_per_job": sum(v for k, v in per_job.items() if k != "xack")}
 
 
+PERF_EVENTS = ("syscalls:sys_enter_futex", "context-switches", "syscalls:sys_enter_fsync",
+               "syscalls:sys_enter_write", "syscalls:sys_enter_epoll_pwait")
+
+
+def perf_stat_per_job(url: str, batch: Sequence[Order], extra: Sequence[str] = ()
+                      ) -> dict[str, float]:
+    """Kernel events per job of one worker over an untimed drain of `batch`, from
+    `perf stat` attached to it (every thread): futex calls and context switches are
+    what thread hand-overs and GIL contention cost (docs/profile-worker.md (G)).
+    Needs perf and access to tracepoints (root, or kernel.perf_event_paranoid <= -1)."""
+    import signal
+    import subprocess
+
+    out = Path(tempfile.mkdtemp(prefix="sd-perf-")) / "stat.csv"
+    perf: list[subprocess.Popen[bytes]] = []
+
+    def attach(pids: Sequence[int]) -> None:
+        perf.append(subprocess.Popen(
+            ["perf", "stat", "-x", ",", "-o", str(out), "-e", ",".join(PERF_EVENTS),
+             "-p", str(pids[0])], stderr=subprocess.DEVNULL))
+        time.sleep(0.3)  # attached before the worker reads its first entry
+
+    try:
+        job_drain(url, batch, extra=extra, on_spawned=attach)
+    finally:
+        for p in perf:
+            p.send_signal(signal.SIGINT)
+            p.wait(10)
+    counts: dict[str, float] = {}
+    for line in out.read_text().splitlines():
+        fields = line.split(",")
+        if len(fields) > 2 and fields[2] in PERF_EVENTS:
+            if not fields[0].replace(".", "").isdigit():
+                raise RuntimeError(f"perf stat could not count {fields[2]}: {fields[0]} "
+                                   "(run as root, or sysctl kernel.perf_event_paranoid=-1)")
+            counts[fields[2].removeprefix("syscalls:sys_enter_")] = float(fields[0]) / len(batch)
+    shutil.rmtree(out.parent, ignore_errors=True)
+    return counts
+
+
 def render_all(batch: Sequence[Order]) -> list[bytes]:
     from stagedoor.render import renderer
 
@@ -291,19 +337,43 @@ def render_all(batch: Sequence[Order]) -> list[bytes]:
     return [render(o) for o in batch]
 
 
+@contextlib.contextmanager
+def workers_from(src: str | None) -> Iterator[None]:
+    """Spawn the workers from another source tree meanwhile (mc.env's SD_BENCH_SRC)."""
+    saved = os.environ.get("SD_BENCH_SRC")
+    if src is not None:
+        os.environ["SD_BENCH_SRC"] = src
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("SD_BENCH_SRC", None)
+        else:
+            os.environ["SD_BENCH_SRC"] = saved
+
+
 def job_vs_bare(n: int, rounds: int, kinds: Sequence[str] = ("latin", "mixed"),
-                extra: Sequence[str] = ()) -> dict[str, Any]:
-    """Interleaved rounds of (job per kind, bare) and the reverse; medians of ratios."""
+                extra: Sequence[str] = (), before: str | None = None) -> dict[str, Any]:
+    """Interleaved rounds of (job per kind, bare) and the reverse; medians of ratios.
+
+    With `before` (a source tree of an earlier commit, its extensions built), every
+    round also drains each kind with workers from that tree: before and after side by
+    side in one run, on the same server and the same filesystem state."""
     batches = {k: orders(n, k) for k in kinds}
     pdfs = render_all(batches[kinds[0]])
-    steps = [*kinds, "bare"]
+    steps = [*kinds, *(f"before_{k}" for k in kinds if before), "bare"]
     runs: dict[str, list[dict[str, Any]]] = {s: [] for s in steps}
     with mc.redis_server(appendonly=True) as server, kept_dirs():
         probes = [alloc_probe()]
         for r in range(rounds):
             for step in (steps if r % 2 == 0 else steps[::-1]):
-                res = (bare_writes(pdfs) if step == "bare"
-                       else job_drain(server.url, batches[step], extra=extra))
+                if step == "bare":
+                    res = bare_writes(pdfs)
+                else:
+                    old = step.startswith("before_")
+                    with workers_from(before if old else None):
+                        res = job_drain(server.url, batches[step.removeprefix("before_")],
+                                        extra=extra)
                 runs[step].append(res)
                 mc.progress(f"job round {r + 1}/{rounds} {step}: {res['rate']:,.0f}/s")
         probes.append(alloc_probe())
@@ -311,7 +381,7 @@ def job_vs_bare(n: int, rounds: int, kinds: Sequence[str] = ("latin", "mixed"),
     out: dict[str, Any] = {"job_n": n, "job_rounds": rounds, "job_runs": runs,
                            "job_file_create_us": probes,
                            "job_bare_rate": mc.median([x["rate"] for x in runs["bare"]])}
-    for k in kinds:
+    for k in [s for s in steps if s != "bare"]:
         out[f"job_{k}_rate"] = mc.median([x["rate"] for x in runs[k]])
         out[f"job_{k}_vs_bare"] = mc.median(
             [a["rate"] / b["rate"] for a, b in zip(runs[k], runs["bare"], strict=True)])
@@ -329,8 +399,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--kinds", default="latin,mixed")
     p.add_argument("--worker-flag", action="append", default=[], metavar="FLAG",
                    help="extra `stagedoor work` flag, e.g. --worker-flag=--concurrency=16")
+    p.add_argument("--before", metavar="SRC",
+                   help="also drain with workers from SRC (the src/ of a checkout of an "
+                        "earlier commit, its extensions built), interleaved in the same "
+                        "rounds: before and after figures from one run")
+    p.add_argument("--perf-stat", action="store_true",
+                   help="instead: one untimed drain of n Latin jobs with `perf stat` "
+                        "attached to the worker; futex calls, context switches, fsync, "
+                        "write and epoll_pwait calls per job")
     a = p.parse_args(argv)
-    r = job_vs_bare(a.n, a.rounds, a.kinds.split(","), a.worker_flag)
+    if a.perf_stat:
+        with mc.redis_server(appendonly=True) as server, kept_dirs():
+            counts = perf_stat_per_job(server.url, orders(a.n, "latin"), a.worker_flag)
+        for k, v in counts.items():
+            print(f"{k + ' per job':24} {v:,.2f}")
+        return 0
+    r = job_vs_bare(a.n, a.rounds, a.kinds.split(","), a.worker_flag, a.before)
     r.pop("job_runs")
     for k, v in r.items():
         print(f"{k:24} {v:,.3f}" if isinstance(v, float) else f"{k:24} {v}")
