@@ -11,17 +11,19 @@ drops the GIL and takes it back: about ten hand-overs per file, on a thread that
 competes with the event loop thread and seven other render threads for it.  Each
 hand-over the kernel has to arbitrate costs a futex round trip and a context switch,
 and on this VM those cost more than the file's own system calls: perf stat over a
-3,000-job render_tickets drain counted 51 futex calls and 33 context switches per job
-(`python /tmp/exp/pstat_job.py`, see docs/profile-worker.md (G)).  Here the whole
-sequence, and the wait for the shared directory fsync, is one `with nogil:` block.
+3,000-job render_tickets drain counted 74 futex calls and 45 context switches per job,
+22 and 19 with this module (`python -m bench.measure_job --perf-stat`, with
+docs/profile-worker.md (G)).  Here the whole sequence, and the wait for the shared
+directory fsync, is one `with nogil:` block.
 
 The semantics are files.write_atomic's and durable.GroupSync's, to the system call:
 the bytes are fsynced before the name exists; the call returns only once a directory
 fsync that began after the link completed has completed; a failure half way leaves
 nothing behind (the unnamed file dies with its fd; a tmp name of ours is unlinked);
 a failed directory fsync raises in the thread that ran it and covers nobody.
-tests/test_durable_order.py checks the order from strace; tests/test_files.py runs
-the failure paths (ENOSPC on a full file system, EEXIST, no O_TMPFILE).
+tests/test_durable_order.py checks the order from strace; tests/test_durable.py runs
+EEXIST, a missing directory and no O_TMPFILE against both writers, and
+tests/test_hardening_files.py a full and a read-only file system.
 
 Written by hand: the C library has the calls; what is ours is doing them without the
 GIL and the sharing of the directory fsync.

@@ -37,7 +37,8 @@ def pdf_path(tickets_dir: str, order_id: int) -> Path:
     It used to be checked with files.confined, which resolves the directory (an lstat
     per path component) on every job: a check that cannot fail for a name we make
     ourselves, and twelve system calls, each a drop and retake of the GIL by a render
-    thread, which perf stat counted as a third of the job's futex calls.  confined()
+    thread: without it perf stat counted 22 futex calls a job instead of 51 (both with
+    the C write of _durable.pyx; docs/profile-worker.md (G)).  confined()
     stays where the path is data: the `rendered` field a refund deletes."""
     return Path(tickets_dir) / pdf_name(order_id)
 
