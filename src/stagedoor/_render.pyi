@@ -26,3 +26,14 @@ def font_stats() -> dict[str, int]:
 
 def face_covers(face: int, text: str) -> str:
     """The characters of text that face (a plan's face number) does not have."""
+
+class RenderPool:
+    """`threads` C threads rendering orders into sinks (handlers/_durable.FileSink)
+    without the GIL; an eventfd (`fd`) is readable when orders are done."""
+
+    fd: int
+    pending: int
+    def __init__(self, threads: int) -> None: ...
+    def submit(self, order: Order, sink_capsule: object, token: object) -> None: ...
+    def collect(self) -> list[tuple[object, BaseException | None]]: ...
+    def close(self) -> list[tuple[object, BaseException | None]]: ...

@@ -44,6 +44,8 @@ way asyncpg splits its protocol (one extension, one C module, several .pxi):
     render/_native/layout.pxi    fit a field in its box (shrink, wrap, ellipsis); its ops
     render/_native/pdf.pxi       the file: objects, deflate, scratch pool, xref, render_c
     render/_native/text.pxi      str -> Helvetica bytes when they fit, else shaped text
+    render/_native/pool.pxi      a pool of C threads rendering orders into sinks (the
+                                 durable write of handlers/_durable.pyx), no GIL
 
 This file keeps the imports, the includes (order matters only for the import-time
 initialisation they run) and the Python entry points.
@@ -165,77 +167,118 @@ cdef array.array han_array(object order, bint kana_seen):
     return arr
 
 
-def render_order(order):
-    """PDF bytes, one page per ticket (see stagedoor.render.reference for the rules)."""
+# One order read into C: what render_order (and the render pool, pool.pxi) hands to the
+# nogil part.  Its Text fields point into the Python objects held by `keep`.
+cdef struct Prepared:
+    TicketC* tc
+    Py_ssize_t n
+    Keep keep
+    int shaped
+    const int* hanp
+    int nhan
+
+
+cdef int prepare(object order, Prepared* pr) except -1:
+    """Under the GIL: the order's fields as C text (kept alive by pr.keep).  On an
+    exception the caller still calls prepared_free."""
     cdef object tickets = order.tickets
     cdef Py_ssize_t n = len(tickets), k
-    cdef TicketC* tc
-    cdef Scratch* s = NULL
-    cdef int rc, f, nhan = 0
-    cdef Keep keep
-    cdef int shaped = NOT_SHAPED, v
+    cdef int f, v
     cdef array.array arr
-    cdef const int* hanp = NULL
     if n == 0:
         raise ValueError("order has no tickets")
-    keep.n = 0
-    keep.cap = 36 * n       # 11 fields, each at most as read, as str and encoded; the QR
-    keep.p = <PyObject**>malloc(keep.cap * sizeof(PyObject*))
-    tc = <TicketC*>malloc(n * sizeof(TicketC))
+    pr.n = n
+    pr.shaped = NOT_SHAPED
+    pr.keep.n = 0
+    pr.keep.cap = 36 * n    # 11 fields, each at most as read, as str and encoded; the QR
+    pr.keep.p = <PyObject**>malloc(pr.keep.cap * sizeof(PyObject*))
+    pr.tc = <TicketC*>malloc(n * sizeof(TicketC))
+    if pr.tc == NULL or pr.keep.p == NULL:
+        raise MemoryError()
+    for k in range(n):
+        t = tickets[k]
+        for f in range(NFIELDS + 1):
+            value = getattr(t, FIELD_ATTRS[f])
+            keep_push(&pr.keep, value)
+            v = encode_text(value, &pr.keep, &pr.tc[k].text[f], f)
+            if v > pr.shaped:
+                pr.shaped = v
+            if f == ADMISSION_CODE:
+                qr_bytes(value, &pr.keep, &pr.tc[k].qr, &pr.tc[k].nqr)
+    if pr.shaped != NOT_SHAPED:
+        arr = han_array(order, pr.shaped == SHAPED_KANA)
+        keep_push(&pr.keep, arr)
+        pr.nhan = len(arr)
+        if pr.nhan:
+            pr.hanp = arr.data.as_ints
+    return 0
+
+
+cdef void prepared_free(Prepared* pr) noexcept:
+    """Under the GIL (it drops the kept references)."""
+    free(pr.tc)
+    pr.tc = NULL
+    keep_release(&pr.keep)
+
+
+cdef int execute(Prepared* pr, Scratch** out) noexcept nogil:
+    """The render itself, without the GIL: 0 with the PDF in (*out).out, else an error
+    code for raise_for (-4: the fonts are not configured yet).  *out, once set, goes
+    back with scratch_put whatever the result."""
+    cdef Scratch* s
+    cdef int rc
+    if decide_ascii(pr.tc, pr.n) != NOT_SHAPED and pr.shaped == NOT_SHAPED:
+        # only ASCII fields are shaped (too wide, or controls): no Han face is needed,
+        # but the fonts must be configured
+        pr.shaped = SHAPED
+        if not PLAN_READY:
+            return -4
+    s = scratch_get()
+    if s == NULL:
+        return -1
+    out[0] = s
+    rc = shaped_fill(pr.tc, pr.n, &s.prep) if pr.shaped != NOT_SHAPED else 0
+    if rc == 0:
+        rc = render_c(pr.tc, pr.n, s, pr.hanp, pr.nhan)
+    return rc
+
+
+cdef int raise_for(Prepared* pr, int rc) except -1:
+    cdef Py_ssize_t k
+    if rc == -1:
+        raise MemoryError()
+    if rc == -2:
+        raise RuntimeError("zlib deflate failed")
+    if rc == -3:
+        for k in range(pr.n):
+            if choose_version(pr.tc[k].qr, pr.tc[k].nqr) < 0:
+                raise ValueError(f"QR data too long: {pr.tc[k].nqr} bytes "
+                                 "(at most 2331 at level M)")
+        raise ValueError("QR data too long")
+    if rc != 0:
+        raise RuntimeError(f"render failed ({rc})")
+    return 0
+
+
+def render_order(order):
+    """PDF bytes, one page per ticket (see stagedoor.render.reference for the rules)."""
+    cdef Prepared pr
+    cdef Scratch* s = NULL
+    cdef int rc
+    memset(&pr, 0, sizeof(Prepared))
     try:
-        if tc == NULL or keep.p == NULL:
-            raise MemoryError()
-        for k in range(n):
-            t = tickets[k]
-            for f in range(NFIELDS + 1):
-                value = getattr(t, FIELD_ATTRS[f])
-                keep_push(&keep, value)
-                v = encode_text(value, &keep, &tc[k].text[f], f)
-                if v > shaped:
-                    shaped = v
-                if f == ADMISSION_CODE:
-                    qr_bytes(value, &keep, &tc[k].qr, &tc[k].nqr)
-        if shaped != NOT_SHAPED:
-            arr = han_array(order, shaped == SHAPED_KANA)
-            keep_push(&keep, arr)
-            nhan = len(arr)
-            if nhan:
-                hanp = arr.data.as_ints
+        prepare(order, &pr)
         with nogil:
-            rc = 0
-            if decide_ascii(tc, n) != NOT_SHAPED and shaped == NOT_SHAPED:
-                # only ASCII fields are shaped (too wide, or controls): no Han face is
-                # needed, but the fonts must be configured
-                shaped = SHAPED
-                if not PLAN_READY:
-                    rc = -4
-            if rc == 0:
-                s = scratch_get()
-                if s == NULL:
-                    rc = -1
-                else:
-                    rc = shaped_fill(tc, n, &s.prep) if shaped != NOT_SHAPED else 0
-                    if rc == 0:
-                        rc = render_c(tc, n, s, hanp, nhan)
+            rc = execute(&pr, &s)
         if rc == -4:
             han_array(order, False)     # configures the fonts: once a process
             return render_order(order)
-        if rc == -1:
-            raise MemoryError()
-        if rc == -2:
-            raise RuntimeError("zlib deflate failed")
-        if rc == -3:
-            for k in range(n):
-                if choose_version(tc[k].qr, tc[k].nqr) < 0:
-                    raise ValueError(f"QR data too long: {tc[k].nqr} bytes "
-                                     "(at most 2331 at level M)")
-            raise ValueError("QR data too long")
+        raise_for(&pr, rc)
         return PyBytes_FromStringAndSize(s.out.data, s.out.len)
     finally:
         if s != NULL:
             scratch_put(s)
-        free(tc)
-        keep_release(&keep)
+        prepared_free(&pr)
 
 
 def qr_matrix(data):
@@ -258,3 +301,7 @@ def qr_matrix(data):
         return [[q.dark[y * q.size + x] != 0 for x in range(q.size)] for y in range(q.size)]
     finally:
         free(q)
+
+
+# The render pool (C threads, no GIL) uses prepare/execute above: included last.
+include "render/_native/pool.pxi"

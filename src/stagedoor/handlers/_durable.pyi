@@ -11,3 +11,10 @@ class DirSync:
 
 def write_linked(dirpath: bytes, name: bytes, data: bytes,
                  sync: DirSync | None = None) -> int | None: ...
+
+SINK_CAPSULE: bytes
+
+class FileSink:
+    capsule: object
+    def __init__(self, dirpath: bytes, name: bytes, sync: DirSync | None = None) -> None: ...
+    def result(self) -> int | None: ...

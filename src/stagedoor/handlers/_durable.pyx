@@ -30,6 +30,7 @@ GIL and the sharing of the directory fsync.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.pycapsule cimport PyCapsule_New
 from libc.errno cimport EEXIST, EINTR, errno
 from libc.stdio cimport snprintf
 from libc.string cimport strerror
@@ -97,6 +98,44 @@ cdef int fsync_retry(int fd) noexcept nogil:
     return 0 if r == 0 else errno
 
 
+cdef struct SyncC:
+    pthread_mutex_t mu
+    pthread_cond_t cv
+    unsigned long renamed          # tickets handed out: one per completed link/rename
+    unsigned long durable          # every ticket <= this is covered by a finished fsync
+    int running
+    unsigned long fsyncs           # directory fsyncs that ran (tests, profiling)
+
+
+cdef int sync_after_link(SyncC* c, int dfd) noexcept nogil:
+    """0 once a directory fsync that began after the caller's link completed has
+    completed, else the errno of the fsync this caller ran (which covers nobody)."""
+    cdef unsigned long ticket, covered
+    cdef int err = 0
+    pthread_mutex_lock(&c.mu)
+    c.renamed += 1
+    ticket = c.renamed
+    while c.durable < ticket:
+        if c.running:
+            pthread_cond_wait(&c.cv, &c.mu)
+            continue
+        c.running = 1
+        covered = c.renamed          # every link before this fsync starts
+        pthread_mutex_unlock(&c.mu)
+        err = fsync_retry(dfd)
+        pthread_mutex_lock(&c.mu)
+        c.running = 0
+        if err:
+            pthread_cond_broadcast(&c.cv)  # the next waiter runs its own fsync
+            break
+        c.fsyncs += 1
+        if covered > c.durable:
+            c.durable = covered
+        pthread_cond_broadcast(&c.cv)
+    pthread_mutex_unlock(&c.mu)
+    return err
+
+
 cdef class DirSync:
     """The directory fsyncs of one directory, shared by the writers whose links land
     together: durable.GroupSync in C (its docstring has the protocol and the guarantee).
@@ -105,51 +144,23 @@ cdef class DirSync:
     runs one, covering every ticket taken before it began; else it waits for the
     running one to end and looks again.  Made after fork, per process (GroupSyncs)."""
 
-    cdef pthread_mutex_t mu
-    cdef pthread_cond_t cv
-    cdef unsigned long renamed     # tickets handed out: one per completed link/rename
-    cdef unsigned long durable     # every ticket <= this is covered by a finished fsync
-    cdef int running
+    cdef SyncC c
     cdef readonly bytes directory
-    cdef readonly unsigned long fsyncs   # directory fsyncs that ran (tests, profiling)
     native = True                        # durable.DirectorySync: write_linked takes it
 
     def __cinit__(self, directory):
         self.directory = os.fsencode(directory)
-        pthread_mutex_init(&self.mu, NULL)
-        pthread_cond_init(&self.cv, NULL)
+        pthread_mutex_init(&self.c.mu, NULL)
+        pthread_cond_init(&self.c.cv, NULL)
 
     def __dealloc__(self):
-        pthread_cond_destroy(&self.cv)
-        pthread_mutex_destroy(&self.mu)
+        pthread_cond_destroy(&self.c.cv)
+        pthread_mutex_destroy(&self.c.mu)
 
-    cdef int after_link(self, int dfd) noexcept nogil:
-        """0 once a directory fsync that began after the caller's link completed has
-        completed, else the errno of the fsync this caller ran (which covers nobody)."""
-        cdef unsigned long ticket, covered
-        cdef int err = 0
-        pthread_mutex_lock(&self.mu)
-        self.renamed += 1
-        ticket = self.renamed
-        while self.durable < ticket:
-            if self.running:
-                pthread_cond_wait(&self.cv, &self.mu)
-                continue
-            self.running = 1
-            covered = self.renamed      # every link before this fsync starts
-            pthread_mutex_unlock(&self.mu)
-            err = fsync_retry(dfd)
-            pthread_mutex_lock(&self.mu)
-            self.running = 0
-            if err:
-                pthread_cond_broadcast(&self.cv)  # the next waiter runs its own fsync
-                break
-            self.fsyncs += 1
-            if covered > self.durable:
-                self.durable = covered
-            pthread_cond_broadcast(&self.cv)
-        pthread_mutex_unlock(&self.mu)
-        return err
+    @property
+    def fsyncs(self):
+        """Directory fsyncs that ran (tests, profiling)."""
+        return self.c.fsyncs
 
     def sync_after_rename(self):
         """For a rename done in Python (files.py's named path): returns once a directory
@@ -162,7 +173,7 @@ cdef class DirSync:
             if dfd < 0:
                 err = errno
             else:
-                err = self.after_link(dfd)
+                err = sync_after_link(&self.c, dfd)
                 close(dfd)
         if err:
             raise OSError(err, strerror(err).decode(errors="replace"), os.fsdecode(path))
@@ -203,6 +214,50 @@ cdef int link_in(int fd, int dfd, const char* name, const char* tmp) noexcept no
     return 0
 
 
+cdef int write_c(const char* dpath, const char* nm, const char* tmp, const char* p,
+                 Py_ssize_t n, SyncC* sync, int* step) noexcept nogil:
+    """The whole write; 0, an errno (with *step: 0 the directory, 2 the file, 3 the
+    directory fsync) or E_NOT_HERE."""
+    cdef int dfd, fd, err = 0
+    step[0] = 0
+    dfd = c_open(dpath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    if dfd < 0:
+        return errno
+    step[0] = 1
+    fd = openat(dfd, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0o644)
+    if fd < 0:
+        err = errno
+        if sd_no_tmpfile(err):
+            err = E_NOT_HERE
+    else:
+        step[0] = 2
+        err = write_all(fd, p, n)
+        if err == 0:
+            err = fsync_retry(fd)
+        if err == 0:
+            err = link_in(fd, dfd, nm, tmp)
+        close(fd)                    # unlinked and never linked: gone with its fd
+        if err == 0:
+            step[0] = 3
+            err = sync_after_link(sync, dfd) if sync != NULL else fsync_retry(dfd)
+    close(dfd)
+    return err
+
+
+cdef object result(int err, int step, bytes dirpath, bytes name):
+    if err == E_NOT_HERE:
+        return NOT_HERE
+    if err:
+        where = dirpath if step != 2 else dirpath + b"/" + name
+        raise OSError(err, strerror(err).decode(errors="replace"), os.fsdecode(where))
+    return None
+
+
+cdef bytes tmp_name(bytes name):
+    # files.tmp_name's pattern, so that sweep_stale recognises a left-over one
+    return b".%s.%d.%d.tmp" % (name, os.getpid(), <unsigned long>pthread_self())
+
+
 def write_linked(bytes dirpath, bytes name, bytes data, DirSync sync=None):
     """Write `data` durably as dirpath/name (see the module docstring).
 
@@ -210,42 +265,68 @@ def write_linked(bytes dirpath, bytes name, bytes data, DirSync sync=None):
     unnamed file; raises OSError (with the path) for any other failure, having left
     nothing behind.  A FileNotFoundError naming `dirpath` means the directory is not
     there."""
+    cdef bytes tmp = tmp_name(name)
+    cdef int err, step = 0
+    cdef SyncC* c = &sync.c if sync is not None else NULL
     cdef const char* dpath = PyBytes_AS_STRING(dirpath)
     cdef const char* nm = PyBytes_AS_STRING(name)
+    cdef const char* tp = PyBytes_AS_STRING(tmp)
     cdef const char* p = PyBytes_AS_STRING(data)
     cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
-    cdef bytes tmp_b = b".%s.%d.%d.tmp" % (name, os.getpid(), <unsigned long>pthread_self())
-    cdef const char* tmp = PyBytes_AS_STRING(tmp_b)
-    cdef int dfd, fd = -1, err = 0, step = 0
     with nogil:
-        dfd = c_open(dpath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dfd < 0:
-            err = errno
-        else:
-            step = 1
-            fd = openat(dfd, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0o644)
-            if fd < 0:
-                err = errno
-                if sd_no_tmpfile(err):
-                    err = E_NOT_HERE
-            else:
-                step = 2
-                err = write_all(fd, p, n)
-                if err == 0:
-                    err = fsync_retry(fd)
-                if err == 0:
-                    err = link_in(fd, dfd, nm, tmp)
-                close(fd)                # unlinked and never linked: gone with its fd
-                if err == 0:
-                    step = 3
-                    if sync is not None:
-                        err = sync.after_link(dfd)
-                    else:
-                        err = fsync_retry(dfd)
-            close(dfd)
-    if err == E_NOT_HERE:
-        return NOT_HERE
-    if err:
-        where = dirpath if step != 2 else dirpath + b"/" + name
-        raise OSError(err, strerror(err).decode(errors="replace"), os.fsdecode(where))
-    return None
+        err = write_c(dpath, nm, tp, p, n, c, &step)
+    return result(err, step, dirpath, name)
+
+
+# -- a sink: the same write, called by the renderer from its own nogil code ----------------
+
+# The head every sink starts with (stagedoor._render's pool.pxi declares the same): a
+# function the renderer calls, without the GIL, with the finished PDF.  It returns 0
+# or nonzero; what went wrong is the sink's to say (FileSink.result).
+ctypedef int (*sink_write_fn)(void* self, const char* p, Py_ssize_t n) noexcept nogil
+
+cdef struct FileSinkC:
+    sink_write_fn write
+    const char* dpath
+    const char* name
+    const char* tmp
+    SyncC* sync
+    int err
+    int step
+
+SINK_CAPSULE = b"stagedoor.sink"
+
+
+cdef int file_sink_write(void* self, const char* p, Py_ssize_t n) noexcept nogil:
+    cdef FileSinkC* c = <FileSinkC*>self
+    c.err = write_c(c.dpath, c.name, c.tmp, p, n, c.sync, &c.step)
+    return c.err
+
+
+cdef class FileSink:
+    """One PDF to be written durably by whoever renders it: `capsule` (name
+    SINK_CAPSULE) points at a struct whose first member is the write function, which
+    stagedoor._render's render pool calls from its C threads with the finished bytes;
+    `result()` then says how it went, as write_linked would have.  Holds its paths and
+    its DirSync alive while the render runs."""
+
+    cdef FileSinkC c
+    cdef bytes dirpath, name, tmp
+    cdef DirSync sync
+    cdef readonly object capsule
+
+    def __cinit__(self, bytes dirpath, bytes name, DirSync sync=None):
+        self.dirpath, self.name, self.tmp, self.sync = dirpath, name, tmp_name(name), sync
+        self.c.write = file_sink_write
+        self.c.dpath = PyBytes_AS_STRING(self.dirpath)
+        self.c.name = PyBytes_AS_STRING(self.name)
+        self.c.tmp = PyBytes_AS_STRING(self.tmp)
+        self.c.sync = &sync.c if sync is not None else NULL
+        self.c.err = -2                       # not written yet
+        self.capsule = PyCapsule_New(&self.c, SINK_CAPSULE, NULL)
+
+    def result(self):
+        """None when written, NOT_HERE, or raises OSError as write_linked does."""
+        if self.c.err == -2:
+            raise RuntimeError("the sink was never written")
+        return result(self.c.err, self.c.step, self.dirpath, self.name)

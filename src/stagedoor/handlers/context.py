@@ -83,8 +83,20 @@ class Context:
         assert isinstance(conn, FastConnection)
         return conn
 
+    def on_close(self, fn: Callable[[], Any]) -> None:
+        """Call `fn` (no arguments; a coroutine function is awaited) when the worker
+        stops, after its jobs ended: for what a handler started (a pool, a client)."""
+        self.state.setdefault("on_close", []).append(fn)
+
     async def aclose(self) -> None:
         """Close what the handlers opened (the worker calls this when it stops)."""
+        for fn in reversed(self.state.pop("on_close", [])):
+            try:
+                done = fn()
+                if asyncio.iscoroutine(done):
+                    await done
+            except Exception:
+                logging.getLogger("stagedoor.handlers").exception("closing %r failed", fn)
         conn = self.state.pop("lean", None)
         if conn is not None:
             await conn.aclose()

@@ -160,6 +160,16 @@ def _write_unnamed(path: Path, data: bytes) -> bool:
 _TMPFILE = [hasattr(os, "O_TMPFILE")]  # off for good once the system said no
 
 
+def unnamed_files() -> bool:
+    """False once this system refused an unnamed file (O_TMPFILE or the /proc link):
+    the writers that only do that (the native render pool) must not be used then."""
+    return _TMPFILE[0]
+
+
+def no_unnamed_files() -> None:
+    _TMPFILE[0] = False
+
+
 def _write_named(path: Path, data: bytes) -> None:
     """tmp + fsync + rename; the tmp file is removed on every failure path."""
     tmp = tmp_name(path)

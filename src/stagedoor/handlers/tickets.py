@@ -9,6 +9,7 @@ other (see orders.py), and the PDF of a refunded order does not survive.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,17 @@ from ..stream.scripts import LeanScript
 from ..worker.policy import PermanentError
 from .context import Context, log_extra
 from .durable import GroupSyncs
-from .files import OutsideTicketsDir, confined, sweep_stale, write_atomic
+from .files import (
+    OutsideTicketsDir,
+    confined,
+    no_unnamed_files,
+    sweep_stale,
+    unnamed_files,
+    write_atomic,
+)
 from .orders import BEGIN_RENDER, FINISH_RENDER, OrderStore, StoredOrder, check_stored
 from .registry import Registry
+from .render_pool import NativeRenderPool
 
 registry = Registry()
 
@@ -130,6 +139,54 @@ def _check_render_write(render: Any, tickets_dir: str, order_id: int, data: byte
     return stored, path
 
 
+def _native_pool(ctx: Context) -> NativeRenderPool | None:
+    """The worker's native render pool (render_threads C threads), made on first use in
+    this process; None where the extensions are not built or the tickets directory's
+    file system cannot do unnamed files (the thread pool path then)."""
+    if "render_pool" not in ctx.state:
+        pool = NativeRenderPool.start(ctx.settings.render_threads) if unnamed_files() else None
+        ctx.state["render_pool"] = pool
+        if pool is not None:
+            ctx.on_close(pool.close)
+    pool = ctx.state["render_pool"]
+    if pool is not None and not unnamed_files():  # the file system said no since
+        return None
+    assert pool is None or isinstance(pool, NativeRenderPool)
+    return pool
+
+
+async def _render_on_pool(ctx: Context, pool: NativeRenderPool, order_id: int, data: bytes,
+                          status: str, rendered: str | None) -> tuple[StoredOrder, Path]:
+    """_check_render_write with the render and the write on the native pool: the order
+    is parsed and checked here, on the loop (~20 us), then one pool thread renders and
+    writes it without the GIL (render_pool.py says why)."""
+    path = pdf_path(ctx.settings.tickets_dir, order_id)
+    stored = check_stored(order_id, Order.from_json(data), status, rendered)
+    if stored.status == "refunded":
+        return stored, path
+    sync = _syncs(ctx).get(path.parent)
+    made = ctx.state.setdefault("dirs_made", set())
+    if path.parent not in made:  # once a process: a render sent into a missing directory
+        await ctx.to_thread(path.parent.mkdir, parents=True, exist_ok=True)  # is lost
+        made.add(path.parent)
+    for attempt in (1, 2):
+        try:
+            if await pool.render_to(stored.order, path, sync if sync.native else None):
+                return stored, path
+            no_unnamed_files()  # nothing written: from now on the os.* path
+            break
+        except FileNotFoundError as e:
+            if attempt == 2 or e.filename != os.fsdecode(os.fsencode(path.parent)):
+                raise
+            await ctx.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
+    await ctx.to_thread(_render_write, _render_fn(ctx), stored.order, path, _syncs(ctx))
+    return stored, path
+
+
+def _render_write(render: Any, order: Order, path: Path, syncs: GroupSyncs) -> None:
+    write_atomic(path, render(order), syncs=syncs)
+
+
 @registry.register("render_tickets")
 async def render_tickets(job: Job, ctx: Context) -> None:
     """Render the order's tickets to one PDF, unless it was refunded or already done.
@@ -153,11 +210,17 @@ async def render_tickets(job: Job, ctx: Context) -> None:
     data, status, rendered = reply[1], reply[2], reply[3]
     if data is None:
         raise PermanentError(f"order {job.order_id} not found")
+    status_s = status.decode() if status else "placed"
+    rendered_s = rendered.decode() if rendered else None
+    pool = _native_pool(ctx)
     try:
-        stored, path = await ctx.to_thread(
-            _check_render_write, _render_fn(ctx), ctx.settings.tickets_dir, job.order_id,
-            data, status.decode() if status else "placed",
-            rendered.decode() if rendered else None, _syncs(ctx))
+        if pool is not None:
+            stored, path = await _render_on_pool(ctx, pool, job.order_id, data, status_s,
+                                                 rendered_s)
+        else:
+            stored, path = await ctx.to_thread(
+                _check_render_write, _render_fn(ctx), ctx.settings.tickets_dir,
+                job.order_id, data, status_s, rendered_s, _syncs(ctx))
     except OrderDataError as e:
         raise PermanentError(f"order {job.order_id}: {e}") from None
     if stored.status == "refunded":
