@@ -48,7 +48,7 @@ def test_pool_threads_write_the_same_bytes_as_render_order(tmp_path: Path) -> No
         for o in orders:
             sink = FileSink(os.fsencode(tmp_path), f"order-{o.order_id}.pdf".encode(), sync)
             sinks[o.order_id] = sink
-            pool.submit(o, sink.capsule, o.order_id)
+            pool.submit(o, sink, o.order_id)
         assert pool.pending == len(orders)
         done = _collect_all(pool, len(orders))
     finally:
@@ -77,13 +77,13 @@ def test_pool_errors_come_back_with_their_order_and_leave_nothing(tmp_path: Path
     try:
         with pytest.raises(ValueError, match="no tickets"):
             pool.submit(Order(order_id=3, tickets=()),
-                        FileSink(os.fsencode(tmp_path), b"order-3.pdf").capsule, 3)
+                        FileSink(os.fsencode(tmp_path), b"order-3.pdf"), 3)
         sinks = {1: FileSink(os.fsencode(tmp_path), b"order-1.pdf"),
                  2: FileSink(os.fsencode(tmp_path), b"order-2.pdf"),
                  4: FileSink(os.fsencode(tmp_path / "gone"), b"order-4.pdf")}
-        pool.submit(good, sinks[1].capsule, 1)
-        pool.submit(bad, sinks[2].capsule, 2)
-        pool.submit(demo_order(4), sinks[4].capsule, 4)
+        pool.submit(good, sinks[1], 1)
+        pool.submit(bad, sinks[2], 2)
+        pool.submit(demo_order(4), sinks[4], 4)
         done = dict(_collect_all(pool, 3))
     finally:
         pool.close()
@@ -98,17 +98,36 @@ def test_pool_errors_come_back_with_their_order_and_leave_nothing(tmp_path: Path
     assert os.listdir(tmp_path) == ["order-1.pdf"]
 
 
+def test_the_pool_keeps_a_sink_alive_until_it_is_collected(tmp_path: Path) -> None:
+    """The caller may drop its sink at once: the pool holds it (its C struct is what the
+    pool thread writes through) until collect() gives the task back."""
+    import gc
+
+    pool = _render.RenderPool(2)
+    try:
+        for i in range(1, 51):
+            pool.submit(demo_order(i), FileSink(os.fsencode(tmp_path),
+                                                f"order-{i}.pdf".encode()), i)
+            gc.collect()
+        done = _collect_all(pool, 50)
+    finally:
+        pool.close()
+    assert all(err is None for _, err in done)
+    for i in range(1, 51):
+        assert (tmp_path / f"order-{i}.pdf").read_bytes() == _render.render_order(demo_order(i))
+
+
 def test_close_finishes_what_was_submitted_and_refuses_more(tmp_path: Path) -> None:
     pool = _render.RenderPool(1)
     sinks = [FileSink(os.fsencode(tmp_path), f"order-{i}.pdf".encode()) for i in range(20)]
     for i, sink in enumerate(sinks):
-        pool.submit(demo_order(i + 1), sink.capsule, i)
+        pool.submit(demo_order(i + 1), sink, i)
     left = pool.close()                     # nothing collected yet: all come back here
     assert sorted(t for t, _ in left) == list(range(20))  # type: ignore[type-var]
     assert all(s.result() is None for s in sinks)
     assert pool.close() == []               # idempotent
     with pytest.raises(RuntimeError, match="closed"):
-        pool.submit(demo_order(1), sinks[0].capsule, 0)
+        pool.submit(demo_order(1), sinks[0], 0)
 
 
 async def test_native_pool_on_the_event_loop(tmp_path: Path) -> None:

@@ -60,7 +60,7 @@ class NativeRenderPool:
         `sync` must be a native DirSync or None (a plain directory fsync)."""
         sink = self._sink(os.fsencode(path.parent), os.fsencode(path.name), sync)
         fut: asyncio.Future[bool] = self._loop.create_future()
-        self._pool.submit(order, sink.capsule, (fut, sink))
+        self._pool.submit(order, sink, (fut, sink))
         return fut
 
     def _ready(self, done: list[Any] | None = None) -> None:

@@ -59,7 +59,7 @@ cdef struct PoolTask:
     int rc                  # execute()'s result
     int sink_rc             # the sink's (0 = written)
     PyObject* token         # the caller's object, owned: given back by collect()
-    PyObject* sink_owner    # the capsule, owned: keeps the sink's memory alive
+    PyObject* sink_owner    # the sink object, owned: its memory is what `sink` points at
     PoolTask* next
 
 
@@ -138,11 +138,13 @@ cdef class RenderPool:
         """Readable when orders are done: the event loop's reader calls collect()."""
         return self.c.efd
 
-    def submit(self, order, sink_capsule, token):
-        """Render `order` on a pool thread into the sink; `token` comes back from
-        collect().  Errors of reading the order (ValueError, TypeError...) raise here."""
+    def submit(self, order, sink, token):
+        """Render `order` on a pool thread into `sink` (an object whose `capsule`, named
+        "stagedoor.sink", points at a SinkHead: handlers/_durable.FileSink), held until
+        collect(); `token` comes back from collect().  Errors of reading the order
+        (ValueError, TypeError...) raise here."""
         cdef PoolTask* t
-        cdef SinkHead* sink = <SinkHead*>PyCapsule_GetPointer(sink_capsule, b"stagedoor.sink")
+        cdef SinkHead* head = <SinkHead*>PyCapsule_GetPointer(sink.capsule, b"stagedoor.sink")
         if self.c.stopping:
             raise RuntimeError("the render pool is closed")
         if not PLAN_READY:
@@ -156,11 +158,11 @@ cdef class RenderPool:
             prepared_free(&t.pr)
             free(t)
             raise
-        t.sink = sink
+        t.sink = head
         Py_INCREF(token)
         t.token = <PyObject*>token
-        Py_INCREF(sink_capsule)
-        t.sink_owner = <PyObject*>sink_capsule
+        Py_INCREF(sink)
+        t.sink_owner = <PyObject*>sink
         with nogil:
             pthread_mutex_lock(&self.c.mu)
             if self.c.queue_tail == NULL:
