@@ -164,14 +164,16 @@ async def _render_on_pool(ctx: Context, pool: NativeRenderPool, order_id: int, d
     stored = check_stored(order_id, Order.from_json(data), status, rendered)
     if stored.status == "refunded":
         return stored, path
-    sync = _syncs(ctx).get(path.parent)
-    made = ctx.state.setdefault("dirs_made", set())
+    sync = _syncs(ctx).get(path.parent)  # a native DirSync: the pool needs _durable
+    made = ctx.state.get("dirs_made")
+    if made is None:
+        made = ctx.state["dirs_made"] = set()
     if path.parent not in made:  # once a process: a render sent into a missing directory
         await ctx.to_thread(path.parent.mkdir, parents=True, exist_ok=True)  # is lost
         made.add(path.parent)
     for attempt in (1, 2):
         try:
-            if await pool.render_to(stored.order, path, sync if sync.native else None):
+            if await pool.render_to(stored.order, path, sync):
                 return stored, path
             no_unnamed_files()  # nothing written: from now on the os.* path
             break

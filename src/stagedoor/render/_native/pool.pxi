@@ -203,31 +203,31 @@ cdef class RenderPool:
             t = nxt
         return out
 
+    cdef void stop(self) noexcept nogil:
+        """Tell the threads to stop once the queue is empty, and wait for them."""
+        cdef int i
+        pthread_mutex_lock(&self.c.mu)
+        self.c.stopping = 1
+        pthread_cond_broadcast(&self.c.cv)
+        pthread_mutex_unlock(&self.c.mu)
+        for i in range(self.nth):
+            pthread_join(self.th[i], NULL)
+        self.nth = 0
+
     def close(self):
         """Finish what was submitted, stop the threads; returns collect() of what had
         not been collected.  Idempotent."""
-        cdef int i
         with nogil:
-            pthread_mutex_lock(&self.c.mu)
-            self.c.stopping = 1
-            pthread_cond_broadcast(&self.c.cv)
-            pthread_mutex_unlock(&self.c.mu)
-            for i in range(self.nth):
-                pthread_join(self.th[i], NULL)
-        self.nth = 0
+            self.stop()
         return self.collect()
 
     def __dealloc__(self):
         # close() not called: the threads still finish what was queued (their memory is
         # this object's), then the references they held are leaked, not freed under them
-        cdef int i
         with nogil:
-            pthread_mutex_lock(&self.c.mu)
-            self.c.stopping = 1
-            pthread_cond_broadcast(&self.c.cv)
-            pthread_mutex_unlock(&self.c.mu)
-            for i in range(self.nth):
-                pthread_join(self.th[i], NULL)
+            self.stop()
         free(self.th)
         if self.c.efd >= 0:
             sd_close(self.c.efd)
+        pthread_cond_destroy(&self.c.cv)
+        pthread_mutex_destroy(&self.c.mu)
