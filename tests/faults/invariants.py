@@ -8,7 +8,10 @@
     duplicates   two start lines for one outbox_id only where the test injected a fault;
                  counted; the side effect (an O_EXCL file per outbox_id) exists exactly
                  once per handled job, and "effect_exists" (a second attempt that got past
-                 ctx.already_done) stays within the test's bound
+                 ctx.already_done) stays within the test's bound.  A start marked
+                 "after_failure" follows a "failed" line of the same job in the same
+                 process (its own Redis call timed out on a loaded box, a time limit):
+                 the retry policy's run, counted in Summary.retries, not as a delivery
     dead once    no entry is dead-lettered twice; poison jobs are there exactly once,
                  with their original fields
     drained      the pending list is empty at the end
@@ -159,6 +162,7 @@ class Summary:
     excused: int
     duplicates: dict[int, int] = field(default_factory=dict)
     effect_exists: int = 0
+    retries: int = 0
 
 
 def check_all(client: redis.Redis, s: Settings, ledger: Ledger, *,
@@ -202,7 +206,9 @@ def check_all(client: redis.Redis, s: Settings, ledger: Ledger, *,
                     b"outbox_id", str(row["outbox_id"]).encode()]
             assert fields[:6] == orig, f"{eid}: dead entry lost its fields: {fields[:10]}"
 
-    starts = collections.Counter(e["outbox_id"] for e in events if e["event"] == "start")
+    runs = [e for e in events if e["event"] == "start"]
+    starts = collections.Counter(e["outbox_id"] for e in runs if not e.get("after_failure"))
+    retries = len(runs) - sum(starts.values())
     dups = {k: n for k, n in starts.items() if n > 1}
     poison_ids = {r["outbox_id"] for r in enqueued if r["entry_id"] in (poison or {})}
     real_dups = {k: n for k, n in dups.items() if k not in poison_ids}
@@ -225,7 +231,8 @@ def check_all(client: redis.Redis, s: Settings, ledger: Ledger, *,
     no_effect = (done & handled_kinds) - effects
     assert not no_effect, f"done without a side effect: {sorted(no_effect)[:10]}"
     return Summary(enqueued=len(enqueued), handled=len(done), dead=len(dead),
-                   excused=len(excused), duplicates=dups, effect_exists=effect_exists)
+                   excused=len(excused), duplicates=dups, effect_exists=effect_exists,
+                   retries=retries)
 
 
 def commandstats(client: redis.Redis) -> dict[str, int]:

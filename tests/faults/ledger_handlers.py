@@ -5,9 +5,14 @@ STAGEDOOR_*: the settings loader refuses unknown STAGEDOOR_ variables):
 
     ledger.jsonl    one JSON line per event, appended with O_APPEND and a single
                     os.write per line, so lines of concurrent processes never interleave:
-                    {"event": "start"|"done"|"effect_exists", "outbox_id", "pid", "kind", "t"}
+                    {"event": "start"|"done"|"effect_exists"|"failed", "outbox_id", "pid",
+                     "kind", "t"}
                     a done line of a redelivery that found the job already done carries
-                    "skipped": true
+                    "skipped": true; a run that raised (its own Redis call timed out, a
+                    time limit cancelled it) writes a "failed" line with the error, and the
+                    next start of that job in the same process carries "after_failure":
+                    true: the retry policy's run, or a re-read of the worker's own pending
+                    list after Redis failed the job, not a second delivery
     effects/<id>    the side effect: one file per outbox_id, created with O_EXCL
     gates/<id>      created by the test to release a held handler
 
@@ -25,6 +30,8 @@ Kinds (all registered in `registry`, loaded with --handlers tests.faults.ledger_
     crash      start, then SIGKILL its own process: a poison job that kills workers
     exit_on    start; the job whose outbox_id is FAULTS_KILLER calls os._exit(1) (a
                worker-killing job in the middle of a stream), every other one as ledger
+    flaky      start; the first run of a job in a process raises redis.TimeoutError (as
+               a handler's own Redis call does on a loaded box), the next as ledger
 
 The side effect is guarded by ctx.already_done / ctx.mark_done, as production handlers
 are.  If the effect file already exists when a delivery tries to create it (a delivery
@@ -35,14 +42,17 @@ the handler writes an "effect_exists" line: the invariants count those.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import random
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
+import redis
 
 from stagedoor.handlers import Context, Registry
 from stagedoor.stream.job import Job
@@ -50,6 +60,10 @@ from stagedoor.stream.job import Job
 ENV_DIR = "FAULTS_LEDGER_DIR"
 registry = Registry()
 _fds: dict[tuple[int, str], int] = {}
+_failed_here: set[int] = set()  # outbox_ids whose last run in this process raised
+_flaked: set[int] = set()       # flaky: outbox_ids that already failed once here
+
+Handler = Callable[[Job, Context], Awaitable[None]]
 
 
 def ledger_dir() -> Path:
@@ -71,6 +85,30 @@ def record(event: str, job: Job, **more: Any) -> None:
     append_line(ledger_dir() / "ledger.jsonl",
                 {"event": event, "outbox_id": job.outbox_id, "pid": os.getpid(),
                  "kind": job.kind, "t": time.time(), **more})
+
+
+def start(job: Job) -> None:
+    """The start line; "after_failure" when this process's last run of the job raised."""
+    again = job.outbox_id in _failed_here
+    _failed_here.discard(job.outbox_id)
+    record("start", job, **({"after_failure": True} if again else {}))
+
+
+def kind(name: str, timeout: float | None = None) -> Callable[[Handler], Handler]:
+    """registry.register, with a "failed" line for every run that raises (see the module
+    docstring): the invariants then tell a retry from a second delivery."""
+    def wrap(fn: Handler) -> Handler:
+        @functools.wraps(fn)
+        async def run(job: Job, ctx: Context) -> None:
+            try:
+                await fn(job, ctx)
+            except BaseException as e:  # CancelledError too: a time limit, a shutdown
+                _failed_here.add(job.outbox_id)
+                record("failed", job, error=f"{type(e).__name__}: {e}")
+                raise
+        registry.register(name, timeout=timeout)(run)
+        return run
+    return wrap
 
 
 async def wait_gate(job: Job) -> None:
@@ -102,41 +140,41 @@ async def apply_once(job: Job, ctx: Context) -> None:
     record("done", job)
 
 
-@registry.register("ledger")
+@kind("ledger")
 async def ledger(job: Job, ctx: Context) -> None:
-    record("start", job)
+    start(job)
     sleep_ms = float(os.environ.get("FAULTS_SLEEP_MS", "0"))
     if sleep_ms:
         await asyncio.sleep(random.uniform(0, sleep_ms) / 1000)
     await apply_once(job, ctx)
 
 
-@registry.register("hold_pre")
+@kind("hold_pre")
 async def hold_pre(job: Job, ctx: Context) -> None:
-    record("start", job)
+    start(job)
     await wait_gate(job)
     await apply_once(job, ctx)
 
 
-@registry.register("hold_post")
+@kind("hold_post")
 async def hold_post(job: Job, ctx: Context) -> None:
-    record("start", job)
+    start(job)
     await apply_once(job, ctx)
     await wait_gate(job)
 
 
-@registry.register("slow", timeout=30.0)
+@kind("slow", timeout=30.0)
 async def slow(job: Job, ctx: Context) -> None:
-    record("start", job)
+    start(job)
     await asyncio.sleep(float(os.environ.get("FAULTS_SLOW_S", "2")))
     await apply_once(job, ctx)
 
 
-@registry.register("stubborn", timeout=30.0)
+@kind("stubborn", timeout=30.0)
 async def stubborn(job: Job, ctx: Context) -> None:
     """Swallows every cancellation, as a handler stuck in a thread or hit by CPython's
     gh-86296 (a wait_for that eats a cancel) does: only a kill ends it."""
-    record("start", job)
+    start(job)
     while True:
         try:
             await asyncio.sleep(3600)
@@ -144,22 +182,31 @@ async def stubborn(job: Job, ctx: Context) -> None:
             continue
 
 
-@registry.register("boom")
+@kind("boom")
 async def boom(job: Job, ctx: Context) -> None:
-    record("start", job)
+    start(job)
     raise RuntimeError(f"boom {job.outbox_id}")
 
 
-@registry.register("crash")
+@kind("crash")
 async def crash(job: Job, ctx: Context) -> None:
-    record("start", job)
+    start(job)
     os.kill(os.getpid(), signal.SIGKILL)
     await asyncio.sleep(10)  # not reached
 
 
-@registry.register("exit_on")
+@kind("exit_on")
 async def exit_on(job: Job, ctx: Context) -> None:
-    record("start", job)
+    start(job)
     if str(job.outbox_id) == os.environ.get("FAULTS_KILLER"):
         os._exit(1)
+    await apply_once(job, ctx)
+
+
+@kind("flaky")
+async def flaky(job: Job, ctx: Context) -> None:
+    start(job)
+    if job.outbox_id not in _flaked:
+        _flaked.add(job.outbox_id)
+        raise redis.TimeoutError("Timeout reading from 127.0.0.1 (injected by the flaky kind)")
     await apply_once(job, ctx)

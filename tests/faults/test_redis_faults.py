@@ -1,6 +1,6 @@
 """Redis goes away: killed and restarted with its AOF, restarted empty, and a proxy
 that delays, drops and resets replies of the blocking read, XACK, XAUTOCLAIM and the
-dead-letter script."""
+dead-letter script; and a handler's own Redis call that times out."""
 
 from __future__ import annotations
 
@@ -163,3 +163,22 @@ def test_an_error_reply_to_xack_does_not_stop_acking_for_good(
     wait_for(lambda: ledger.done() >= set(range(6, 16)), what="more jobs")
     assert w.alive()
     check_all(client, fsettings, ledger, duplicates_allowed=5)  # waits for the drain
+
+
+def test_a_retry_after_the_handlers_own_redis_call_failed_is_not_a_second_delivery(
+        procs: Procs, producer: Producer, ledger: Ledger, client: redis.Redis,
+        fsettings: Settings) -> None:
+    """A handler's own Redis call that times out (as it does on a loaded box at the 0.1 s
+    default) fails the run; the retry policy runs the job again in the same worker.  The
+    ledger marks that start, and the invariants count it as a retry, not a duplicate
+    delivery: every start is still there, the effect happens once."""
+    procs.worker(0)
+    producer.enqueue("flaky", [1, 2, 3])
+    wait_for(lambda: ledger.count("done") == 3, what="the three jobs to be done")
+    summary = check_all(client, fsettings, ledger)     # no duplicate allowed
+    assert summary.duplicates == {} and summary.retries == 3
+    assert ledger.starts() == {1: 2, 2: 2, 3: 2}
+    failed = [e for e in ledger.events() if e["event"] == "failed"]
+    assert sorted(e["outbox_id"] for e in failed) == [1, 2, 3]
+    assert all("TimeoutError" in e["error"] for e in failed)
+    assert ledger.effects() == {1, 2, 3}
