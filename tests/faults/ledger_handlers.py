@@ -16,7 +16,8 @@ STAGEDOOR_*: the settings loader refuses unknown STAGEDOOR_ variables):
     effects/<id>    the side effect: one file per outbox_id, created with O_EXCL
     gates/<id>      created by the test to release a held handler
 
-Kinds (all registered in `registry`, loaded with --handlers tests.faults.ledger_handlers:registry):
+Kinds (all registered in `registry` through `kind()`, which writes each run's start line
+before the body; loaded with --handlers tests.faults.ledger_handlers:registry):
 
     ledger     start, optional sleep (FAULTS_SLEEP_MS, a max: uniform 0..max), then the
                idempotent side effect, mark_done, done
@@ -87,19 +88,17 @@ def record(event: str, job: Job, **more: Any) -> None:
                  "kind": job.kind, "t": time.time(), **more})
 
 
-def start(job: Job) -> None:
-    """The start line; "after_failure" when this process's last run of the job raised."""
-    again = job.outbox_id in _failed_here
-    _failed_here.discard(job.outbox_id)
-    record("start", job, **({"after_failure": True} if again else {}))
-
-
 def kind(name: str, timeout: float | None = None) -> Callable[[Handler], Handler]:
-    """registry.register, with a "failed" line for every run that raises (see the module
-    docstring): the invariants then tell a retry from a second delivery."""
+    """registry.register, with the run's start line written before the body runs
+    ("after_failure" when this process's last run of the job raised) and a "failed" line
+    for every run that raises (see the module docstring): the invariants then tell a
+    retry from a second delivery."""
     def wrap(fn: Handler) -> Handler:
         @functools.wraps(fn)
         async def run(job: Job, ctx: Context) -> None:
+            again = job.outbox_id in _failed_here
+            _failed_here.discard(job.outbox_id)
+            record("start", job, **({"after_failure": True} if again else {}))
             try:
                 await fn(job, ctx)
             except BaseException as e:  # CancelledError too: a time limit, a shutdown
@@ -142,7 +141,6 @@ async def apply_once(job: Job, ctx: Context) -> None:
 
 @kind("ledger")
 async def ledger(job: Job, ctx: Context) -> None:
-    start(job)
     sleep_ms = float(os.environ.get("FAULTS_SLEEP_MS", "0"))
     if sleep_ms:
         await asyncio.sleep(random.uniform(0, sleep_ms) / 1000)
@@ -151,21 +149,18 @@ async def ledger(job: Job, ctx: Context) -> None:
 
 @kind("hold_pre")
 async def hold_pre(job: Job, ctx: Context) -> None:
-    start(job)
     await wait_gate(job)
     await apply_once(job, ctx)
 
 
 @kind("hold_post")
 async def hold_post(job: Job, ctx: Context) -> None:
-    start(job)
     await apply_once(job, ctx)
     await wait_gate(job)
 
 
 @kind("slow", timeout=30.0)
 async def slow(job: Job, ctx: Context) -> None:
-    start(job)
     await asyncio.sleep(float(os.environ.get("FAULTS_SLOW_S", "2")))
     await apply_once(job, ctx)
 
@@ -174,7 +169,6 @@ async def slow(job: Job, ctx: Context) -> None:
 async def stubborn(job: Job, ctx: Context) -> None:
     """Swallows every cancellation, as a handler stuck in a thread or hit by CPython's
     gh-86296 (a wait_for that eats a cancel) does: only a kill ends it."""
-    start(job)
     while True:
         try:
             await asyncio.sleep(3600)
@@ -184,20 +178,17 @@ async def stubborn(job: Job, ctx: Context) -> None:
 
 @kind("boom")
 async def boom(job: Job, ctx: Context) -> None:
-    start(job)
     raise RuntimeError(f"boom {job.outbox_id}")
 
 
 @kind("crash")
 async def crash(job: Job, ctx: Context) -> None:
-    start(job)
     os.kill(os.getpid(), signal.SIGKILL)
     await asyncio.sleep(10)  # not reached
 
 
 @kind("exit_on")
 async def exit_on(job: Job, ctx: Context) -> None:
-    start(job)
     if str(job.outbox_id) == os.environ.get("FAULTS_KILLER"):
         os._exit(1)
     await apply_once(job, ctx)
@@ -205,7 +196,6 @@ async def exit_on(job: Job, ctx: Context) -> None:
 
 @kind("flaky")
 async def flaky(job: Job, ctx: Context) -> None:
-    start(job)
     if job.outbox_id not in _flaked:
         _flaked.add(job.outbox_id)
         raise redis.TimeoutError("Timeout reading from 127.0.0.1 (injected by the flaky kind)")
