@@ -162,11 +162,7 @@ def test_slow_handler_past_claim_threshold_is_run_twice_effect_once(
         fsettings: Settings) -> None:
     """A per-handler time limit (30 s) above claim_idle_ms (0.5 s): the job is taken over
     while it runs; idempotency by outbox_id keeps the side effect single."""
-    # socket_timeout 1 s: at the default 0.1 s, a loaded CI box can time out the
-    # handler's own Redis call (already_done / mark_done); the retry policy then runs the
-    # job again in the same worker, correctly, and that start would read here as a
-    # third delivery (seen once in CI).  Timeouts are test_redis_faults' subject, not this.
-    opts = {"claim_idle_ms": 500, "job_timeout": 0.4, "socket_timeout": 1.0}
+    opts = {"claim_idle_ms": 500, "job_timeout": 0.4}
     env = {"FAULTS_SLOW_S": "3"}
     # A never reclaims (it would re-claim its own running job and reset its idle time,
     # racing B); B reclaims every 100 ms.
