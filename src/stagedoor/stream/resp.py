@@ -7,7 +7,8 @@ asyncio.wait_for task per write when a socket timeout is set; docs/profile-worke
 The worker sends two commands in a loop, XREADGROUP '>' and XACK, thousands of
 times a second; everything else (scripts, XAUTOCLAIM, the order store) stays on
 redis-py.  This is an asyncio.Protocol: one write per call, replies parsed by
-hiredis in data_received, one timer per call.
+hiredis in data_received, and one timer per connection for the time limits of all its
+calls (an event-loop timer per call cost ~2 us, as much as the rest of a read).
 
 Semantics the loop relies on:
 - a timeout or a lost connection fails every outstanding call with redis-py's
@@ -140,9 +141,71 @@ class _Protocol(asyncio.Protocol):
         return fut
 
 
-# What write_many() returns: the futures of the replies, in order, and the time limit's
-# timer over the whole exchange.
-Exchange = tuple[list[asyncio.Future[Any]], asyncio.TimerHandle]
+# What write_many() returns: the futures of the replies, in order.  The time limit runs
+# over the whole exchange: its last reply must come within it.
+Exchange = list[asyncio.Future[Any]]
+
+
+class _Deadlines:
+    """The time limits of a connection's calls, kept by one event-loop timer.
+
+    Each call is (deadline, the future of its last reply, limit, protocol), appended as
+    it is written.  The timer is armed for the earliest deadline of a call still
+    waiting; when it fires, a call past its deadline fails its connection with a
+    TimeoutError (as the timer per call did), and the timer is armed for the next one.
+    Calls answered meanwhile are dropped from the front as new ones come, so the queue
+    holds about as many as are on the wire."""
+
+    __slots__ = ("_at", "_calls", "_loop", "_timer")
+
+    def __init__(self) -> None:
+        self._calls: collections.deque[
+            tuple[float, asyncio.Future[Any], float, _Protocol]] = collections.deque()
+        self._timer: asyncio.TimerHandle | None = None
+        self._at = 0.0
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def add(self, proto: _Protocol, fut: asyncio.Future[Any], limit: float,
+            loop: asyncio.AbstractEventLoop) -> None:
+        calls = self._calls
+        while calls and calls[0][1].done():
+            calls.popleft()
+        deadline = loop.time() + limit
+        calls.append((deadline, fut, limit, proto))
+        if self._timer is None or deadline < self._at or loop is not self._loop:
+            self._arm(deadline, loop)
+
+    def _arm(self, at: float, loop: asyncio.AbstractEventLoop) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._at, self._loop = at, loop
+        self._timer = loop.call_at(at, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        loop = self._loop
+        assert loop is not None
+        now = loop.time()
+        waiting: collections.deque[tuple[float, asyncio.Future[Any], float, _Protocol]] = \
+            collections.deque()
+        for call in self._calls:
+            deadline, fut, limit, proto = call
+            if fut.done():
+                continue
+            if deadline <= now:
+                proto.fail(redis.TimeoutError(f"Redis did not answer within {limit:g}s"))
+            else:
+                waiting.append(call)
+        # a failed connection failed all its calls: keep only those still waiting
+        self._calls = collections.deque(c for c in waiting if not c[1].done())
+        if self._calls:
+            self._arm(min(c[0] for c in self._calls), loop)
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._calls.clear()
 
 
 class FastConnection:
@@ -155,6 +218,7 @@ class FastConnection:
         self._proto: _Protocol | None = None
         self._connecting: asyncio.Future[None] | None = None
         self._packed: dict[tuple[Any, ...], bytes] = {}
+        self._deadlines = _Deadlines()
         self.client_id: int | None = None
 
     @property
@@ -179,12 +243,8 @@ class FastConnection:
         assert proto is not None
         loop = asyncio.get_running_loop()
         fut = proto.write(data, loop)
-        seconds = self._timeout if limit is None else limit
-        timer = loop.call_later(seconds, self._expire, proto, fut, seconds)
-        try:
-            return await fut
-        finally:
-            timer.cancel()
+        self._deadlines.add(proto, fut, self._timeout if limit is None else limit, loop)
+        return await fut
 
     async def send_many(self, datas: list[bytes], *, limit: float | None = None
                         ) -> list[Any]:
@@ -203,14 +263,13 @@ class FastConnection:
         assert proto is not None and proto.usable, "write_many needs a live connection"
         loop = asyncio.get_running_loop()
         futs = proto.write_many(datas, loop)
-        seconds = self._timeout if limit is None else limit
-        return futs, loop.call_later(seconds, self._expire, proto, futs[-1], seconds)
+        self._deadlines.add(proto, futs[-1], self._timeout if limit is None else limit, loop)
+        return futs
 
     @staticmethod
-    async def replies(exchange: Exchange) -> list[Any]:
+    async def replies(futs: Exchange) -> list[Any]:
         """A reply or the ResponseError per command of an exchange; any other failure
         (a timeout, a lost connection) raises, and marks every reply retrieved."""
-        futs, timer = exchange
         out: list[Any] = []
         try:
             for fut in futs:
@@ -223,14 +282,7 @@ class FastConnection:
                 if fut.done() and not fut.cancelled():
                     fut.exception()
             raise
-        finally:
-            timer.cancel()
         return out
-
-    @staticmethod
-    def _expire(proto: _Protocol, fut: asyncio.Future[Any], limit: float) -> None:
-        if not fut.done():
-            proto.fail(redis.TimeoutError(f"Redis did not answer within {limit:g}s"))
 
     # -- connecting --------------------------------------------------------------------
     async def connect(self) -> None:
@@ -321,6 +373,7 @@ class FastConnection:
         return options
 
     async def aclose(self) -> None:
+        self._deadlines.cancel()
         if self._proto is not None:
             self._proto.fail(redis.ConnectionError("connection closed"))
             self._proto = None

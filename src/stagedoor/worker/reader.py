@@ -207,9 +207,7 @@ class Reader:
         """Cancelled (a hard stop): give back the slots of the reads still on the wire and
         queue their acks again; a reply that comes is dropped, its entries stay pending."""
         for read in wire:
-            futs, timer = read.exchange
-            timer.cancel()
-            for fut in futs:
+            for fut in read.exchange:
                 if fut.done() and not fut.cancelled():
                     fut.exception()  # retrieved: no "never retrieved" warning
                 fut.cancel()
