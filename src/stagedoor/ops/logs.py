@@ -50,9 +50,9 @@ import orjson
 
 from ..config import Settings
 
-__all__ = ["CORE_KEYS", "EXTRA_KEYS", "FORMATS", "JOB_KEYS", "JournalFormatter",
-           "JsonFormatter", "TextFormatter", "current_job", "job_context", "journal_stream",
-           "redact", "setup_logging"]
+__all__ = ["CORE_KEYS", "EXTRA_KEYS", "FORMATS", "JOB_FIELDS", "JOB_KEYS",
+           "JournalFormatter", "JsonFormatter", "TextFormatter", "current_job", "job_context",
+           "journal_stream", "redact", "setup_logging"]
 
 CORE_KEYS = ("ts", "level", "logger", "msg", "pid")
 # The job's fields, which job_context puts on every line logged while a job runs.
@@ -75,6 +75,9 @@ _TAKEN = frozenset(CORE_KEYS) | {"trace_id", "span_id", "exc", "stack"}
 
 _JOB: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
     "stagedoor_job", default=None)
+# The same variable, for the worker's C dispatch (worker/_entries.pyx): it sets a job's
+# fields once in the job's own copy of the context instead of entering job_context.
+JOB_FIELDS = _JOB
 
 
 class job_context:  # lower case: used as a function, `with job_context(fields):`

@@ -80,6 +80,10 @@ def fast_job(object raw, dict kind_names, Py_ssize_t max_field_bytes):
 
     kind_names maps each known kind as bytes to its str (the registry's kinds): a kind
     found there is known and matches the kind pattern (the registry checked it)."""
+    return _fast_job(raw, kind_names, max_field_bytes)
+
+
+cdef object _fast_job(object raw, dict kind_names, Py_ssize_t max_field_bytes):
     if type(raw) is not list or PyList_GET_SIZE(raw) != 10:
         return None
     if not (_name_is(<object>PyList_GET_ITEM(raw, 0), N_KIND)
@@ -116,3 +120,204 @@ def fast_job(object raw, dict kind_names, Py_ssize_t max_field_bytes):
     _set_request(job, request.decode("ascii"))
     _set_trace(job, trace.decode("ascii"))
     return job
+
+
+# -- the per-entry dispatch of a first delivery --------------------------------------------
+
+from cpython.ref cimport PyObject, Py_XDECREF
+
+from time import perf_counter, time as _wall
+
+from asyncio.tasks import _enter_task, _leave_task
+
+from stagedoor.ops.logs import JOB_FIELDS
+from stagedoor.ops.metrics import DURATION_BUCKETS, WAIT_BUCKETS
+from stagedoor.worker.eager import EagerRun
+
+cdef extern from "Python.h":
+    # PYGEN_RETURN 0 (*out: the return value), PYGEN_NEXT 1 (*out: the value yielded),
+    # PYGEN_ERROR -1 (an exception is set): coro.send(None) without a StopIteration.
+    int PyIter_Send(object iter, object arg, PyObject** out) except -1
+    # Run in a context without context.run(): the job's copy, entered and left in C.
+    object PyContext_CopyCurrent()
+    int PyContext_Enter(object ctx) except -1
+    int PyContext_Exit(object ctx) except -1
+    object PyContextVar_Set(object var, object value)
+
+cdef object _fast_job_py = fast_job
+cdef object _JOB = JOB_FIELDS
+cdef double _WAIT_B[32]
+cdef double _DUR_B[32]
+cdef int _NW = len(WAIT_BUCKETS)
+cdef int _ND = len(DURATION_BUCKETS)
+assert _NW <= 32 and _ND <= 32
+for _i, _b in enumerate(WAIT_BUCKETS):
+    _WAIT_B[_i] = _b
+for _i, _b in enumerate(DURATION_BUCKETS):
+    _DUR_B[_i] = _b
+
+
+cdef inline void _observe(list row, double* buckets, int n, double x):
+    """bisect_left(buckets, x) += 1, sum += x: WorkerStats.observe's row update."""
+    cdef int lo = 0, hi = n, mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if buckets[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    row[lo] = <double>row[lo] + 1.0
+    cdef Py_ssize_t last = len(row) - 1
+    row[last] = <double>row[last] + x
+
+
+cdef inline long long _entry_ms(object entry_id):
+    """The milliseconds of a stream id b"1758200000000-3", or -1 if it is not one."""
+    if not PyBytes_CheckExact(entry_id):
+        return -1
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(entry_id), i
+    cdef const char* p = PyBytes_AS_STRING(entry_id)
+    cdef long long v = 0
+    for i in range(n):
+        if p[i] == 45:  # '-'
+            return v if i > 0 else -1
+        if p[i] < 48 or p[i] > 57 or i >= 18:
+            return -1
+        v = v * 10 + (p[i] - 48)
+    return -1
+
+
+cdef class FastDispatch:
+    """A reply's first deliveries, started in C; everything unusual goes back to Python.
+
+    For each entry the common case is: a valid entry (fast_job) of a kind whose handler
+    is a coroutine function, run eagerly in a copy of the context that carries the
+    job's log fields, with an EagerRun as the current task (eager.py), to its end
+    without ever suspending (a no-op, a cache hit).  Then the wait and the duration go
+    into the stats rows, `handled` is counted and the id is queued for the ack: the same
+    outcome, in the same order, as Dispatcher.handle + run_with_policy, without the
+    four coroutine frames, the Outcome and the Python method calls around it.
+
+    Whatever else happens leaves C with what was done so far:
+    - an entry fast_job does not accept (or whose handler is not a coroutine
+      function) goes whole to `generic(entry_id, fields)`, the Python path;
+    - a handler that suspended or raised goes to `begun(...)`, which builds the
+      Dispatcher.handle coroutine around the attempt already begun (its suspended
+      coroutine, or its exception), so its time limit, retries, dead-lettering and
+      logs are run_with_policy's.
+    Both return 1 if the entry is finished, 0 if it runs on as a Task.
+    """
+
+    cdef dict kind_names, handlers, fns, waits, durations
+    cdef object stats_handled  # a Counter
+    cdef object parse, ctx, stats, consumer, generic, begun, acker
+    cdef Py_ssize_t max_field_bytes
+
+    def __init__(self, *, parse, dict kind_names, dict handlers, Py_ssize_t max_field_bytes,
+                 ctx, stats, consumer, generic, begun, acker):
+        """handlers: kind -> Handler, only those whose fn is a coroutine function."""
+        self.parse = parse
+        self.kind_names = kind_names
+        self.handlers = handlers
+        self.fns = {kind: h.fn for kind, h in handlers.items()}
+        self.max_field_bytes = max_field_bytes
+        self.ctx = ctx
+        self.stats = stats
+        self.waits = stats.waits
+        self.durations = stats.durations
+        self.stats_handled = stats.counters["handled"]
+        self.consumer = consumer
+        self.generic = generic
+        self.begun = begun
+        self.acker = acker
+
+    def run(self, object entries, object loop):
+        """Start every entry; the caller has left its own task (see eager.start).
+        Returns how many are finished (the others run on as Tasks)."""
+        cdef Py_ssize_t finished = 0
+        cdef list acked = []
+        try:
+            finished = self._run(entries, loop, acked)
+        finally:
+            # Whatever escapes (a handler's SystemExit), the jobs that finished are acked.
+            if acked:
+                self.acker.add_many(acked)
+        return finished
+
+    cdef Py_ssize_t _run(self, object entries, object loop, list acked) except -1:
+        cdef Py_ssize_t finished = 0
+        cdef long long ms
+        cdef double wait, started
+        cdef list row
+        cdef object entry_id, fields, job, handler, kind, context, run, coro, fn, error
+        cdef PyObject* out = NULL
+        cdef int sent
+        for entry in entries:
+            entry_id, fields = entry
+            job = None
+            ms = _entry_ms(entry_id)
+            if fields is not None and ms >= 0:
+                if self.parse is _fast_job_py:
+                    job = _fast_job(fields, self.kind_names, self.max_field_bytes)
+                else:  # patched (bench/slowdown.py)
+                    job = self.parse(fields, self.kind_names, self.max_field_bytes)
+            handler = None
+            if job is not None:
+                kind = job.kind
+                handler = self.handlers.get(kind)
+            if handler is None:
+                finished += <Py_ssize_t>self.generic(entry_id, fields)
+                continue
+            # Time since Redis added the entry (its id) to the handler's start.
+            wait = <double>_wall() - <double>ms / 1000.0
+            if wait < 0.0:
+                wait = 0.0
+            row = self.waits.get(kind)
+            if row is None:
+                self.stats.observe_wait(kind, wait)  # makes the row
+            else:
+                _observe(row, _WAIT_B, _NW, wait)
+            # The job runs in its own copy of the context (as a Task would), which carries
+            # its log fields (logs.job_context), with an EagerRun as its current task.
+            context = PyContext_CopyCurrent()
+            run = EagerRun()
+            fn = self.fns[kind]
+            error = None
+            PyContext_Enter(context)
+            _enter_task(loop, run)
+            try:
+                PyContextVar_Set(_JOB, {
+                    "request_id": job.request_id, "trace": job.trace, "kind": kind,
+                    "order_id": job.order_id, "outbox_id": job.outbox_id,
+                    "entry_id": entry_id.decode("ascii"), "deliveries": 1,
+                    "consumer": self.consumer})
+                started = perf_counter()
+                coro = None
+                coro = fn(job, self.ctx)
+                sent = PyIter_Send(coro, None, &out)
+            except BaseException as e:
+                error, sent = e, -1
+            finally:
+                _leave_task(loop, run)
+                PyContext_Exit(context)
+            if error is not None:  # raised before it waited: run_with_policy decides
+                finished += <Py_ssize_t>self.begun(entry_id, fields, job, handler, None, None,
+                                                   error, started, run, context)
+                continue
+            first = <object>out  # a new reference to the value...
+            Py_XDECREF(out)      # ...so the one PyIter_Send gave us is let go
+            out = NULL
+            if sent == 0:  # returned: done without waiting
+                row = self.durations.get(kind)
+                if row is None:
+                    self.stats.observe(kind, <double>perf_counter() - started)
+                else:
+                    _observe(row, _DUR_B, _ND, <double>perf_counter() - started)
+                self.stats_handled[kind] = self.stats_handled.get(kind, 0) + 1
+                acked.append(entry_id)
+                finished += 1
+            else:  # suspended on `first`: run_with_policy goes on from there, as a Task
+                finished += <Py_ssize_t>self.begun(entry_id, fields, job, handler, coro, first,
+                                                   None, started, run, context)
+        return finished
+

@@ -57,6 +57,12 @@ class Acker:
         self._idle.clear()
         self._wake.set()
 
+    def add_many(self, entry_ids: list[bytes]) -> None:
+        """add() for a reply's worth of finished jobs at once (worker/_entries.pyx)."""
+        self.queued.extend(entry_ids)
+        self._idle.clear()
+        self._wake.set()
+
     def __contains__(self, entry_id: bytes) -> bool:
         return entry_id in self.flushing or entry_id in self.queued
 

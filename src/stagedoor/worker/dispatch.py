@@ -19,33 +19,39 @@ at once; one refused for memory puts the worker in the outage state (outage.py).
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import inspect
 import logging
 import time
+from asyncio.tasks import _enter_task, _leave_task
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import redis
 
 from ..backoff import Backoff
 from ..config import Settings
-from ..handlers import Context, Registry
+from ..handlers import Context, Handler, Registry
 from ..ops.logs import job_context
 from ..ops.metrics import WorkerStats
 from ..ops.tracing import JobTracer, entry_ms
 from ..stream import connection
 from ..stream.errors import first_line, is_oom
-from ..stream.job import MalformedJob, make_job, parse_job
+from ..stream.job import Job, MalformedJob, make_job, parse_job
 from ..stream.keys import starts_key
 from ..stream.queue import DeadLetter
 from . import eager
 from .acks import Acker
-from .entries import fast_job
+from .entries import FastDispatch, fast_job
 from .outage import Outage
-from .policy import Deadlines, Verdict, run_with_policy
+from .policy import Begun, Deadlines, Verdict, run_with_policy
 from .slots import Slots
 
 log = logging.getLogger("stagedoor.worker")
 
 Entry = tuple[bytes, list[bytes] | None]
+# A job the C dispatch began (worker/_entries.pyx): its Job, Handler and first attempt.
+Started = tuple[Job, Handler, Begun]
 STARTS_TTL = 86_400  # a start count or last error outlives any redelivery cycle
 _BEST_EFFORT: tuple[type[BaseException], ...] = (redis.RedisError, *connection.TRANSIENT_ERRORS)
 
@@ -74,6 +80,12 @@ class Dispatcher:
         self.kind_names = {k.encode(): k for k in self.kinds if _parses(k)}
         # The reader's: re-read the own pending list soon (set when the reader is made).
         self.recover_soon: Callable[[], None] = lambda: None
+        # First deliveries in C (worker/_entries.pyx), when the extension is built.
+        self.fast = None if FastDispatch is None or fast_job is None else FastDispatch(
+            parse=fast_job, kind_names=self.kind_names, max_field_bytes=settings.max_field_bytes,
+            handlers={h.kind: h for h in registry if inspect.iscoroutinefunction(h.fn)},
+            ctx=ctx, stats=stats, consumer=consumer, generic=self._start_new,
+            begun=self._start_begun, acker=acker)
 
     def dispatch(self, entries: Sequence[Entry], reserved: int,
                  counts: dict[bytes, int] | None, starts: dict[bytes, int] | None = None
@@ -91,27 +103,65 @@ class Dispatcher:
             return
         loop = asyncio.get_running_loop()
         outer = asyncio.current_task(loop)
-        slots = self.slots
-        for entry_id, fields in entries:
-            deliveries = 1 if counts is None else counts.get(entry_id, 1)
-            prior = None if starts is None else starts.get(entry_id, 0)
-            # Eagerly: a job that never waits (a no-op, a cache hit) is done before the
-            # next entry is looked at, and costs no Task (eager.py).
-            run = eager.EagerRun()
-            task = eager.start(self.handle(entry_id, fields, deliveries, prior, run),
-                               loop, run, outer)
-            if task is None:
-                slots.unreserve(1)
+        # Eagerly: a job that never waits (a no-op, a cache hit) is done before the next
+        # entry is looked at, and costs no Task (eager.py).  The caller's task is left
+        # once for the whole reply; each job is the current task while it runs.
+        if outer is not None:
+            _leave_task(loop, outer)
+        finished = 0
+        try:
+            if self.fast is not None and counts is None and self.tracer is None:
+                finished = self.fast.run(entries, loop)
             else:
-                slots.start(entry_id, task)
-        slots.unreserve(reserved - len(entries))
-        self.stats.gauges["in_flight"] = len(slots.running)
+                for entry_id, fields in entries:
+                    deliveries = 1 if counts is None else counts.get(entry_id, 1)
+                    prior = None if starts is None else starts.get(entry_id, 0)
+                    finished += self._start(entry_id, fields, deliveries, prior, loop)
+        finally:
+            if outer is not None:
+                _enter_task(loop, outer)
+        self.slots.unreserve(finished + reserved - len(entries))
+        self.stats.gauges["in_flight"] = len(self.slots.running)
+
+    def _start(self, entry_id: bytes, fields: list[bytes] | None, deliveries: int,
+               prior: int | None, loop: asyncio.AbstractEventLoop,
+               begun: Started | None = None, run: eager.EagerRun | None = None,
+               context: contextvars.Context | None = None) -> int:
+        """Run a job eagerly: 1 if it finished, 0 if it goes on as a Task in its slot."""
+        if run is None:
+            run = eager.EagerRun()
+        task = eager.start(self.handle(entry_id, fields, deliveries, prior, run, begun),
+                           loop, run, None, context)
+        if task is None:
+            return 1
+        self.slots.start(entry_id, task)
+        return 0
+
+    def _start_new(self, entry_id: bytes, fields: list[bytes] | None) -> int:
+        """A first delivery the C dispatch leaves to Python, whole."""
+        return self._start(entry_id, fields, 1, None, asyncio.get_running_loop())
+
+    def _start_begun(self, entry_id: bytes, fields: list[bytes], job: Job, handler: Handler,
+                     coro: Any, first: Any, error: BaseException | None, started: float,
+                     run: eager.EagerRun, context: contextvars.Context) -> int:
+        """A first delivery whose handler the C dispatch ran eagerly and which suspended
+        (coro yielded `first`) or raised `error`: run_with_policy goes on from there."""
+        if error is None:
+            limit = handler.timeout or self.settings.job_timeout
+            # what is left of its limit: it has been running since `started`
+            expired = self.deadlines.start(run, limit - (time.perf_counter() - started))
+            attempt = eager.resume(coro, first)
+        else:
+            expired, attempt = [False], eager.raising(error)
+        return self._start(entry_id, fields, 1, None, asyncio.get_running_loop(),
+                           (job, handler, Begun(attempt, started, expired)), run, context)
 
     async def handle(self, entry_id: bytes, fields: list[bytes] | None,
                      deliveries: int, prior: int | None = None,
-                     run: eager.EagerRun | None = None) -> None:
+                     run: eager.EagerRun | None = None, begun: Started | None = None) -> None:
         """prior: starts recorded before, None for a first delivery (never recorded);
-        run: the job's stand-in for its Task (eager.py), what a time limit cancels."""
+        run: the job's stand-in for its Task (eager.py), what a time limit cancels;
+        begun: a first delivery the C dispatch parsed, counted and began running."""
         try:
             if fields is None:
                 # Trimmed while pending: nothing to run; ack so the PEL stops returning it.
@@ -120,8 +170,8 @@ class Dispatcher:
                             entry_id.decode(), extra={"entry_id": entry_id.decode()})
                 self.acker.add(entry_id)
                 return
-            if self.tracer is None:
-                await self._handle(entry_id, fields, deliveries, prior, run)
+            if self.tracer is None or begun is not None:
+                await self._handle(entry_id, fields, deliveries, prior, run, begun)
                 return
             eid = entry_id.decode()
             with self.tracer.job(stream=self.settings.stream, group=self.settings.group,
@@ -151,8 +201,12 @@ class Dispatcher:
             self.stats.gauges["in_flight"] = len(running) - (entry_id in running)
 
     async def _handle(self, entry_id: bytes, fields: list[bytes], deliveries: int,
-                      prior: int | None, run: eager.EagerRun | None) -> None:
+                      prior: int | None, run: eager.EagerRun | None,
+                      begun: Started | None = None) -> None:
         s = self.settings
+        if begun is not None:
+            await self._run(entry_id, fields, deliveries, run, *begun)
+            return
         # A first delivery's common entry in C (entries.py); anything else, and every
         # refusal with its reason, is parse_job's.
         job = fast_job(fields, self.kind_names, s.max_field_bytes) \
@@ -178,10 +232,17 @@ class Dispatcher:
                 await self.dead(entry_id, fields, deliveries, f"malformed: {e}",
                                 metric_kind(fields, self.kinds))
                 return
-        handler = self.registry.get(job.kind)
         # Time since Redis added the entry (its id) to now, the handler's start.  The
         # worker's clock against Redis': both NTP-synced, or the histogram says so.
         self.stats.observe_wait(job.kind, time.time() - entry_ms(entry_id) / 1000)
+        await self._run(entry_id, fields, deliveries, run, job, self.registry.get(job.kind))
+
+    async def _run(self, entry_id: bytes, fields: list[bytes], deliveries: int,
+                   run: eager.EagerRun | None, job: Job, handler: Handler,
+                   begun: Begun | None = None) -> None:
+        """Run the handler under the policy and settle the outcome (ack, dead letter, or
+        left pending); begun: its first attempt is already under way."""
+        s = self.settings
         fields_of_job = {"request_id": job.request_id, "trace": job.trace, "kind": job.kind,
                          "order_id": job.order_id, "outbox_id": job.outbox_id,
                          "entry_id": entry_id.decode(), "deliveries": deliveries,
@@ -193,7 +254,8 @@ class Dispatcher:
                 lambda: handler.fn(job, self.ctx), kind=job.kind,
                 time_limit=handler.timeout or s.job_timeout, settings=s, stats=self.stats,
                 deadlines=self.deadlines,
-                on_retry=None if tracer is None else _retry_event(tracer), task=run)
+                on_retry=None if tracer is None else _retry_event(tracer), task=run,
+                begun=begun)
             if outcome.verdict is Verdict.DONE:
                 self.stats.inc("handled", job.kind)
                 self.acker.add(entry_id)

@@ -27,7 +27,7 @@ import asyncio
 import contextvars
 import types
 from asyncio.tasks import _enter_task, _leave_task
-from collections.abc import Coroutine, Generator
+from collections.abc import Awaitable, Coroutine, Generator
 from typing import Any
 
 
@@ -89,14 +89,28 @@ def _resume(coro: Coroutine[Any, Any, Any], first: Any) -> Generator[Any, Any, A
                 return stop.value
 
 
+async def raising(error: BaseException) -> None:
+    """An awaitable that raises `error`: a first attempt that failed before it waited."""
+    raise error
+
+
+def resume(coro: Coroutine[Any, Any, Any], first: Any) -> Awaitable[Any]:
+    """An awaitable that goes on with `coro`, which already yielded `first`."""
+    return _resume(coro, first)
+
+
 def start(coro: Coroutine[Any, Any, None], loop: asyncio.AbstractEventLoop,
-          run: EagerRun, outer: asyncio.Task[Any] | None) -> asyncio.Task[None] | None:
+          run: EagerRun, outer: asyncio.Task[Any] | None,
+          context: contextvars.Context | None = None) -> asyncio.Task[None] | None:
     """Run `coro` now until it first suspends: None if it finished, else its Task.
 
     `run` is what asyncio.current_task() returns meanwhile; it is bound to the Task.
     `outer` is the current task of the caller (asyncio.current_task(loop)), put back
-    afterwards.  Whatever the coroutine raises propagates (handlers catch their own)."""
-    context = contextvars.copy_context()
+    afterwards; None when the caller has left it already.  `context`: the job's own
+    copy of the context, if it has one already (default: a copy of the current one).
+    Whatever the coroutine raises propagates (handlers catch their own)."""
+    if context is None:
+        context = contextvars.copy_context()
     if outer is not None:
         _leave_task(loop, outer)
     _enter_task(loop, run)  # type: ignore[arg-type]

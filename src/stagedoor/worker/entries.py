@@ -1,22 +1,28 @@
-"""The per-entry fast path, if the extension is built: `fast_job(fields, kind_names, max)`.
+"""The per-entry fast path, if the extension is built: `fast_job(fields, kind_names, max)`
+and `FastDispatch`.
 
 stagedoor.worker._entries (Cython) turns the common entry into a Job ~5x faster than
-parse_job; without it (a checkout that was never built) the worker runs on parse_job
-alone and says so once at boot (FAST_PATH_ERROR), as it does for the renderer.
+parse_job, and FastDispatch runs a reply's first deliveries from there to their ack
+(dispatch.py says when); without it (a checkout that was never built) the worker runs
+on parse_job and Dispatcher.handle alone and says so once at boot (FAST_PATH_ERROR), as
+it does for the renderer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ..stream.job import Job
 
 FastJob = Callable[[object, dict[bytes, str], int], Job | None]
 
 fast_job: FastJob | None
+FastDispatch: Any
 try:
-    from ._entries import fast_job
+    from ._entries import FastDispatch, fast_job
     FAST_PATH_ERROR = ""
 except ImportError as e:  # pragma: no cover - a checkout whose extensions were not built
     fast_job = None
+    FastDispatch = None
     FAST_PATH_ERROR = str(e)

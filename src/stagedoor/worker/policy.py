@@ -67,6 +67,18 @@ class Outcome:
 _DONE_AT_ONCE = Outcome(Verdict.DONE)  # the common outcome, made once (frozen)
 
 
+@dataclass(frozen=True, slots=True)
+class Begun:
+    """A first attempt begun before run_with_policy was called (worker/_entries.pyx ran
+    the handler eagerly, and it suspended or raised): what to await to go on with it,
+    when it started (time.perf_counter()), and its time limit's flag from
+    Deadlines.start ([False] and not registered when it raised)."""
+
+    attempt: Awaitable[None]
+    started: float
+    expired: list[bool]
+
+
 class Cancellable(Protocol):
     """What the deadline sweeper needs of a running job: asyncio.Task or eager.EagerRun."""
 
@@ -109,23 +121,30 @@ class Deadlines:
 async def run_with_policy(run: Callable[[], Awaitable[None]], *, kind: str, time_limit: float,
                           settings: Settings, stats: WorkerStats, deadlines: Deadlines,
                           on_retry: Callable[[int, str, float], None] | None = None,
-                          task: Cancellable | None = None) -> Outcome:
+                          task: Cancellable | None = None, begun: Begun | None = None
+                          ) -> Outcome:
     """Run a handler under its time limit, retrying transient failures; return a verdict.
 
     on_retry(attempt, reason, delay) is told of each retry (the job's span records it).
     Log lines name the job through the caller's logs.job_context.  task: what a time
     limit cancels, the job's Task or the EagerRun standing in for it (eager.py); by
-    default the current task."""
+    default the current task.  begun: the first attempt, already under way (its Deadlines
+    entry is `task`'s), instead of a call of `run`."""
     attempt = 0
     if task is None:
         task = asyncio.current_task()
         assert task is not None
     while True:
-        started = time.perf_counter()
-        expired = deadlines.start(task, time_limit)
+        if begun is not None:
+            started, expired, running = begun.started, begun.expired, begun.attempt
+            begun = None
+        else:
+            started = time.perf_counter()
+            expired = deadlines.start(task, time_limit)
+            running = run()
         try:
             try:
-                await run()
+                await running
             except asyncio.CancelledError:
                 if not expired[0]:
                     raise               # shutdown: the entry stays pending
