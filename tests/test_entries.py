@@ -1,13 +1,15 @@
 """worker/_entries.pyx: fast_job accepts a subset of what parse_job accepts, to the byte,
-and the common entry of every producer of ours."""
+and the common entry of every producer of ours; pack_xack packs what hiredis packs."""
 
 from __future__ import annotations
 
+import hiredis
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stagedoor.stream.job import MalformedJob, make_job, parse_job
-from stagedoor.worker._entries import fast_job
+from stagedoor.worker._entries import fast_job, pack_xack
 
 KINDS = {b"render_tickets": "render_tickets", b"refund": "refund", b"noop": "noop"}
 NAMES = [b"kind", b"order_id", b"outbox_id", b"request_id", b"trace"]
@@ -60,3 +62,16 @@ def test_fast_job_never_accepts_what_parse_job_refuses(values: list[bytes], limi
     fast = fast_job(raw, KINDS, limit)
     if fast is not None:
         assert fast == parsed(raw, limit)
+
+
+@settings(max_examples=300)
+@given(st.binary(min_size=1, max_size=40), st.binary(min_size=1, max_size=40),
+       st.lists(st.binary(max_size=30), max_size=40))
+def test_pack_xack_packs_what_hiredis_packs(stream: bytes, group: bytes,
+                                            ids: list[bytes]) -> None:
+    assert pack_xack(stream, group, ids) == hiredis.pack_command(("XACK", stream, group, *ids))
+
+
+def test_pack_xack_takes_only_bytes_ids() -> None:
+    with pytest.raises(TypeError):
+        pack_xack(b"jobs", b"workers", ["1-0"])  # type: ignore[list-item]

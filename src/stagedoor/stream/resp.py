@@ -119,9 +119,14 @@ class _Protocol(asyncio.Protocol):
     def write_many(self, datas: list[bytes], loop: asyncio.AbstractEventLoop
                    ) -> list[asyncio.Future[Any]]:
         assert self.transport is not None
-        futs = [self._waiter(loop) for _ in datas]
-        self.transport.write(b"".join(_ASKING + d for d in datas) if self.asking
-                             else b"".join(datas))
+        if self.asking:
+            futs = [self._waiter(loop) for _ in datas]
+            self.transport.write(b"".join(_ASKING + d for d in datas))
+            return futs
+        # the reader's every read: no method call per reply
+        futs = [loop.create_future() for _ in datas]
+        self.waiters.extend(futs)
+        self.transport.write(b"".join(datas))
         return futs
 
     def write(self, data: bytes, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any]:
@@ -269,20 +274,34 @@ class FastConnection:
     @staticmethod
     async def replies(futs: Exchange) -> list[Any]:
         """A reply or the ResponseError per command of an exchange; any other failure
-        (a timeout, a lost connection) raises, and marks every reply retrieved."""
-        out: list[Any] = []
+        (a timeout, a lost connection) raises, and marks every reply retrieved.
+
+        The replies come in order and a failed connection fails them all, so once the
+        last is in, so are the others: one wait per exchange, not one per command."""
         try:
+            last = futs[-1]
+            if not last.done():
+                try:  # noqa: SIM105 - once a read: no context manager on the hot path
+                    await last
+                except redis.ResponseError:
+                    pass  # taken below, with the others
+            out: list[Any] = []
             for fut in futs:
-                try:
-                    out.append(await fut)
-                except redis.ResponseError as e:
-                    out.append(e)
+                if not fut.done():  # not reached while replies come in order
+                    await asyncio.wait([fut])
+                error = fut.exception()
+                if error is None:
+                    out.append(fut.result())
+                elif isinstance(error, redis.ResponseError):
+                    out.append(error)
+                else:
+                    raise error
+            return out
         except BaseException:
             for fut in futs:  # the connection failed them all: mark them retrieved
                 if fut.done() and not fut.cancelled():
                     fut.exception()
             raise
-        return out
 
     # -- connecting --------------------------------------------------------------------
     async def connect(self) -> None:

@@ -321,3 +321,34 @@ cdef class FastDispatch:
                                                    None, started, run, context)
         return finished
 
+
+
+# -- the ack ---------------------------------------------------------------------------------
+
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from libc.stdio cimport snprintf
+from libc.string cimport memcpy
+
+
+def pack_xack(bytes stream, bytes group, list ids):
+    """RESP for XACK stream group id...: what hiredis.pack_command packs, for bytes ids,
+    at a quarter of its cost (tests/test_entries.py compares them)."""
+    cdef Py_ssize_t n = len(ids), size = 0, k
+    cdef object x
+    for x in ids:
+        if not PyBytes_CheckExact(x):
+            raise TypeError("ids must be bytes")
+        size += PyBytes_GET_SIZE(x) + 26  # "$" + up to 20 digits + 2 CRLF + the id
+    size += 3 * 26 + PyBytes_GET_SIZE(stream) + PyBytes_GET_SIZE(group) + 32
+    out = PyBytes_FromStringAndSize(NULL, size)
+    cdef char* p = PyBytes_AS_STRING(out)
+    cdef Py_ssize_t at = snprintf(p, 32, "*%zd\r\n$4\r\nXACK\r\n", n + 3)
+    for x in (stream, group, *ids):
+        k = PyBytes_GET_SIZE(x)
+        at += snprintf(p + at, 32, "$%zd\r\n", k)
+        memcpy(p + at, PyBytes_AS_STRING(x), k)
+        at += k
+        p[at] = 13
+        p[at + 1] = 10
+        at += 2
+    return out[:at]

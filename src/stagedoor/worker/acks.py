@@ -19,6 +19,7 @@ from ..backoff import Backoff
 from ..config import Settings
 from ..stream import connection
 from ..stream.resp import FastConnection
+from .entries import pack_xack
 
 log = logging.getLogger("stagedoor.worker")
 
@@ -46,6 +47,7 @@ class Acker:
         self._idle = asyncio.Event()
         self._idle.set()
         self._backoff = Backoff()
+        self._stream, self._group = settings.stream.encode(), settings.group.encode()
 
     @property
     def conn(self) -> FastConnection:
@@ -87,6 +89,8 @@ class Acker:
             self._idle.set()
 
     def xack(self, batch: list[bytes]) -> bytes:
+        if pack_xack is not None:  # the same bytes, a quarter of the time (_entries.pyx)
+            return pack_xack(self._stream, self._group, batch)
         s = self._settings
         packed: bytes = hiredis.pack_command(("XACK", s.stream, s.group, *batch))  # type: ignore[arg-type]
         return packed

@@ -19,10 +19,12 @@ FastJob = Callable[[object, dict[bytes, str], int], Job | None]
 
 fast_job: FastJob | None
 FastDispatch: Any
+pack_xack: Callable[[bytes, bytes, list[bytes]], bytes] | None
 try:
-    from ._entries import FastDispatch, fast_job
+    from ._entries import FastDispatch, fast_job, pack_xack
     FAST_PATH_ERROR = ""
 except ImportError as e:  # pragma: no cover - a checkout whose extensions were not built
     fast_job = None
     FastDispatch = None
+    pack_xack = None
     FAST_PATH_ERROR = str(e)

@@ -86,6 +86,7 @@ class Reader:
         self._claim_cursor = b"0-0"
         self._reclaim_due = False
         self._recover_again = False
+        self._reads: dict[tuple[int, bool], bytes] = {}  # XREADGROUP '>' packed, by (n, block)
 
     def recover_soon(self) -> None:
         """Re-read the own pending list from the start before the next '>' read."""
@@ -153,10 +154,12 @@ class Reader:
     def _send(self, n: int, *, block: bool) -> _Read:
         """Write one XREADGROUP '>' for n entries (and the queued acks) without waiting;
         the caller gives the n slots back if this raises."""
-        s = self.settings
-        read = self.conn.packed("XREADGROUP", "GROUP", s.group, self.consumer, "COUNT", n,
-                                *(("BLOCK", s.block_ms) if block else ()),
-                                "STREAMS", s.stream, ">")
+        read = self._reads.get((n, block))
+        if read is None:
+            s = self.settings
+            read = self._reads[n, block] = self.conn.packed(
+                "XREADGROUP", "GROUP", s.group, self.consumer, "COUNT", n,
+                *(("BLOCK", s.block_ms) if block else ()), "STREAMS", s.stream, ">")
         acks = self.acker.take()
         try:
             exchange = self.conn.write_many([self.acker.xack(acks), read] if acks else [read])
