@@ -283,25 +283,37 @@ class FastConnection:
             if not last.done():
                 try:  # noqa: SIM105 - once a read: no context manager on the hot path
                     await last
-                except redis.ResponseError:
-                    pass  # taken below, with the others
-            out: list[Any] = []
+                except Exception:
+                    pass  # taken() returns it or raises it, with the others
             for fut in futs:
                 if not fut.done():  # not reached while replies come in order
                     await asyncio.wait([fut])
-                error = fut.exception()
-                if error is None:
-                    out.append(fut.result())
-                elif isinstance(error, redis.ResponseError):
-                    out.append(error)
-                else:
-                    raise error
-            return out
+            return FastConnection.taken(futs)
         except BaseException:
-            for fut in futs:  # the connection failed them all: mark them retrieved
-                if fut.done() and not fut.cancelled():
-                    fut.exception()
+            FastConnection.retrieved(futs)
             raise
+
+    @staticmethod
+    def taken(futs: Exchange) -> list[Any]:
+        """The replies of an exchange whose replies are all in: a reply or the
+        ResponseError per command; any other failure (the connection's) raises."""
+        out: list[Any] = []
+        for fut in futs:
+            error = fut.exception()
+            if error is None:
+                out.append(fut.result())
+            elif isinstance(error, redis.ResponseError):
+                out.append(error)
+            else:
+                raise error
+        return out
+
+    @staticmethod
+    def retrieved(futs: Exchange) -> None:
+        """The connection failed them all: mark them retrieved (no "never retrieved")."""
+        for fut in futs:
+            if fut.done() and not fut.cancelled():
+                fut.exception()
 
     # -- connecting --------------------------------------------------------------------
     async def connect(self) -> None:

@@ -121,8 +121,17 @@ class Reader:
         cap = max(1, s.concurrency // s.read_ahead)
         try:
             while True:
-                read = wire.popleft()
-                got = await self._collect(read)
+                # _collect(wire.popleft()) with the wait inline, one coroutine less a
+                # read; the read stays on the wire until its replies are in, so a
+                # cancellation meanwhile abandons it with the others.
+                read = wire[0]
+                last = read.exchange[-1]
+                if not last.done():
+                    try:  # noqa: SIM105 - once a read: no context manager on the hot path
+                        await last
+                    except Exception:
+                        pass  # _take() raises it, or hands on a ResponseError
+                got = self._take(wire.popleft())
                 if len(got) < read.n or self._must_pause():
                     await self._collect_all(wire)
                     return not got
@@ -174,15 +183,31 @@ class Reader:
     async def _collect(self, read: _Read) -> list[Entry]:
         """Await one read's replies, settle its acks, dispatch its entries."""
         try:
-            replies = await self.conn.replies(read.exchange)
-        except BaseException as e:
+            await self.conn.replies(read.exchange)
+        except Exception:
+            pass  # _take() raises it
+        except BaseException as e:  # cancelled: the read's slots and acks go back
+            self.reading -= 1
+            self.blocking = False
             self.slots.unreserve(read.n)
             if read.acks:
                 self.acker.settle(read.acks, e)
             raise
-        finally:
-            self.reading -= 1
-            self.blocking = False
+        return self._take(read)
+
+    def _take(self, read: _Read) -> list[Entry]:
+        """A read whose replies are in (or failed): settle its acks, dispatch its
+        entries; a failure gives its slots back and raises."""
+        self.reading -= 1
+        self.blocking = False
+        try:
+            replies = FastConnection.taken(read.exchange)
+        except BaseException as e:
+            FastConnection.retrieved(read.exchange)
+            self.slots.unreserve(read.n)
+            if read.acks:
+                self.acker.settle(read.acks, e)
+            raise
         reply = replies[-1]
         if read.acks:
             ack_reply = replies[0]
@@ -191,7 +216,9 @@ class Reader:
         if isinstance(reply, BaseException):
             self.slots.unreserve(read.n)
             raise reply
-        entries = stream_entries(reply)
+        # hiredis' [[stream, [[id, fields], ...]]] as it is: each entry is a 2-list,
+        # unpacked like the (id, fields) of stream_entries, without a copy a read
+        entries: list[Entry] = reply[0][1] if reply else []
         self.dispatcher.dispatch(entries, read.n, None)
         return entries
 
