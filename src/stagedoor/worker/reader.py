@@ -205,11 +205,15 @@ class Reader:
         except BaseException as e:  # cancelled: the read's slots and acks go back
             self.reading -= 1
             self.blocking = False
-            self.slots.unreserve(read.n)
-            if read.acks:
-                self.acker.settle(read.acks, e)
+            self._give_back(read, e)
             raise
         return self._take(read)
+
+    def _give_back(self, read: _Read, error: BaseException) -> None:
+        """A read that failed or was abandoned: its slots, and its acks to the queue."""
+        self.slots.unreserve(read.n)
+        if read.acks:
+            self.acker.settle(read.acks, error)
 
     def _take(self, read: _Read) -> list[Entry]:
         """A read whose replies are in (or failed): settle its acks, dispatch its
@@ -220,9 +224,7 @@ class Reader:
             replies = FastConnection.taken(read.exchange)
         except BaseException as e:
             FastConnection.retrieved(read.exchange)
-            self.slots.unreserve(read.n)
-            if read.acks:
-                self.acker.settle(read.acks, e)
+            self._give_back(read, e)
             raise
         reply = replies[-1]
         if read.acks:
@@ -253,13 +255,10 @@ class Reader:
         """Cancelled (a hard stop): give back the slots of the reads still on the wire and
         queue their acks again; a reply that comes is dropped, its entries stay pending."""
         for read in wire:
+            FastConnection.retrieved(read.exchange)  # no "never retrieved" warning
             for fut in read.exchange:
-                if fut.done() and not fut.cancelled():
-                    fut.exception()  # retrieved: no "never retrieved" warning
                 fut.cancel()
-            self.slots.unreserve(read.n)
-            if read.acks:
-                self.acker.settle(read.acks, asyncio.CancelledError())
+            self._give_back(read, asyncio.CancelledError())
         self.reading -= len(wire)
         wire.clear()
 
