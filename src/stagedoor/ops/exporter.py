@@ -247,6 +247,16 @@ def _families(totals: Mapping[str, Any], queue: Mapping[str, Any] | None, restar
         "stagedoor_redis_oom_jobs", "Jobs a worker left pending because Redis refused writes "
         "for memory; they run again from its own pending list when it takes writes (jobs).",
         value=oom_jobs))
+    renderers = {name: gauges.pop("renderer_" + name) for name in ("native", "reference")
+                 if "renderer_" + name in gauges}
+    if renderers:
+        renderer = GaugeMetricFamily("stagedoor_workers_renderer",
+                                "Live workers by the ticket renderer they run: native, or "
+                                "reference (the pure-Python fallback, ~100x slower) "
+                                "(processes).", labels=["renderer"])
+        for name, value in sorted(renderers.items()):
+            renderer.add_metric([name], value)
+        out.append(renderer)
     for name, value in sorted(gauges.items()):
         out.append(GaugeMetricFamily(_metric_name("worker_" + name),
                                      _WORKER_GAUGE_HELP.get(
