@@ -20,11 +20,12 @@ from stagedoor.demo.embedded_redis import free_port
 from stagedoor.exitcodes import EX_CONFIG
 
 
-def no_native_env(tmp_path: Path) -> dict[str, str]:
+def no_native_env(tmp_path: Path, *, extra: bool = True) -> dict[str, str]:
     shim = tmp_path / "shim"
     shim.mkdir()
+    hidden = ["stagedoor._render"] + ([] if extra else ["fontTools"])
     (shim / "sitecustomize.py").write_text(
-        "import sys\nsys.modules['stagedoor._render'] = None  # the extension cannot load\n")
+        f"import sys\nfor name in {hidden!r}:\n    sys.modules[name] = None  # cannot load\n")
     return {"PYTHONPATH": os.pathsep.join((str(shim), str(SRC), str(REPO)))}
 
 
@@ -62,3 +63,13 @@ def test_the_reference_fallback_runs_when_allowed_and_says_so(tmp_path: Path,
         assert "NATIVE RENDERER MISSING" in sup.stderr()
         sup.signal(15)
         assert sup.wait() == 0
+
+
+def test_the_fallback_without_its_extra_refuses_too(tmp_path: Path, redis_url: str) -> None:
+    with supervisor(tmp_path, redis_url, ["--workers", "1", "--render-fallback", "reference"],
+                    env=no_native_env(tmp_path, extra=False)) as sup:
+        assert sup.wait(30) == EX_CONFIG
+    assert "Traceback" not in sup.stderr()
+    [msg] = {ln["msg"] for ln in sup.log_lines() if "cannot run either" in ln.get("msg", "")}
+    assert "stagedoor._render not importable" in msg and "fontTools" in msg
+    assert "pip install 'stagedoor[reference]'" in msg

@@ -116,6 +116,14 @@ def check_renderer(settings: Settings, registry: Registry) -> str | None:
                           "(pip install . with a C compiler and zlib1g-dev), or allow the "
                           "~100x slower pure-Python renderer with --render-fallback reference "
                           "(STAGEDOOR_RENDER_FALLBACK=reference; needs stagedoor[reference])")
+    try:  # the reference's shaped-text path: without its extra every ticket job fails
+        import bidi.algorithm  # noqa: F401
+        import fontTools.unicodedata  # noqa: F401
+    except ImportError as e:
+        raise ConfigError(f"{why.split('; using the')[0]}, and render_fallback = reference "
+                          f"cannot run either ({e}): pip install 'stagedoor[reference]', or "
+                          "rebuild the native renderer (pip install . with a C compiler and "
+                          "zlib1g-dev)") from None
     return "reference"
 
 
