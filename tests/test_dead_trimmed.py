@@ -7,11 +7,13 @@ user under SD_TEST_ACL=1.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 
 import pytest
 import redis
+from tests.test_status import cli
 from tests.workerkit import add_jobs, eventually, pending_summary, running
 
 from stagedoor.config import Settings
@@ -39,7 +41,8 @@ def failing() -> Registry:
 
 
 async def test_dead_letters_trimmed_at_the_cap_are_counted_exactly(
-        settings: Settings, sync_redis: redis.Redis, caplog: pytest.LogCaptureFixture) -> None:
+        settings: Settings, redis_url: str, sync_redis: redis.Redis,
+        caplog: pytest.LogCaptureFixture) -> None:
     s = settings.replace(**FAST)
     add_jobs(s, "refund", range(1, JOBS + 1))
     caplog.set_level(logging.WARNING, logger="stagedoor.queue")
@@ -55,6 +58,13 @@ async def test_dead_letters_trimmed_at_the_cap_are_counted_exactly(
     status = queue_status(connection.sync_client(s), s)
     assert status["dead"] == {"name": s.dead_stream, "length": kept, "maxlen": 100,
                               "trimmed": trimmed}
+    # what an operator sees: `stagedoor status` and its --json
+    proc = cli("status", "--redis-url", redis_url, "--dead-maxlen", "100")
+    assert proc.returncode == 0, proc.stderr
+    assert (f"dead      jobs:dead: {kept} entries of ~100 (dead_maxlen), {trimmed} older ones "
+            "TRIMMED at the cap (gone)") in proc.stdout
+    proc = cli("status", "--redis-url", redis_url, "--dead-maxlen", "100", "--json")
+    assert json.loads(proc.stdout)["dead"] == status["dead"]
     text = render_metrics({}, None, status, 0, stream=s.stream).decode()
     assert f'stagedoor_dead_letters_trimmed_total{{stream="jobs"}} {float(trimmed)}' in text
     assert 'stagedoor_dead_letter_maxlen{stream="jobs"} 100.0' in text

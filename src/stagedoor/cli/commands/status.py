@@ -43,7 +43,7 @@ def register(subparsers: Any) -> None:
         description="Show the job stream, its consumer group, pending entries, the age of "
                     "the oldest undelivered job, per-consumer pending/idle, the dead-letter "
                     "stream and the trimmed-backlog alarm. Read-only.")
-    config.add_arguments(p, only=(*CONNECTION_SETTINGS, "maxlen"))
+    config.add_arguments(p, only=(*CONNECTION_SETTINGS, "maxlen", "dead_maxlen"))
     p.add_argument("--json", action="store_true", help="print one JSON object (for scripts)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true",
