@@ -13,6 +13,7 @@ import re
 
 import pytest
 import redis
+import redis.asyncio as aioredis
 from tests.test_status import cli
 from tests.workerkit import add_jobs, eventually, pending_summary, running
 
@@ -23,6 +24,7 @@ from stagedoor.ops.inspect import queue_status
 from stagedoor.stream import connection
 from stagedoor.stream.job import Job
 from stagedoor.stream.keys import dead_trimmed_key
+from stagedoor.stream.queue import DeadLetter
 from stagedoor.worker.policy import PermanentError
 
 FAST = {"block_ms": 100, "reclaim_interval": 0.05, "retry_backoff": 0.001, "count": 100,
@@ -79,3 +81,22 @@ async def test_dead_letters_trimmed_at_the_cap_are_counted_exactly(
     assert 0 < len(lines) < trimmed // 10
     totals = [int(m[1]) for m in (re.search(r", (\d+) in all", t) for t in lines) if m]
     assert max(totals) == trimmed  # the running total (lines of concurrent jobs interleave)
+
+
+async def test_a_count_that_cannot_be_written_never_costs_the_dead_letter(
+        settings: Settings, sync_redis: redis.Redis, aredis: aioredis.Redis,
+        caplog: pytest.LogCaptureFixture) -> None:
+    s = settings.replace(dead_maxlen=1)
+    sync_redis.hset(dead_trimmed_key(s), "not", "a counter")  # INCRBY: WRONGTYPE
+    ids = add_jobs(s, "refund", range(1, 201))
+    sync_redis.execute_command("XREADGROUP", "GROUP", "workers", "w", "STREAMS", "jobs", ">")
+    dead = DeadLetter(aredis, s)
+    for n, entry in enumerate(ids, 1):
+        assert await dead(entry, [b"kind", b"refund"], error="bad", deliveries=1,
+                          consumer="w") is not None
+        if sync_redis.xlen(s.dead_stream) < n:
+            break  # the cap trimmed: the count could not be written
+    else:
+        raise AssertionError("MAXLEN ~ 1 never trimmed in 200 dead letters")
+    assert sync_redis.xpending("jobs", "workers")["pending"] == len(ids) - n  # acked
+    assert any("could not be written" in r.getMessage() for r in caplog.records)
