@@ -174,7 +174,18 @@ def test_real_prometheus_evaluates_every_panel_and_alert(tmp_path: Path, redis_u
             streams = prom.get("/api/v1/label/stream/values",
                                **{"match[]": "stagedoor_workers_wanted"})["data"]
             assert streams == [settings.stream]
-        sup.signal(15)
-        assert sup.wait() == 0
+
+            # what the issue-24 rules read is exported for real: the renderer each worker
+            # runs, and the dead letters trimmed at the cap (none here)
+            native = prom.series('sum(stagedoor_workers_renderer{renderer="native"})')
+            assert [s["value"][1] for s in native] == ["2"]
+            trimmed = prom.series("stagedoor_dead_letters_trimmed_total")
+            assert [s["value"][1] for s in trimmed] == ["0"]
+            # a supervisor that stops answering is seen by StagedoorTargetDown's expression
+            down = next(r["expr"] for r in alert_rules() if r["alert"] == "StagedoorTargetDown")
+            sup.signal(15)
+            assert sup.wait() == 0
+            seen = wait_for(lambda: prom.series(down), 30, 0.5, "the target seen down")
+            assert [s["metric"]["instance"] for s in seen] == [f"127.0.0.1:{metrics_port}"]
 
 

@@ -100,7 +100,7 @@ def test_missing_stream_and_group_are_reported(client: redis.Redis, settings: Se
     assert st["consumers"] == []
     assert st["queue_age_ms"] is None
     assert st["trimmed_backlog"]["alarm"] is False
-    assert st["dead"] == {"name": "jobs:dead", "length": 0}
+    assert st["dead"] == {"name": "jobs:dead", "length": 0, "maxlen": 10_000, "trimmed": 0}
     assert abs(st["time_ms"] - now_ms(client)) < 1000
 
 

@@ -272,3 +272,44 @@ def test_supervised_workers_export_spans_over_otlp_http(tmp_path: Path, redis_ur
         assert attrs["messaging.consumer.group.name"].string_value == "workers"
         assert attrs["messaging.redis.message.delivery_count"].int_value == 1
         assert attrs["messaging.client.id"].string_value.startswith("sup-0")
+
+
+def test_handler_spans_are_exported_under_the_job_span(tmp_path: Path, redis_url: str,
+                                                       settings: Settings) -> None:
+    """issue 24 item 7: the worker built its provider but did not install it, so a
+    handler's `trace.get_tracer()` (docs/handlers.md) recorded nothing.  A real
+    supervisor configured by OTEL_* alone; the test sets up no provider."""
+    from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+    parents = [new_traceparent() for _ in range(3)]
+    with Receiver() as receiver:
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.port}",
+               "OTEL_BSP_SCHEDULE_DELAY": "100"}
+        with supervisor(tmp_path, redis_url, ["--workers", "1", "--handlers",
+                                              "tests.span_handlers:registry"],
+                        env=env, handlers=False) as sup:
+            sup.wait_ready(1)
+            client = sync_client(settings)
+            try:
+                enqueue_sync(client, settings, [make_job("spanning", n, n, f"r{n}", tp)
+                                                for n, tp in enumerate(parents, 1)])
+            finally:
+                client.close()
+
+            def exported() -> list[Any]:
+                got = [s for _r, s in receiver.spans()]
+                jobs = [s for s in got if s.kind == Span.SPAN_KIND_CONSUMER]
+                return got if len(jobs) == 3 else []
+
+            # the handlers' spans end before their job's, so they are in by then too
+            got = wait_for(exported, 20, 0.05, "3 consumer spans exported")
+            sup.signal(15)
+            assert sup.wait() == 0
+    jobs = {s.span_id: s for s in got if s.kind == Span.SPAN_KIND_CONSUMER}
+    mine = [s for s in got if s.name == "handler work"]
+    assert len(mine) == 3, [s.name for s in got]
+    for span in mine:
+        job = jobs[span.parent_span_id]  # a child of its job's span ...
+        assert span.trace_id == job.trace_id  # ... in the producer's trace
+        outbox = {a.key: a.value.int_value for a in span.attributes}["outbox_id"]
+        assert job.trace_id.hex() == parents[outbox - 1].split("-")[1]

@@ -135,6 +135,10 @@ class Settings:
               "many seconds.", lo=0.1, hi=3600)
     handlers: list[str] = _list_opt("Extra handler registries as module:attr (repeatable).")
     render_threads: int = _opt(8, "Threads in the render pool of each worker.", lo=1, hi=256)
+    render_fallback: str = _opt(
+        "none", "When the native renderer cannot load: none (a worker with render_tickets "
+                "refuses to start, exit 78) or reference (render with the pure-Python "
+                "reference, ~100x slower; needs stagedoor[reference]).")
     render_font_dirs: list[str] = _list_opt(
         "Directories where the ticket fonts are looked up by file name.", FONT_DIRS)
     render_fonts: list[str] = _list_opt(
@@ -255,6 +259,8 @@ def _validate(s: Settings) -> None:
     if s.log_format not in ("auto", "json", "text", "journal"):
         raise ConfigError(f"log_format={s.log_format!r}: expected auto, json, text or "
                           "journal")
+    if s.render_fallback not in ("none", "reference"):
+        raise ConfigError(f"render_fallback={s.render_fallback!r}: expected none or reference")
     if s.log_level.lower() not in ("debug", "info", "warning", "error"):
         raise ConfigError(f"log_level={s.log_level!r}: expected debug, info, warning or error")
     for spec in s.handlers:

@@ -80,6 +80,8 @@ _QUEUE_HELP = {
     "pending": "Entries delivered to the group and not yet acknowledged, XPENDING (entries).",
     "lag": "Entries not yet delivered to the group, as XINFO GROUPS counts them (entries).",
     "dead_letter_length": "Entries in the dead-letter stream (entries).",
+    "dead_letter_maxlen": "MAXLEN ~ of the dead-letter stream (dead_maxlen); beyond it the "
+                          "oldest dead letters are trimmed (entries).",
     "stream_length": "Entries in the job stream, handled or not, XLEN (entries).",
     "trimmed_backlog": "1 while entries the group never delivered have been trimmed away, "
                        "else 0 (boolean).",
@@ -245,6 +247,16 @@ def _families(totals: Mapping[str, Any], queue: Mapping[str, Any] | None, restar
         "stagedoor_redis_oom_jobs", "Jobs a worker left pending because Redis refused writes "
         "for memory; they run again from its own pending list when it takes writes (jobs).",
         value=oom_jobs))
+    renderers = {name: gauges.pop("renderer_" + name) for name in ("native", "reference")
+                 if "renderer_" + name in gauges}
+    if renderers:
+        renderer = GaugeMetricFamily("stagedoor_workers_renderer",
+                                "Live workers by the ticket renderer they run: native, or "
+                                "reference (the pure-Python fallback, ~100x slower) "
+                                "(processes).", labels=["renderer"])
+        for name, value in sorted(renderers.items()):
+            renderer.add_metric([name], value)
+        out.append(renderer)
     for name, value in sorted(gauges.items()):
         out.append(GaugeMetricFamily(_metric_name("worker_" + name),
                                      _WORKER_GAUGE_HELP.get(
@@ -276,6 +288,12 @@ def _families(totals: Mapping[str, Any], queue: Mapping[str, Any] | None, restar
             out.append(CounterMetricFamily(
                 "stagedoor_trimmed_unread", "Jobs trimmed from the stream before any worker "
                 "read them (MAXLEN ~, XTRIM), counted in Redis: lost (jobs).", value=lost))
+        dead_trimmed = (queue.get("dead") or {}).get("trimmed")
+        if isinstance(dead_trimmed, int | float):
+            out.append(CounterMetricFamily(
+                "stagedoor_dead_letters_trimmed", "Dead letters trimmed from the dead-letter "
+                "stream by MAXLEN ~ dead_maxlen, counted in Redis: gone (entries).",
+                value=dead_trimmed))
 
     out.append(CounterMetricFamily("stagedoor_worker_restarts",
                                    "Workers respawned by the supervisor after a crash "
@@ -362,6 +380,7 @@ def render_metrics(workers: Mapping[int, Mapping[str, Any]], retired: Mapping[st
     stagedoor_redis_oom, stagedoor_worker_<gauge> for other worker gauges,
     stagedoor_{queue_age_seconds, pending, lag, dead_letter_length, stream_length,
     trimmed_backlog, trimmed_undelivered_entries, oldest_pending_age_seconds},
+    stagedoor_dead_letter_maxlen, stagedoor_dead_letters_trimmed_total,
     stagedoor_stream_maxlen, stagedoor_queue_status_{available,timestamp_seconds},
     stagedoor_worker_restarts_total, stagedoor_workers_alive,
     stagedoor_worker_resident_memory_bytes{slot}, stagedoor_worker_cpu_seconds_total{slot},

@@ -5,7 +5,8 @@ two pipelined round trips and hand the replies to the same pure function, so the
 CLI, the metrics exporter and the tests all read one shape:
 
   round 1: TIME, XINFO STREAM, XINFO GROUPS, XINFO CONSUMERS, XPENDING (summary),
-           XPENDING - + 1 (the oldest pending entry), XLEN of the dead-letter stream
+           XPENDING - + 1 (the oldest pending entry), XLEN of the dead-letter stream,
+           GET stagedoor:dead-trimmed:<stream> (dead letters MAXLEN ~ dead_maxlen trimmed)
   round 2: XRANGE jobs (<last-delivered-id> + COUNT 1: the oldest undelivered entry,
            HMGET stagedoor:trimmed:<stream> count gap_end skew unread_skew: jobs trimmed
            unread so far
@@ -48,6 +49,7 @@ import redis.asyncio as aioredis
 from ..config import Settings
 from ..stream import backlog
 from ..stream.backlog import trimmed_key
+from ..stream.keys import dead_trimmed_key
 
 __all__ = ["InspectError", "aqueue_status", "build_status", "id_ms", "parse_id",
            "queue_gauges", "queue_status", "redis_memory"]
@@ -117,6 +119,7 @@ def _first_commands(settings: Settings) -> list[Command]:
         ("XPENDING", s.stream, s.group),
         ("XPENDING", s.stream, s.group, "-", "+", 1),
         ("XLEN", s.dead_stream),
+        ("GET", dead_trimmed_key(s)),
     ]
 
 
@@ -156,9 +159,10 @@ def build_status(settings: Settings, first: Sequence[Any], second: Sequence[Any]
     """Turn the raw replies of the two rounds into the status dict (pure; no I/O)."""
     s = settings
     names = ("TIME", "XINFO STREAM", "XINFO GROUPS", "XINFO CONSUMERS", "XPENDING",
-             "XPENDING - + 1", "XLEN")
-    for reply, name in zip(first, names, strict=True):
-        _check(reply, f"{name} {s.dead_stream if name == 'XLEN' else s.stream}")
+             "XPENDING - + 1", "XLEN", "GET")
+    for reply, name in zip(first, names, strict=False):  # GET may be left out: 0
+        key = {"XLEN": s.dead_stream, "GET": dead_trimmed_key(s)}.get(name, s.stream)
+        _check(reply, f"{name} {key}")
     for reply, name in zip(second, ("XRANGE", "HMGET"), strict=False):
         _check(reply, f"{name} {s.stream if name == 'XRANGE' else trimmed_key(s)}")
     now = _now_ms(first[0])
@@ -231,7 +235,10 @@ def build_status(settings: Settings, first: Sequence[Any], second: Sequence[Any]
         "oldest_undelivered_id": undelivered_id,
         "queue_age_ms": queue_age_ms,
         "trimmed_backlog": trimmed,
-        "dead": {"name": s.dead_stream, "length": _int(first[6]) or 0},
+        # trimmed: dead letters MAXLEN ~ maxlen dropped, counted by the dead-letter script
+        "dead": {"name": s.dead_stream, "length": _int(first[6]) or 0,
+                 "maxlen": s.dead_maxlen,
+                 "trimmed": (_int(first[7]) or 0) if len(first) > 7 else 0},
     }
 
 
@@ -323,4 +330,6 @@ def queue_gauges(status: Mapping[str, Any] | None) -> dict[str, float]:
     dead = status.get("dead") or {}
     if "length" in dead:
         out["dead_letter_length"] = float(dead["length"])
+    if "maxlen" in dead:
+        out["dead_letter_maxlen"] = float(dead["maxlen"])
     return out

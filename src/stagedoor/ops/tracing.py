@@ -8,7 +8,9 @@ is on when it is configured the standard way (the OTEL_* variables, read by the 
 * OTEL_TRACES_EXPORTER=otlp|console|none, or OTEL_EXPORTER_OTLP_ENDPOINT /
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (OTLP over HTTP/protobuf): the worker builds its
   own TracerProvider after the fork (a BatchSpanProcessor owns a thread, and threads
-  must not cross fork()), with OTEL_SERVICE_NAME (default "stagedoor") and
+  must not cross fork()) and installs it as the process's global provider (so a
+  handler's own `trace.get_tracer()` spans are exported, children of the job's span),
+  with OTEL_SERVICE_NAME (default "stagedoor") and
   OTEL_RESOURCE_ATTRIBUTES, sampled by the SDK's default (parent-based, always on)
   or OTEL_TRACES_SAMPLER;
 * an application that set its own SDK TracerProvider before running a worker in
@@ -131,6 +133,11 @@ def setup(environ: Mapping[str, str] | None = None) -> JobTracer | None:
             return None
         provider = _build_provider(env)
         owned = True
+        # Installed globally too: a handler's `trace.get_tracer()` (docs/handlers.md)
+        # reads the global provider, and without it its spans recorded nothing and
+        # never nested under the job's.  Per process, after the fork (this runs in the
+        # worker); tracers taken at import (module level) are proxies that follow.
+        trace.set_tracer_provider(provider)
     return JobTracer(provider, owned=owned)
 
 

@@ -16,6 +16,15 @@ Dead-lettering is one Lua script rather than MULTI: the XADD to jobs:dead runs o
 if the XACK removed the entry from the pending list.  A MULTI is atomic too, but
 when its reply is lost and the worker retries, the dead-letter entry is written
 twice; the script makes the retry a no-op, so a poison job lands there exactly once.
+
+Dead letters trimmed: the dead-letter stream is capped too (MAXLEN ~ dead_maxlen), and a
+trim drops the oldest dead letters with no trace of its own.  The same script counts
+them exactly (XLEN before and after its XADD) into stagedoor:dead-trimmed:<stream>
+(keys.dead_trimmed_key; not declared in KEYS for the worker's ACL selectors, as in
+backlog.AUDIT_LUA, and on the stream's hash tag for Cluster), and the worker logs one
+line per XADD that trimmed (MAXLEN ~ trims whole nodes, ~100 entries at a time), so
+
+    dead letters written = XLEN jobs:dead + the count + what `dead replay/purge` removed
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from ..config import Settings
 from .backlog import ACCOUNT_LUA, trimmed_key
 from .errors import OOM_ADVICE, first_line, is_oom
 from .job import Job
+from .keys import dead_trimmed_key
 
 log = logging.getLogger("stagedoor.queue")
 
@@ -48,11 +58,20 @@ if ARGV[3] == '1' then
   local pending = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
   if #pending == 0 then return false end
 end
+local before = redis.call('XLEN', KEYS[2])
 local args = {'XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*'}
-for i = 5, #ARGV do args[#args + 1] = ARGV[i] end
+for i = 6, #ARGV do args[#args + 1] = ARGV[i] end
 local dead_id = redis.call(unpack(args))
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-return dead_id
+-- What MAXLEN ~ took with this XADD, counted exactly; last, and with pcall, so that a
+-- count that cannot be written never costs the dead letter itself.
+local trimmed = before + 1 - redis.call('XLEN', KEYS[2])
+local total = 0
+if trimmed > 0 then
+  total = redis.pcall('INCRBY', ARGV[5], trimmed)
+  if type(total) == 'table' then total = -1 end
+end
+return {dead_id, trimmed, total}
 """
 # Lua's unpack() stops at ~8000 values; a dead letter keeps the first fields of a
 # payload with more (the reason already says what was wrong with it).
@@ -326,5 +345,20 @@ class DeadLetter:
                                      deliveries=deliveries, consumer=consumer)
         result = await self._script(
             keys=[s.stream, s.dead_stream],
-            args=[s.group, eid, "1" if only_if_pending else "0", s.dead_maxlen, *payload])
-        return result if isinstance(result, bytes) else None
+            args=[s.group, eid, "1" if only_if_pending else "0", s.dead_maxlen,
+                  dead_trimmed_key(s), *payload])
+        if not isinstance(result, list | tuple) or len(result) != 3:
+            return None  # false: the entry was no longer pending
+        dead_id, trimmed, total = result[0], int(result[1]), int(result[2])
+        if trimmed > 0:
+            if total < 0:
+                log.error("%s is at its cap (dead_maxlen %d): %d dead letters trimmed, "
+                          "and the count in %s could not be written", s.dead_stream,
+                          s.dead_maxlen, trimmed, dead_trimmed_key(s))
+            else:
+                log.warning("%s is at its cap (dead_maxlen %d): %d oldest dead letters "
+                            "trimmed, %d in all (%s); raise dead_maxlen or replay/purge them",
+                            s.dead_stream, s.dead_maxlen, trimmed, total,
+                            dead_trimmed_key(s),
+                            extra={"trimmed": trimmed, "trimmed_total": total})
+        return dead_id if isinstance(dead_id, bytes) else None

@@ -13,8 +13,9 @@ Exit codes (the supervisor tells boot failures apart by them):
     70  also: the supervisor vanished and the drain outlived graceful_timeout plus the
         acks' share (orphan_deadline), so the worker ended itself
     69  BootError: Redis unreachable for boot_timeout (EX_UNAVAILABLE)
-    78  ConfigError, a Redis server that is too old, or an ACL that refuses one of our
-        commands (NOPERM) (EX_CONFIG)
+    78  ConfigError, a Redis server that is too old, an ACL that refuses one of our
+        commands (NOPERM), or render_tickets without its native renderer and without
+        render_fallback = "reference" (EX_CONFIG)
     70  anything else (EX_SOFTWARE), with the traceback on stderr
 
 Why faulthandler.enable and not register(SIGABRT): CPython refuses to register()

@@ -97,6 +97,36 @@ async def on_start(registry: Registry, ctx: Context) -> None:
             log.exception("start hook %s failed", getattr(fn, "__qualname__", fn))
 
 
+def check_renderer(settings: Settings, registry: Registry) -> str | None:
+    """Which renderer render_tickets will run ("native" or "reference"; None without it).
+
+    A worker whose native renderer cannot load would report ready and fail every ticket
+    job (the reference's extra is not installed by default) or crawl at 1/100 of the
+    speed: it refuses to start (ConfigError, exit 78; restarting cannot help) unless the
+    operator allowed the fallback with render_fallback = "reference"."""
+    if "render_tickets" not in registry.kinds:
+        return None
+    from ..render import native_import_error
+
+    why = native_import_error()
+    if why is None:
+        return "native"
+    if settings.render_fallback != "reference":
+        raise ConfigError(f"{why.split('; using the')[0]}: render_tickets cannot run; rebuild it "
+                          "(pip install . with a C compiler and zlib1g-dev), or allow the "
+                          "~100x slower pure-Python renderer with --render-fallback reference "
+                          "(STAGEDOOR_RENDER_FALLBACK=reference; needs stagedoor[reference])")
+    try:  # the reference's shaped-text path: without its extra every ticket job fails
+        import bidi.algorithm  # noqa: F401
+        import fontTools.unicodedata  # noqa: F401
+    except ImportError as e:
+        raise ConfigError(f"{why.split('; using the')[0]}, and render_fallback = reference "
+                          f"cannot run either ({e}): pip install 'stagedoor[reference]', or "
+                          "rebuild the native renderer (pip install . with a C compiler and "
+                          "zlib1g-dev)") from None
+    return "reference"
+
+
 def warn_at_start(settings: Settings, registry: Registry, consumer: str) -> None:
     """Say loudly what will make this worker slow or its jobs run twice."""
     if "render_tickets" in registry.kinds:

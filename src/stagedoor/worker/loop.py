@@ -105,6 +105,12 @@ class Worker:
             if self.tracer is None:
                 self.tracer = tracing.setup_or_config_error()
             self.dispatcher.tracer = self.tracer
+            # Before boot: a worker that cannot render refuses to start (exit 78) rather
+            # than report ready; the renderer it runs is a gauge (alert on "reference").
+            renderer = lifecycle.check_renderer(s, self.registry)
+            if renderer is not None:
+                for name in ("native", "reference"):
+                    self.stats.gauges["renderer_" + name] = float(name == renderer)
             await lifecycle.boot(s, self.cmd, self.reader, self.acker, self.outage)
             await lifecycle.on_start(self.registry, self.ctx)
             self.ready.set()

@@ -43,7 +43,7 @@ def register(subparsers: Any) -> None:
         description="Show the job stream, its consumer group, pending entries, the age of "
                     "the oldest undelivered job, per-consumer pending/idle, the dead-letter "
                     "stream and the trimmed-backlog alarm. Read-only.")
-    config.add_arguments(p, only=(*CONNECTION_SETTINGS, "maxlen"))
+    config.add_arguments(p, only=(*CONNECTION_SETTINGS, "maxlen", "dead_maxlen"))
     p.add_argument("--json", action="store_true", help="print one JSON object (for scripts)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true",
@@ -290,8 +290,12 @@ def format_status(st: dict[str, Any]) -> str:
             text += (": FULL, Redis refuses writes; workers take no new entries until it "
                      "clears (free memory or raise maxmemory)")
         lines.append(text)
-    lines.append(f"dead      {dead['name']}: {dead['length']} entries"
-                 + (" (see: stagedoor dead list)" if dead["length"] else ""))
+    text = f"dead      {dead['name']}: {dead['length']} entries"
+    if dead.get("maxlen"):
+        text += f" of ~{dead['maxlen']} (dead_maxlen)"
+    if dead.get("trimmed"):
+        text += f", {dead['trimmed']} older ones TRIMMED at the cap (gone)"
+    lines.append(text + (" (see: stagedoor dead list)" if dead["length"] else ""))
     consumers = st["consumers"]
     if consumers:
         width = max(8, *(len(c["name"]) for c in consumers))
