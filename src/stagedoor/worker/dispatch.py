@@ -221,6 +221,7 @@ class Dispatcher:
                 last = await self._last_error(entry_id)
                 if last:
                     reason += f"; last error: {last}"
+                await self._release_lease_of(entry_id, fields)
                 await self.dead(entry_id, fields, deliveries, reason,
                                 metric_kind(fields, self.kinds))
                 return
@@ -260,10 +261,13 @@ class Dispatcher:
                 self.stats.inc("handled", job.kind)
                 self.acker.add(entry_id)
             elif outcome.verdict is Verdict.DEAD:
+                await self._release_lease(job, entry_id)
                 await self.dead(entry_id, fields, deliveries, outcome.reason, job.kind)
             elif outcome.outage:
+                # No release: the own pending list runs it again under this same holder.
                 self.outage.enter(outcome.error, job_left=True)  # no line per job
             else:
+                await self._release_lease(job, entry_id)
                 self.stats.inc("failed", job.kind)
                 if tracer is not None:
                     tracer.event("stagedoor.left_pending", {"reason": outcome.reason,
@@ -306,6 +310,24 @@ class Dispatcher:
             return
         log.error("could not dead-letter %s (%s); left pending", entry_id.decode(), last)
         self.recover_soon()
+
+    # -- the outbox lease of a delivery that did not succeed --------------------------
+    async def _release_lease(self, job: Job, entry_id: bytes) -> None:
+        """Best effort: the delivery runs nothing any more, so its lease goes now, not
+        after job_timeout (context.py); a failure here leaves it to run out."""
+        try:
+            await self.ctx.release_lease(job, self.ctx.holder_of(entry_id.decode()))
+        except _BEST_EFFORT as e:
+            log.debug("could not release the lease of %s: %s", entry_id.decode(), e)
+
+    async def _release_lease_of(self, entry_id: bytes, fields: list[bytes]) -> None:
+        """The lease a previous start of this entry under this consumer may have left
+        (killed while it held it), for an entry that will not run again (poison)."""
+        try:
+            job = parse_job(fields, self.kinds, max_field_bytes=self.settings.max_field_bytes)
+        except MalformedJob:
+            return  # no job, no lease
+        await self._release_lease(job, entry_id)
 
     # -- what a redelivered entry carries across deliveries ---------------------------
     async def _count_start(self, entry_id: bytes) -> None:
