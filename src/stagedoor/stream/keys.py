@@ -7,10 +7,10 @@ of each of its jobs) share a tag of the order id, so orders spread over the clus
 and each script stays on one slot.  Nothing atomic spans the queue and an order.
 
     flat (stream `jobs`, the layout before Cluster; standalone and Sentinel default)
-        jobs  jobs:dead  stagedoor:starts:<entry id>
+        jobs  jobs:dead  stagedoor:starts:<entry id>  stagedoor:settled:<entry id>
         stagedoor:order:<order id>  stagedoor:done:<outbox id>  stagedoor:running:<outbox id>
     tagged (the stream's name has a hash tag, `{jobs}`: the redis+cluster:// default)
-        {jobs}  {jobs}:dead  stagedoor:starts:{jobs}:<entry id>
+        {jobs}  {jobs}:dead  stagedoor:starts:{jobs}:<entry id>  (settled: the same)
         stagedoor:order:{<order id>}  stagedoor:done:{<order id>}:<outbox id>
         stagedoor:running:{<order id>}:<outbox id>
 
@@ -40,6 +40,14 @@ def starts_key(settings: Settings, entry_id: str) -> str:
     if tagged(settings):
         return settings.key("starts", "{" + str(hash_tag(settings.stream)) + "}", entry_id)
     return settings.key("starts", entry_id)
+
+
+def settled_key(settings: Settings, entry_id: str) -> str:
+    """How many of the entry's recorded starts ended in a failure the worker lived to
+    report (worker/redelivery.py): starts beyond it are the ones that may have crashed."""
+    if tagged(settings):
+        return settings.key("settled", "{" + str(hash_tag(settings.stream)) + "}", entry_id)
+    return settings.key("settled", entry_id)
 
 
 def order_key(settings: Settings, order_id: int) -> str:

@@ -38,7 +38,7 @@ from ..ops.tracing import JobTracer, entry_ms
 from ..stream import connection
 from ..stream.errors import first_line, is_oom
 from ..stream.job import Job, MalformedJob, make_job, parse_job
-from ..stream.keys import starts_key
+from ..stream.keys import settled_key, starts_key
 from ..stream.queue import DeadLetter
 from . import eager
 from .acks import Acker
@@ -236,13 +236,15 @@ class Dispatcher:
         # Time since Redis added the entry (its id) to now, the handler's start.  The
         # worker's clock against Redis': both NTP-synced, or the histogram says so.
         self.stats.observe_wait(job.kind, time.time() - entry_ms(entry_id) / 1000)
-        await self._run(entry_id, fields, deliveries, run, job, self.registry.get(job.kind))
+        await self._run(entry_id, fields, deliveries, run, job, self.registry.get(job.kind),
+                        prior=prior)
 
     async def _run(self, entry_id: bytes, fields: list[bytes], deliveries: int,
                    run: eager.EagerRun | None, job: Job, handler: Handler,
-                   begun: Begun | None = None) -> None:
+                   begun: Begun | None = None, prior: int | None = None) -> None:
         """Run the handler under the policy and settle the outcome (ack, dead letter, or
-        left pending); begun: its first attempt is already under way."""
+        left pending); begun: its first attempt is already under way; prior: the
+        starts recorded before this one (None: a first delivery, never recorded)."""
         s = self.settings
         fields_of_job = {"request_id": job.request_id, "trace": job.trace, "kind": job.kind,
                          "order_id": job.order_id, "outbox_id": job.outbox_id,
@@ -275,7 +277,8 @@ class Dispatcher:
                     tracer.fail(outcome.reason)
                 log.error("job failed after %d attempts, left pending for redelivery: %s",
                           outcome.attempts, outcome.reason)
-                await self._keep_error(entry_id, outcome.reason)
+                await self._keep_error(entry_id, outcome.reason,
+                                       settled=None if prior is None else prior + 1)
                 if is_redis_trouble(outcome.error):
                     self.recover_soon()
 
@@ -337,11 +340,22 @@ class Dispatcher:
         pipe.expire(key, STARTS_TTL)
         await pipe.execute()
 
-    async def _keep_error(self, entry_id: bytes, reason: str) -> None:
-        """Best effort: the reason a delivery failed, for a later poison verdict."""
-        key = self.settings.key("lasterr", entry_id.decode())
+    async def _keep_error(self, entry_id: bytes, reason: str, *,
+                          settled: int | None = None) -> None:
+        """Best effort: the reason a delivery failed, for a later poison verdict; and for
+        a recorded start (settled: the starts recorded with it), that it ended here in a
+        failure, not in a crash: the next redelivery need not run it alone
+        (redelivery.isolate).  Lost, the entry only runs alone once more."""
+        eid = entry_id.decode()
         try:
-            await self.cmd.set(key, reason[:500], ex=STARTS_TTL)
+            if settled is None:
+                await self.cmd.set(self.settings.key("lasterr", eid), reason[:500],
+                                   ex=STARTS_TTL)
+                return
+            pipe = self.cmd.pipeline(transaction=False)
+            pipe.set(self.settings.key("lasterr", eid), reason[:500], ex=STARTS_TTL)
+            pipe.set(settled_key(self.settings, eid), settled, ex=STARTS_TTL)
+            await pipe.execute()
         except _BEST_EFFORT as e:
             log.debug("could not keep the last error of %s: %s", entry_id.decode(), e)
 
