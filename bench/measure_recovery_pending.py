@@ -55,8 +55,9 @@ def _wait(pred: Any, timeout: float, what: str, interval: float = 0.005) -> floa
 
 def _enqueue(c: Any, url: str, first: int, n: int) -> None:
     s = mc.settings(url, maxlen=max(100_000, 4 * n))
-    for start in range(first, first + n, 5000):
-        enqueue_sync(c, s, [mc.job(i, "outage") for i in range(start, min(first + n, start + 5000))])
+    end = first + n
+    for start in range(first, end, 5000):
+        enqueue_sync(c, s, [mc.job(i, "outage") for i in range(start, min(end, start + 5000))])
 
 
 def measure(url: str, jobs: int = 3000) -> dict[str, Any]:

@@ -71,11 +71,15 @@ async def hold(job: Any, ctx: Any) -> None:
     _record_handled(f"{job.outbox_id} {start} {time.time_ns()}\n")
 
 
+def _outage() -> bool:
+    marker = os.environ.get("SD_BENCH_OUTAGE", "")
+    return bool(marker) and os.path.exists(marker)
+
+
 @registry.register("outage")
 async def outage(job: Any, ctx: Any) -> None:
     from stagedoor.worker.policy import TransientError
 
-    marker = os.environ.get("SD_BENCH_OUTAGE", "")
-    if marker and os.path.exists(marker):
+    if _outage():  # one stat, as a dependency's health check would cost
         raise TransientError("dependency away")
     await asyncio.sleep(float(os.environ.get("SD_BENCH_WORK_S", "0.002")))
