@@ -104,8 +104,9 @@ class Reader:
         self._recover_cursor = b"0"
         self._claim_cursor = b"0-0"
         self._reclaim_due = False
-        self._reclaimed_at = 0.0  # monotonic time of the last pass (idle reclaims wait
-        self._recover_again = False  # block_ms between them)
+        # When the last pass began (monotonic): an idle worker's passes are block_ms apart.
+        self._reclaimed_at = 0.0
+        self._recover_again = False
         self._reads: dict[tuple[int, bool], bytes] = {}  # XREADGROUP '>' packed, by (n, block)
 
     def recover_soon(self) -> None:
