@@ -70,13 +70,12 @@ async def test_jobs_left_pending_by_an_outage_come_back_at_the_fleet_s_pace(
         await eventually(lambda: total("failed") >= JOBS + 50, 30,
                          "jobs reclaimed during the outage failing again")
         sync_redis.delete(flag)
-        [slow_entry] = add_jobs(s, "slow", [JOBS + 1])
+        add_jobs(s, "slow", [JOBS + 1])
         await eventually(lambda: total("handled") == JOBS + 1, 45,
                          "every job handled once the outage is over")
         await eventually(lambda: pending_summary(sync_redis, s)[0] == 0, 10, "acks")
     assert dead_entries(sync_redis, s) == []
     assert len(slow_starts) == 1, slow_starts  # never reclaimed from its live worker
-    assert slow_entry
 
 
 async def test_an_entry_a_live_worker_runs_is_not_reclaimed_before_claim_idle_ms(
@@ -97,10 +96,9 @@ async def test_an_entry_a_live_worker_runs_is_not_reclaimed_before_claim_idle_ms
     assert slow_starts == ["slowpoke"]
 
 
-@pytest.mark.parametrize("rounds", [2])
 async def test_entries_that_failed_after_a_redelivery_are_not_run_one_at_a_time(
-        settings: Settings, sync_redis: redis.Redis, caplog: pytest.LogCaptureFixture,
-        rounds: int) -> None:
+        settings: Settings, sync_redis: redis.Redis, caplog: pytest.LogCaptureFixture
+        ) -> None:
     """A redelivered entry whose start ended in a failure (the worker lived) is no
     crash suspect: the next redelivery runs it with the others, not alone."""
     flag = settings.key("test-outage")
@@ -112,8 +110,8 @@ async def test_entries_that_failed_after_a_redelivery_are_not_run_one_at_a_time(
     add_jobs(s, "flaky", range(1, 21))
     with caplog.at_level(logging.WARNING, logger="stagedoor.worker"):
         async with running(s, reg) as w:
-            # fresh failure + `rounds` failed redeliveries each
-            await eventually(lambda: w.stats.total("failed") >= 20 * (1 + rounds), 30,
+            # a fresh failure and two failed redeliveries each, on average
+            await eventually(lambda: w.stats.total("failed") >= 20 * 3, 30,
                              "failed redeliveries")
             sync_redis.delete(flag)
             await eventually(lambda: w.stats.total("handled") == 20, 30, "all handled")
