@@ -12,13 +12,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+from pathlib import Path
 
 import pytest
 import redis
+from tests.test_hardening_files import tmpfs
 from tests.workerkit import add_jobs, dead_entries, eventually, pending_summary, running
 
 from stagedoor.config import Settings
-from stagedoor.handlers import Context, Registry
+from stagedoor.demo.orders import demo_order
+from stagedoor.handlers import Context, Registry, load_registry
+from stagedoor.handlers.orders import put_orders_sync
 from stagedoor.stream.job import Job
 from stagedoor.stream.queue import ensure_group_sync
 from stagedoor.worker.policy import TransientError
@@ -117,3 +122,42 @@ async def test_entries_that_failed_after_a_redelivery_are_not_run_one_at_a_time(
             await eventually(lambda: w.stats.total("handled") == 20, 30, "all handled")
     alone = [r.getMessage() for r in caplog.records if "one at a time" in r.getMessage()]
     assert alone == []
+
+
+def fill_to_the_brim(filler: Path) -> Path:
+    """Write zeros until the file system says ENOSPC: every write after fails."""
+    with open(filler, "wb") as f, contextlib.suppress(OSError):
+        while True:
+            f.write(b"\0" * 65536)
+            f.flush()
+    return filler
+
+
+async def test_render_jobs_failed_on_a_full_disk_come_back_once_space_is_back(
+        settings: Settings, sync_redis: redis.Redis, tmp_path: Path) -> None:
+    """A real full disk (a tmpfs filled to the brim): every render_tickets job fails on
+    ENOSPC and is left pending on one of two workers; space comes back; all are
+    rendered well inside a bound the old pace (200 / 16 a 30 s: 6 min) could not meet."""
+    n = 200
+    with tmpfs(tmp_path / "disk", "8m") as disk:
+        tickets = disk / "tickets"
+        tickets.mkdir()
+        filler = fill_to_the_brim(disk / "filler")
+        orders = [demo_order(i) for i in range(1, n + 1)]
+        put_orders_sync(sync_redis, settings, orders)
+        s = settings.replace(tickets_dir=str(tickets), block_ms=1000, retries=0,
+                             claim_idle_ms=3000, job_timeout=2.9, reclaim_interval=30.0)
+        ensure_group_sync(sync_redis, s)
+        add_jobs(s, "render_tickets", range(1, n + 1))
+        async with contextlib.AsyncExitStack() as stack:
+            reg = load_registry()
+            ws = [await stack.enter_async_context(running(s, reg, slot=i + 1))
+                  for i in range(2)]
+            await eventually(lambda: sum(w.stats.total("failed") for w in ws) >= n, 30,
+                             "every render failed on the full disk")
+            os.unlink(filler)
+            await eventually(lambda: sum(w.stats.total("handled") for w in ws) == n, 45,
+                             "every order rendered once space is back")
+            await eventually(lambda: pending_summary(sync_redis, s)[0] == 0, 10, "acks")
+        assert all((tickets / f"order-{o.order_id}.pdf").exists() for o in orders)
+        assert dead_entries(sync_redis, s) == []
