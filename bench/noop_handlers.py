@@ -6,6 +6,9 @@ latency   records (trace = producer's time.time_ns() at send, time.time_ns() at 
 hold      while $SD_BENCH_HOLD names an existing file, sleeps (a job in flight
           when the worker is killed); otherwise appends "outbox_id time_ns" to
           $SD_BENCH_HANDLED_FILE (the kill -9 recovery benchmark)
+outage    while $SD_BENCH_OUTAGE names an existing file, fails transiently (a
+          dependency away: the job is left pending); otherwise waits
+          $SD_BENCH_WORK_S (default 0.002 s) as for a reply (measure_recovery_pending.py)
 """
 
 from __future__ import annotations
@@ -66,3 +69,17 @@ async def hold(job: Any, ctx: Any) -> None:
     while _held():  # noqa: ASYNC110
         await asyncio.sleep(0.02)
     _record_handled(f"{job.outbox_id} {start} {time.time_ns()}\n")
+
+
+def _outage() -> bool:
+    marker = os.environ.get("SD_BENCH_OUTAGE", "")
+    return bool(marker) and os.path.exists(marker)
+
+
+@registry.register("outage")
+async def outage(job: Any, ctx: Any) -> None:
+    from stagedoor.worker.policy import TransientError
+
+    if _outage():  # one stat, as a dependency's health check would cost
+        raise TransientError("dependency away")
+    await asyncio.sleep(float(os.environ.get("SD_BENCH_WORK_S", "0.002")))

@@ -107,7 +107,11 @@ class Settings:
     connect_timeout: float = _opt(1.0, "Connect timeout in s.", lo=0.001, hi=60)
     claim_idle_ms: int = _opt(60_000, "XAUTOCLAIM threshold in ms: pending entries idle "
                                       "longer than this are taken over.", lo=1, hi=86_400_000)
-    reclaim_interval: float = _opt(30.0, "Seconds between reclaim passes.", lo=0.01, hi=86_400)
+    reclaim_interval: float = _opt(30.0, "Seconds between reclaim passes of a busy worker; "
+                                         "an idle one (a read found nothing new) reclaims "
+                                         "at most once per block_ms, and a pass that runs "
+                                         "out of slots goes on as they free.",
+                                   lo=0.01, hi=86_400)
     reclaim_count: int = _opt(10, "XAUTOCLAIM COUNT.", lo=1, hi=10_000)
     maxlen: int = _opt(100_000, "MAXLEN ~ of the job stream on every XADD.", lo=1)
     dead_maxlen: int = _opt(10_000, "MAXLEN ~ of the dead-letter stream.", lo=1)

@@ -13,6 +13,11 @@ id>` (lease_holder): the same entry back under this consumer name (a retry, or a
 previous life of this worker killed mid-job, redelivered from its own pending list)
 takes it over at once, so a successor need not wait for the lease to run out; another
 entry of the same outbox id waits, even in the same worker.
+
+A delivery that ends without success (dead-lettered, left pending, judged poison)
+runs nothing any more: the worker releases its lease (release_lease), only if the
+lease still names this delivery, so a replay of dead letters or another worker's
+reclaim runs at once instead of failing on "is running" until the lease runs out.
 """
 
 from __future__ import annotations
@@ -146,7 +151,21 @@ class Context:
         """
         job = current_job()
         entry = job.get("entry_id") if job else None
-        return f"{self.consumer}/{entry}" if entry else self.consumer
+        return self.holder_of(entry) if entry else self.consumer
+
+    def holder_of(self, entry_id: str) -> str:
+        """The lease holder of a delivery of entry_id to this consumer."""
+        return f"{self.consumer}/{entry_id}"
+
+    async def release_lease(self, job: Job, holder: str) -> bool:
+        """Delete the job's lease if `holder` still holds it; True if it did.
+
+        Compare and delete in one script: a lease that ran out and was taken by another
+        delivery meanwhile is theirs and stays."""
+        script = self.state.get("lease_release")
+        if script is None:
+            script = self.state["lease_release"] = self.redis.register_script(_RELEASE)
+        return bool(await script(keys=[self.lease_key(job)], args=[holder]))
 
     @staticmethod
     def lease_held(job: Job, holder: bytes) -> TransientError:
@@ -179,6 +198,13 @@ _FINISH = """
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 redis.call('DEL', KEYS[2])
 return 1
+"""
+
+
+# KEYS: lease. ARGV: holder. -> 1 if released, 0 if absent or another's
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
 """
 
 

@@ -7,10 +7,12 @@ of each of its jobs) share a tag of the order id, so orders spread over the clus
 and each script stays on one slot.  Nothing atomic spans the queue and an order.
 
     flat (stream `jobs`, the layout before Cluster; standalone and Sentinel default)
-        jobs  jobs:dead  stagedoor:starts:<entry id>  stagedoor:dead-trimmed:jobs
+        jobs  jobs:dead  stagedoor:starts:<entry id>  stagedoor:settled:<entry id>
+        stagedoor:dead-trimmed:jobs
         stagedoor:order:<order id>  stagedoor:done:<outbox id>  stagedoor:running:<outbox id>
     tagged (the stream's name has a hash tag, `{jobs}`: the redis+cluster:// default)
-        {jobs}  {jobs}:dead  stagedoor:starts:{jobs}:<entry id>  stagedoor:dead-trimmed:{jobs}
+        {jobs}  {jobs}:dead  stagedoor:starts:{jobs}:<entry id>  (settled: the same)
+        stagedoor:dead-trimmed:{jobs}
         stagedoor:order:{<order id>}  stagedoor:done:{<order id>}:<outbox id>
         stagedoor:running:{<order id>}:<outbox id>
 
@@ -48,6 +50,14 @@ def dead_trimmed_key(settings: Settings) -> str:
     Named after the job stream, whose name carries the hash tag when there is one: the
     dead-letter script updates it on the stream's slot."""
     return settings.key("dead-trimmed", settings.stream)
+
+
+def settled_key(settings: Settings, entry_id: str) -> str:
+    """How many of the entry's recorded starts ended in a failure the worker lived to
+    report (worker/redelivery.py): starts beyond it are the ones that may have crashed."""
+    if tagged(settings):
+        return settings.key("settled", "{" + str(hash_tag(settings.stream)) + "}", entry_id)
+    return settings.key("settled", entry_id)
 
 
 def order_key(settings: Settings, order_id: int) -> str:

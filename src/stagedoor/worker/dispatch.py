@@ -38,7 +38,7 @@ from ..ops.tracing import JobTracer, entry_ms
 from ..stream import connection
 from ..stream.errors import first_line, is_oom
 from ..stream.job import Job, MalformedJob, make_job, parse_job
-from ..stream.keys import starts_key
+from ..stream.keys import settled_key, starts_key
 from ..stream.queue import DeadLetter
 from . import eager
 from .acks import Acker
@@ -221,6 +221,7 @@ class Dispatcher:
                 last = await self._last_error(entry_id)
                 if last:
                     reason += f"; last error: {last}"
+                await self._release_lease_of(entry_id, fields)
                 await self.dead(entry_id, fields, deliveries, reason,
                                 metric_kind(fields, self.kinds))
                 return
@@ -235,13 +236,15 @@ class Dispatcher:
         # Time since Redis added the entry (its id) to now, the handler's start.  The
         # worker's clock against Redis': both NTP-synced, or the histogram says so.
         self.stats.observe_wait(job.kind, time.time() - entry_ms(entry_id) / 1000)
-        await self._run(entry_id, fields, deliveries, run, job, self.registry.get(job.kind))
+        await self._run(entry_id, fields, deliveries, run, job, self.registry.get(job.kind),
+                        prior=prior)
 
     async def _run(self, entry_id: bytes, fields: list[bytes], deliveries: int,
                    run: eager.EagerRun | None, job: Job, handler: Handler,
-                   begun: Begun | None = None) -> None:
+                   begun: Begun | None = None, prior: int | None = None) -> None:
         """Run the handler under the policy and settle the outcome (ack, dead letter, or
-        left pending); begun: its first attempt is already under way."""
+        left pending); begun: its first attempt is already under way; prior: the
+        starts recorded before this one (None: a first delivery, never recorded)."""
         s = self.settings
         fields_of_job = {"request_id": job.request_id, "trace": job.trace, "kind": job.kind,
                          "order_id": job.order_id, "outbox_id": job.outbox_id,
@@ -260,10 +263,13 @@ class Dispatcher:
                 self.stats.inc("handled", job.kind)
                 self.acker.add(entry_id)
             elif outcome.verdict is Verdict.DEAD:
+                await self._release_lease(job, entry_id)
                 await self.dead(entry_id, fields, deliveries, outcome.reason, job.kind)
             elif outcome.outage:
+                # No release: the own pending list runs it again under this same holder.
                 self.outage.enter(outcome.error, job_left=True)  # no line per job
             else:
+                await self._release_lease(job, entry_id)
                 self.stats.inc("failed", job.kind)
                 if tracer is not None:
                     tracer.event("stagedoor.left_pending", {"reason": outcome.reason,
@@ -271,7 +277,8 @@ class Dispatcher:
                     tracer.fail(outcome.reason)
                 log.error("job failed after %d attempts, left pending for redelivery: %s",
                           outcome.attempts, outcome.reason)
-                await self._keep_error(entry_id, outcome.reason)
+                await self._keep_error(entry_id, outcome.reason,
+                                       settled=None if prior is None else prior + 1)
                 if is_redis_trouble(outcome.error):
                     self.recover_soon()
 
@@ -307,6 +314,24 @@ class Dispatcher:
         log.error("could not dead-letter %s (%s); left pending", entry_id.decode(), last)
         self.recover_soon()
 
+    # -- the outbox lease of a delivery that did not succeed --------------------------
+    async def _release_lease(self, job: Job, entry_id: bytes) -> None:
+        """Best effort: the delivery runs nothing any more, so its lease goes now, not
+        after job_timeout (context.py); a failure here leaves it to run out."""
+        try:
+            await self.ctx.release_lease(job, self.ctx.holder_of(entry_id.decode()))
+        except _BEST_EFFORT as e:
+            log.debug("could not release the lease of %s: %s", entry_id.decode(), e)
+
+    async def _release_lease_of(self, entry_id: bytes, fields: list[bytes]) -> None:
+        """The lease a previous start of this entry under this consumer may have left
+        (killed while it held it), for an entry that will not run again (poison)."""
+        try:
+            job = parse_job(fields, self.kinds, max_field_bytes=self.settings.max_field_bytes)
+        except MalformedJob:
+            return  # no job, no lease
+        await self._release_lease(job, entry_id)
+
     # -- what a redelivered entry carries across deliveries ---------------------------
     async def _count_start(self, entry_id: bytes) -> None:
         key = starts_key(self.settings, entry_id.decode())
@@ -315,11 +340,22 @@ class Dispatcher:
         pipe.expire(key, STARTS_TTL)
         await pipe.execute()
 
-    async def _keep_error(self, entry_id: bytes, reason: str) -> None:
-        """Best effort: the reason a delivery failed, for a later poison verdict."""
-        key = self.settings.key("lasterr", entry_id.decode())
+    async def _keep_error(self, entry_id: bytes, reason: str, *,
+                          settled: int | None = None) -> None:
+        """Best effort: the reason a delivery failed, for a later poison verdict; and for
+        a recorded start (settled: the starts recorded with it), that it ended here in a
+        failure, not in a crash: the next redelivery need not run it alone
+        (redelivery.isolate).  Lost, the entry only runs alone once more."""
+        eid = entry_id.decode()
         try:
-            await self.cmd.set(key, reason[:500], ex=STARTS_TTL)
+            if settled is None:
+                await self.cmd.set(self.settings.key("lasterr", eid), reason[:500],
+                                   ex=STARTS_TTL)
+                return
+            pipe = self.cmd.pipeline(transaction=False)
+            pipe.set(self.settings.key("lasterr", eid), reason[:500], ex=STARTS_TTL)
+            pipe.set(settled_key(self.settings, eid), settled, ex=STARTS_TTL)
+            await pipe.execute()
         except _BEST_EFFORT as e:
             log.debug("could not keep the last error of %s: %s", entry_id.decode(), e)
 

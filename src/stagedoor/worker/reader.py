@@ -2,7 +2,9 @@
 
     recover   XREADGROUP ... STREAMS jobs <cursor>    own pending first, paged
     consume   XREADGROUP COUNT n BLOCK 5000 ... >      n = min(COUNT, free slots)
-    reclaim   XAUTOCLAIM ... 60000 <cursor> COUNT n    every 30 s, cursor followed
+    reclaim   XAUTOCLAIM ... 60000 <cursor> COUNT n    every 30 s, and after a read that
+                                                       found nothing new; cursor followed
+                                                       as long as slots free up
 
 - Slots are reserved before a read (slots.py), so the consume and reclaim paths
   together never hold more entries than there are free slots.
@@ -14,6 +16,13 @@
   our own pending list or XAUTOCLAIM hands them back, or they would run twice.
 - A reclaim pass runs between reads, not beside them: the blocking read holds every
   free slot while it waits, so a pass is late by at most one BLOCK.
+- A reclaim pass follows the cursor while it has free slots; one that runs out of
+  slots before the cursor is back at 0-0 is due again as soon as a slot frees, so a
+  pending set left by an outage (a full disk, a dependency away) comes back at the
+  rate the fleet runs jobs, not a few slots' worth per reclaim_interval.  A worker
+  whose read found nothing new (idle: BLOCK ran out) reclaims at once too, at most
+  once per block_ms.  claim_idle_ms is the only gate on what is taken: an entry a live
+  worker runs is never claimed before it (job_timeout < claim_idle_ms, config.py).
 - A job left pending because Redis failed it (a stall, a reset, OOM) asks for a
   re-read of the own pending list (`recover_soon`): it runs again after the next read,
   not after claim_idle_ms.  While Redis refuses writes (outage.py) nothing is read.
@@ -25,6 +34,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import time
 from typing import Any, NamedTuple
 
 import redis
@@ -94,6 +104,8 @@ class Reader:
         self._recover_cursor = b"0"
         self._claim_cursor = b"0-0"
         self._reclaim_due = False
+        # When the last pass began (monotonic): an idle worker's passes are block_ms apart.
+        self._reclaimed_at = 0.0
         self._recover_again = False
         self._reads: dict[tuple[int, bool], bytes] = {}  # XREADGROUP '>' packed, by (n, block)
 
@@ -307,6 +319,9 @@ class Reader:
                         return
                     if dry and self.burst:
                         await self._burst_check()
+                    elif dry and (time.monotonic() - self._reclaimed_at
+                                  >= s.block_ms / 1000):
+                        self._reclaim_due = True  # idle: take back what waits pending
                 backoff.reset()
             except asyncio.CancelledError:
                 self.slots.unreserve(n)
@@ -350,12 +365,18 @@ class Reader:
             self._reclaim_due = True
 
     async def reclaim_once(self) -> int:
-        """One pass of XAUTOCLAIM following the cursor; returns how many entries it took."""
+        """One pass of XAUTOCLAIM following the cursor; returns how many entries it took.
+
+        Out of slots with the cursor not back at 0-0: more may wait, so the next pass
+        is due at once (the consume loop runs it when a slot frees)."""
         s = self.settings
         taken = 0
+        self._reclaimed_at = time.monotonic()
         while True:
             n = self.slots.try_reserve(s.reclaim_count)
             if n == 0:
+                if taken and self._claim_cursor != b"0-0":
+                    self._reclaim_due = True
                 return taken
             try:
                 cursor, entries, deleted = await self.cmd.execute_command(

@@ -8,7 +8,11 @@ not when the entry is read: the batch-mates queued behind a job that kills the
 process never start, so they are never counted as if they had.  An entry started
 before after a redelivery, or whose next start would be its last allowed one, runs
 alone, nothing else in flight, so a crash then is its own; an innocent one runs
-alone at most once and succeeds.  The poison verdict is on starts (dispatch.py
+alone at most once and succeeds.  A start that ended in a failure the worker lived to
+report (left pending: a dependency away, a full disk) is settled (stagedoor:settled:<id>,
+the starts recorded by then): it killed no one, so after a transient outage the
+entries it left pending come back together, at the fleet's pace, not one at a time.
+The poison verdict is on starts (dispatch.py
 dead-letters an entry whose next start would pass max_deliveries); the first, fresh
 delivery counts as one and is not recorded (the hot path pays nothing).
 """
@@ -21,7 +25,7 @@ from collections.abc import Sequence
 import redis.asyncio as aioredis
 
 from ..config import Settings
-from ..stream.keys import starts_key
+from ..stream.keys import settled_key, starts_key
 from .acks import Acker
 from .dispatch import Dispatcher, Entry
 from .slots import Slots
@@ -61,11 +65,12 @@ class Redelivery:
         running it again would be a second run for nothing."""
         entries = [e for e in entries if e[0] in counts]
         try:
-            starts = await self.recorded_starts([e[0] for e in entries if e[1] is not None])
+            starts, settled = await self.recorded_starts(
+                [e[0] for e in entries if e[1] is not None])
         except BaseException:
             self.slots.unreserve(reserved)
             raise
-        together, alone = isolate(entries, starts, self.settings.max_deliveries)
+        together, alone = isolate(entries, starts, self.settings.max_deliveries, settled)
         self.dispatcher.dispatch(together, reserved, counts, starts)
         if alone:
             log.warning("running %d redelivered entries one at a time: each was started "
@@ -79,27 +84,35 @@ class Redelivery:
             await self.slots.wait_idle()
             await self.acker.drain()
 
-    async def recorded_starts(self, ids: Sequence[bytes]) -> dict[bytes, int]:
-        """Starts counted before (after redeliveries), one pipelined GET per entry."""
+    async def recorded_starts(self, ids: Sequence[bytes]
+                              ) -> tuple[dict[bytes, int], dict[bytes, int]]:
+        """(starts counted before, after redeliveries; how many of them are settled),
+        one pipeline of two GETs per entry."""
         if not ids:
-            return {}
+            return {}, {}
         pipe = self.cmd.pipeline(transaction=False)
         for entry_id in ids:
             pipe.get(starts_key(self.settings, entry_id.decode()))
+            pipe.get(settled_key(self.settings, entry_id.decode()))
         replies = await pipe.execute()
-        return {entry_id: int(r or 0) for entry_id, r in zip(ids, replies, strict=True)}
+        starts = {entry_id: int(r or 0) for entry_id, r in zip(ids, replies[::2], strict=True)}
+        settled = {entry_id: int(r or 0) for entry_id, r in zip(ids, replies[1::2],
+                                                                 strict=True)}
+        return starts, settled
 
 
-def isolate(entries: Sequence[Entry], starts: dict[bytes, int], limit: int
-            ) -> tuple[list[Entry], list[Entry]]:
+def isolate(entries: Sequence[Entry], starts: dict[bytes, int], limit: int,
+            settled: dict[bytes, int] | None = None) -> tuple[list[Entry], list[Entry]]:
     """(entries that may run together, entries to run alone).
 
-    Alone: started before after a redelivery, or its next start (fresh one + recorded
-    + this) would be its last allowed one."""
+    Alone: a start recorded after a redelivery that did not settle (it may have killed
+    its worker), or its next start (fresh one + recorded + this) would be its last
+    allowed one."""
     together: list[Entry] = []
     alone: list[Entry] = []
     for entry in entries:
         recorded = starts.get(entry[0], 0)
-        suspicious = entry[1] is not None and (recorded >= 1 or recorded + 2 >= limit)
+        unsettled = recorded - (settled or {}).get(entry[0], 0)
+        suspicious = entry[1] is not None and (unsettled >= 1 or recorded + 2 >= limit)
         (alone if suspicious else together).append(entry)
     return together, alone
