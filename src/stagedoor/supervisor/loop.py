@@ -32,8 +32,11 @@ backs off and retries; when no worker of the pool became ready within boot_timeo
 or every slot failed to boot `--boot-retries` times in a row, the supervisor exits
 with the child's code so systemd sees it.  A worker that dies after READY crashed:
 the same slot is respawned with exponential backoff (0.1 s, 0.2 s, ... 10 s, reset
-after 30 s of good health); more than `--flap-max` restarts in `--flap-window`
-seconds across the pool is flapping: exit 70.  Redis out of memory at boot is
+after 30 s of good health, or when the dead worker handled a job); more than
+`--flap-max` restarts in `--flap-window` seconds across the pool, with no job handled
+in that time, is flapping: exit 70.  A worker that dies while it runs a redelivered
+entry alone was killed by it: the slot's next worker dead-letters it with the cause
+(worker/redelivery.py).  Redis out of memory at boot is
 neither: the workers wait (XGROUP CREATE answers OOM) and report it in their
 heartbeats; the supervisor keeps the boot deadline ahead, says so in STATUS= and
 sends EXTEND_TIMEOUT_USEC so systemd's start timeout does not kill the wait.
