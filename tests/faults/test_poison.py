@@ -57,7 +57,7 @@ def test_poison_jobs_among_many_cost_bounded_crashes_and_never_the_host(
         return ledger.done() >= good and not set(poison) & set(pending_ids(client, fsettings))
     wait_for(settled, 120, what="every good job done and every poison job settled")
 
-    dead = {dead_meta(f).get("source_id"): dead_meta(f) for _i, f in
+    dead = {str(dead_meta(f).get("source_id")): dead_meta(f) for _i, f in
             dead_entries(client, fsettings)}
     assert set(dead) == set(poison), f"dead: {sorted(dead)}, poison {sorted(poison)}"
     for eid, meta in dead.items():

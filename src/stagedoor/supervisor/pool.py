@@ -23,7 +23,7 @@ import psutil
 from ..config import Settings
 from ..exitcodes import EX_SOFTWARE
 from ..ops.exporter import empty_totals, retire
-from ..ops.shared_counts import make_page, merge_handled, read_page
+from ..ops.shared_counts import make_page, merge, read_page
 from . import decisions as rules
 from .decisions import Act, RestartWindow
 from .process import Process, assert_fork_safe, describe_status
@@ -98,7 +98,7 @@ class Pool:
         slot = self.slots.get(index)
         killer = slot.killer if slot is not None and role == "current" else None
 
-        page = make_page()  # shared with the child: its handled counts survive its crash
+        page = make_page()  # shared with the child: its counts survive its crash
 
         def child(hb_fd: int, life_fd: int) -> int:
             return child_main(settings, index, hb_fd, life_fd, killer, page)
@@ -216,9 +216,9 @@ class Pool:
 
     @staticmethod
     def _fold_page(h: Handle) -> None:
-        """What it handled after its last heartbeat (it may have died before the next)."""
+        """Its counters after its last heartbeat (it may have died before the next)."""
         if h.page is not None:
-            merge_handled(h.stats, read_page(h.page))
+            merge(h.stats, read_page(h.page))
 
     def _on_exit(self, h: Handle, code: int, handled: float = 0) -> None:
         """handled: the jobs it handled in its life (its last counters)."""

@@ -84,7 +84,7 @@ def child_main(settings: Settings, slot: int, heartbeat_fd: int, lifeline_fd: in
 
     killer: (entry id, cause) of the entry that killed the slot's previous worker while
     it ran alone (redelivery.py): this worker dead-letters it at boot.  page: the
-    page shared with the supervisor for the handled counters (ops/shared_counts.py)."""
+    page shared with the supervisor for the counters (ops/shared_counts.py)."""
     set_title(worker_title(settings, slot))
     reset_signals()
     for name in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
@@ -252,7 +252,7 @@ async def _amain(settings: Settings, registry: Any, slot: int, heartbeat_fd: int
     transport, _ = await loop.connect_write_pipe(_PipeProtocol, pipe)
     heartbeat = Heartbeat(transport, slot)
     worker = Worker(settings, registry, slot=slot, on_ready=heartbeat.ready, killer=killer,
-                    handled_page=page)
+                    counts_page=page)
 
     async def announce(entry_id: bytes | None) -> None:
         await heartbeat.alone(entry_id, worker)

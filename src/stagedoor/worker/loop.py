@@ -27,9 +27,8 @@ from typing import Any
 
 from ..config import Settings
 from ..handlers import Context, Registry, load_registry
-from ..ops import tracing
+from ..ops import shared_counts, tracing
 from ..ops.metrics import WorkerStats
-from ..ops.shared_counts import SharedCounter
 from ..stream import connection
 from ..stream.queue import DeadLetter
 from ..stream.resp import FastConnection
@@ -53,20 +52,19 @@ class Worker:
                  on_ready: Callable[[], None] | None = None,
                  tracer: tracing.JobTracer | None = None,
                  killer: tuple[str, str] | None = None,
-                 handled_page: mmap.mmap | None = None) -> None:
+                 counts_page: mmap.mmap | None = None) -> None:
         """killer: (entry id, cause) of an entry that killed this slot's previous worker
         while it ran alone, as its supervisor saw it: dead-lettered at boot.
-        handled_page: the page its supervisor reads the handled counts from after a
-        crash (ops/shared_counts.py)."""
+        counts_page: the page its supervisor reads its counters from after a crash
+        (ops/shared_counts.py)."""
         s = self.settings = settings
         self.registry = registry if registry is not None else load_registry(settings.handlers)
         self.consumer = consumer or settings.consumer_name(slot)
         self.slot = slot
         self.burst = burst
         self.stats = WorkerStats(self.registry.kinds)  # every kind counted from 0
-        if handled_page is not None:  # before the parts take a reference to the Counter
-            self.stats.counters["handled"] = SharedCounter(
-                handled_page, self.registry.kinds, self.stats.counters["handled"])
+        if counts_page is not None:  # before the parts take a reference to a Counter
+            shared_counts.share(counts_page, self.stats.counters)
         self.ready = asyncio.Event()
         self._on_ready = on_ready
         self._stopping = asyncio.Event()
