@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import select
 import selectors
 import shutil
 import socket
@@ -174,7 +175,7 @@ def test_render_and_endpoint_start_no_thread() -> None:
 
 
 class Loop:
-    """The supervisor's part: a selectors loop calling handle_readable (in a test thread)."""
+    """The supervisor's part: a selectors loop calling on_event and tick (in a test thread)."""
 
     def __init__(self, endpoint: MetricsEndpoint, render: Callable[[], bytes]) -> None:
         self.endpoint = endpoint
@@ -185,12 +186,15 @@ class Loop:
 
     def run(self) -> None:
         with selectors.DefaultSelector() as sel:
-            sel.register(self.endpoint, selectors.EVENT_READ, "metrics")
+            self.endpoint.attach(sel)
             while not self.stop.is_set():
-                for key, _ in sel.select(0.05):
-                    assert key.data == "metrics"
-                    self.served += self.endpoint.handle_readable(self.render)
-            sel.unregister(self.endpoint)
+                for key, mask in sel.select(min(0.05, self.endpoint.wait_time())):
+                    kind, conn = key.data
+                    assert kind == "metrics"
+                    self.served += conn is None
+                    self.endpoint.on_event(conn, mask, self.render)
+                self.endpoint.tick(self.render)
+            self.endpoint.close()
 
 
 @pytest.fixture
@@ -295,7 +299,8 @@ def test_closed_endpoint() -> None:
     endpoint = MetricsEndpoint("localhost", 0)
     assert endpoint.host == "127.0.0.1"
     endpoint.close()
-    assert endpoint.handle_readable(lambda: b"") == 0
+    endpoint.on_event(None, selectors.EVENT_READ, lambda: b"")  # nothing to accept from
+    assert endpoint.open_connections == 0
     with pytest.raises(ValueError):
         endpoint.fileno()
 
@@ -423,20 +428,38 @@ def response(client: socket.socket) -> tuple[int, bytes]:
     return int(head.split()[1]), body
 
 
+def pump(endpoint: MetricsEndpoint, sel: selectors.BaseSelector, render: Callable[[], bytes],
+         until: Callable[[], bool], *, ready: Callable[[], Probe] | None = None,
+         refresh: Callable[[], bool] | None = None, fresh: bool = False) -> None:
+    """Turn the supervisor's loop (select, on_event, tick) in this thread until `until()`."""
+    deadline = time.monotonic() + 5
+    while not until():
+        assert time.monotonic() < deadline, "the endpoint did not get there in 5 s"
+        for key, mask in sel.select(0.01):
+            endpoint.on_event(key.data[1], mask, render, ready=ready, refresh=refresh)
+        endpoint.tick(render, ready=ready, fresh=fresh)
+
+
+def answered(client: socket.socket) -> Callable[[], bool]:
+    return lambda: bool(select.select([client], [], [], 0)[0])
+
+
 def test_healthz_and_readyz() -> None:
     probe = {"ok": False, "reason": "workers 1/2 ready"}
-    with MetricsEndpoint("127.0.0.1", 0) as endpoint:
+    with MetricsEndpoint("127.0.0.1", 0) as endpoint, selectors.DefaultSelector() as sel:
+        endpoint.attach(sel)
+
         def ready() -> Probe:
             return Probe(bool(probe["ok"]), str(probe["reason"]))
 
         for path, want in (("/healthz", (200, b"ok\n")),
                            ("/readyz", (503, b"workers 1/2 ready\n"))):
             client = request(endpoint, path)
-            assert endpoint.handle_readable(lambda: b"m 1\n", ready=ready) == 1
+            pump(endpoint, sel, lambda: b"m 1\n", answered(client), ready=ready)
             assert response(client) == want
         probe.update(ok=True, reason="workers 2/2 ready, Redis answered")
         client = request(endpoint, "/readyz")
-        endpoint.handle_readable(lambda: b"m 1\n", ready=ready)
+        pump(endpoint, sel, lambda: b"m 1\n", answered(client), ready=ready)
         assert response(client) == (200, b"workers 2/2 ready, Redis answered\n")
 
 
@@ -451,33 +474,60 @@ def test_a_scrape_waits_for_fresh_numbers_but_not_forever() -> None:
     def render() -> bytes:
         return f"m {numbers['n']}\n".encode()
 
-    with MetricsEndpoint("127.0.0.1", 0, wait_limit=0.3) as endpoint:
+    with MetricsEndpoint("127.0.0.1", 0, wait_limit=0.3) as endpoint, \
+            selectors.DefaultSelector() as sel:
+        endpoint.attach(sel)
+
+        def parked(n: int) -> Callable[[], bool]:
+            return lambda: endpoint.parked >= n
+
         first, second = request(endpoint, "/metrics"), request(endpoint, "/metrics")
-        while endpoint.parked < 2:
-            endpoint.handle_readable(render, refresh=refresh)
+        pump(endpoint, sel, render, parked(2), refresh=refresh)
         assert len(asked) == 2 and 0 < endpoint.wait_time() <= 0.3
         first.setblocking(False)
         with pytest.raises(BlockingIOError):
             first.recv(1)  # parked: no answer yet
         first.setblocking(True)
-        assert endpoint.flush(render, fresh=False) == 0  # not fresh, not yet due
+        endpoint.tick(render, fresh=False)
+        assert endpoint.parked == 2  # not fresh, not yet due
         numbers["n"] = 2  # the fresh numbers arrive
-        assert endpoint.flush(render, fresh=True) == 2
+        endpoint.tick(render, fresh=True)
+        assert endpoint.parked == 0
         assert response(first) == response(second) == (200, b"m 2\n")
 
         # nobody answers: the scrape gets what there is when its time is up
         late = request(endpoint, "/metrics")
-        while not endpoint.parked:
-            endpoint.handle_readable(render, refresh=refresh)
+        pump(endpoint, sel, render, parked(1), refresh=refresh)
         started = time.monotonic()
         while endpoint.parked:
             time.sleep(endpoint.wait_time())
-            endpoint.flush(render, fresh=False)
+            endpoint.tick(render, fresh=False)
         assert 0.2 <= time.monotonic() - started < 2
         assert response(late) == (200, b"m 2\n")
         assert endpoint.wait_time() == float("inf")
 
         # no worker to ask: answered at once
         now = request(endpoint, "/metrics")
-        endpoint.handle_readable(render, refresh=lambda: False)
+        pump(endpoint, sel, render, answered(now), refresh=lambda: False)
         assert endpoint.parked == 0 and response(now) == (200, b"m 2\n")
+
+
+def test_silent_connections_wait_in_the_selector_and_the_oldest_makes_room() -> None:
+    """Non-blocking: silent clients cost the loop nothing, a request sent in pieces is
+    read as it comes, and at max_connections the oldest silent client is closed for a
+    new one (a crowd of them cannot lock a probe out)."""
+    with MetricsEndpoint("127.0.0.1", 0, max_connections=4) as endpoint, \
+            selectors.DefaultSelector() as sel:
+        endpoint.attach(sel)
+        silent = [socket.create_connection(("127.0.0.1", endpoint.port)) for _ in range(4)]
+        pump(endpoint, sel, lambda: b"", lambda: endpoint.open_connections == 4)
+        slow = socket.create_connection(("127.0.0.1", endpoint.port), timeout=5)
+        slow.sendall(b"GET /hea")  # the oldest silent one goes for it
+        pump(endpoint, sel, lambda: b"", answered(silent[0]))
+        assert silent[0].recv(10) == b""
+        slow.sendall(b"lthz HTTP/1.0\r\n\r\n")
+        pump(endpoint, sel, lambda: b"", answered(slow))
+        assert response(slow) == (200, b"ok\n")
+        assert endpoint.open_connections == 3  # the other silent ones, still waiting
+        for s in silent:
+            s.close()

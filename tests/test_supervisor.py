@@ -367,16 +367,24 @@ def test_redis_that_comes_up_late_is_waited_for(tmp_path: Path,
 
 def test_flapping_pool_exits_70(tmp_path: Path, redis_url: str,
                                 sync_redis: redis.Redis) -> None:
+    """A fleet that cannot work: every job kills its worker and none is handled.  (One
+    such job alone no longer does it: it is dead-lettered after the crash it causes
+    while it runs alone, 3 crashes, below the limit; flapping needs a window without
+    a job handled: tests/faults/test_poison.py.)"""
     args = ["--workers", "2", "--flap-max", "3", "--flap-window", "30",
             "--max-deliveries", "100"]
     with supervisor(tmp_path, redis_url, args) as sup:
         sup.wait_ready(2)
-        enqueue(redis_url, "crash", [9])  # kills every worker that takes it
+        enqueue(redis_url, "crash", [9, 10, 11])  # each kills every worker that takes it
         assert sup.wait(20) == 70
         err = sup.stderr()
-        assert "flapping: 4 worker restarts in 30s (limit 3)" in err, err[-3000:]
-        assert len(marks(sup, 9)) == 4
-        assert pending(sync_redis)[0][2] == 4  # still pending: never lost
+        assert ("flapping: 4 worker restarts in 30s (limit 3) and no job handled in that "
+                "time") in err, err[-3000:]
+        assert sum(len(marks(sup, i)) for i in (9, 10, 11)) == 4  # a start per crash
+        dead = sync_redis.xrange("jobs:dead")
+        # still pending or dead-lettered with its cause: never lost
+        assert len(pending(sync_redis)) + len(dead) == 3
+        assert all(b"killed its worker: SIGKILL" in dict(f)[b"dead:error"] for _i, f in dead)
 
 
 # -- memory, metrics ----------------------------------------------------------------------------

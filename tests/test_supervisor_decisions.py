@@ -36,6 +36,31 @@ def test_flapping_is_more_than_the_limit_within_the_window() -> None:
     assert len(fresh) == 2                      # 15.0 and 21.0 are within 10 s of 21.0
 
 
+def test_crash_count_starts_over_when_the_dead_worker_handled_a_job() -> None:
+    # A poison job's crash in a working slot: respawn at once, not after 10 s.
+    assert rules.crashes_after_exit(7, ready_at=100.0, now=101.0, progressed=True) == 1
+    assert rules.crashes_after_exit(7, ready_at=100.0, now=101.0, progressed=False) == 8
+
+
+def test_flapping_needs_a_window_without_progress() -> None:
+    window = RestartWindow(limit=3, window=10.0)
+    # Jobs handled at t=2: five restarts within 10 s are poison among working jobs.
+    assert not any(window.record(t, progress_at=2.0) for t in (4.0, 5.0, 6.0, 7.0, 8.0))
+    # No job handled since t=2 and the window is past it: the fleet cannot work.
+    assert window.record(12.5, progress_at=2.0)
+    never = RestartWindow(limit=3, window=10.0)
+    assert [never.record(t) for t in (0.0, 1.0, 2.0, 3.0)] == [False, False, False, True]
+
+
+@pytest.mark.parametrize(("code", "hung", "cause"), [
+    (-6, "", "killed its worker: SIGABRT"), (-9, "", "killed its worker: SIGKILL"),
+    (1, "", "killed its worker: exit 1"),
+    (-6, "no heartbeat for 5.1s", "hung its worker (no heartbeat for 5.1s), killed with SIGABRT"),
+])
+def test_the_cause_of_a_poison_job_names_the_signal(code: int, hung: str, cause: str) -> None:
+    assert rules.killer_cause(code, hung) == cause
+
+
 @pytest.mark.parametrize(("child", "supervisor"), [
     (EX_CONFIG, EX_CONFIG), (EX_UNAVAILABLE, EX_UNAVAILABLE), (1, EX_SOFTWARE),
     (-9, EX_SOFTWARE), (EX_SOFTWARE, EX_SOFTWARE)])

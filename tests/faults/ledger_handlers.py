@@ -31,6 +31,8 @@ before the body; loaded with --handlers tests.faults.ledger_handlers:registry):
     crash      start, then SIGKILL its own process: a poison job that kills workers
     exit_on    start; the job whose outbox_id is FAULTS_KILLER calls os._exit(1) (a
                worker-killing job in the middle of a stream), every other one as ledger
+    abort_on   start; a job whose outbox_id is in FAULTS_ABORT (comma-separated) calls
+               os.abort() (SIGABRT, as a renderer's failed assertion does), the rest as ledger
     flaky      start; the first run of a job in a process raises redis.TimeoutError (as
                a handler's own Redis call does on a loaded box), the next as ledger
 
@@ -191,6 +193,13 @@ async def crash(job: Job, ctx: Context) -> None:
 async def exit_on(job: Job, ctx: Context) -> None:
     if str(job.outbox_id) == os.environ.get("FAULTS_KILLER"):
         os._exit(1)
+    await apply_once(job, ctx)
+
+
+@kind("abort_on")
+async def abort_on(job: Job, ctx: Context) -> None:
+    if str(job.outbox_id) in os.environ.get("FAULTS_ABORT", "").split(","):
+        os.abort()
     await apply_once(job, ctx)
 
 

@@ -61,8 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_arguments(parser)
     sup = parser.add_argument_group("supervisor only")
     sup.add_argument("--flap-max", type=int, default=20, metavar="N",
-                     help="More than N worker restarts within --flap-window seconds is "
-                     "flapping: exit 70. [default: 20]")
+                     help="More than N worker restarts within --flap-window seconds, "
+                     "with no job handled by any worker in that time, is flapping: "
+                     "exit 70. [default: 20]")
     sup.add_argument("--flap-window", type=float, default=60.0, metavar="SECONDS",
                      help="[default: 60]")
     sup.add_argument("--boot-retries", type=int, default=3, metavar="N",

@@ -1,14 +1,25 @@
-"""The supervisor's metrics endpoint: a non-blocking HTTP/1.0 listener for its selectors
-loop, answering `GET /metrics` with what exporter.render_metrics renders, `/healthz`
-and `/readyz`.  A /metrics or /readyz request may be parked for a bounded time
-(`wait_limit`, 0.5 s) while the supervisor asks worker slot 0 for fresh queue numbers;
-`flush()` answers it once they arrived or the time is up, so the queue gauges are read
-on scrape, never older than the scrape unless Redis is slow or away (then
+"""The supervisor's metrics endpoint: a non-blocking HTTP/1.0 server inside its one
+selectors loop, answering `GET /metrics` with what exporter.render_metrics renders,
+`/healthz` and `/readyz`.  A /metrics or /readyz request may be parked for a bounded
+time (`wait_limit`, 0.5 s) while the supervisor asks worker slot 0 for fresh queue
+numbers; `tick()` answers it once they arrived or the time is up, so the queue gauges
+are read on scrape, never older than the scrape unless Redis is slow or away (then
 `stagedoor_queue_status_timestamp_seconds` says how old).
 
-No thread (prometheus_client.start_http_server would start one, and the supervisor
-forks at any moment), no DNS (only an IP address or 'localhost'), each request
-bounded by a short timeout.
+Design: non-blocking sockets in the supervisor's own selector, no thread.  The
+supervisor has a no-threads rule (it forks at any moment, and a fork copies only the
+calling thread: prometheus_client.start_http_server would start one), so the endpoint
+cannot be "off the loop"; instead nothing it does can wait.  The listening socket and
+every accepted connection are non-blocking and registered with the loop's selector;
+each connection has its own input buffer (the request head, at most 8 KiB), output
+buffer (the answer, sent as the socket takes it, EVENT_WRITE while it does not) and
+a deadline (`timeout`, 10 s, from accept to the last byte out), after which it is
+closed.  At most `max_connections` (256) are open at once; one more evicts the
+oldest connection that has not sent its request yet, so a crowd of silent clients
+can delay no one: /healthz answers in one loop turn, signals and dead workers are
+seen at once.  (Issue 24: the blocking read of each request head used to cost the
+loop up to 0.2 s per silent connection, 8 per wake-up.)  No DNS: only an IP address
+or 'localhost'.
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ import contextlib
 import ipaddress
 import logging
 import math
+import selectors
 import socket
 import time
 from collections.abc import Callable
@@ -58,57 +70,68 @@ class Probe:
         self.reason = reason
 
 
-class _Parked:
-    __slots__ = ("conn", "deadline", "head_only", "path")
+class _Conn:
+    """One client connection: its buffers, its deadline and where it is in its life."""
 
-    def __init__(self, conn: socket.socket, path: bytes, head_only: bool,
-                 deadline: float) -> None:
-        self.conn = conn
-        self.path = path
-        self.head_only = head_only
+    __slots__ = ("deadline", "head_only", "inbuf", "opened", "out", "path", "sock", "state")
+
+    def __init__(self, sock: socket.socket, now: float, deadline: float) -> None:
+        self.sock = sock
+        self.opened = now
         self.deadline = deadline
+        self.inbuf = b""
+        self.out = b""
+        self.state = "reading"   # reading -> (parked ->) writing -> closed
+        self.path = b""
+        self.head_only = False
+
+
+MAX_HEAD = 8192
 
 
 class MetricsEndpoint:
-    """A non-blocking HTTP/1.0 listener for a selectors loop: /metrics, /healthz, /readyz.
+    """A non-blocking HTTP/1.0 server in a selectors loop: /metrics, /healthz, /readyz.
 
     Wiring it into the supervisor (no thread, no event loop):
 
         endpoint = MetricsEndpoint(settings.metrics_host, settings.metrics_port)
-        sel.register(endpoint, selectors.EVENT_READ, "metrics")   # has fileno()
+        endpoint.attach(sel)            # registers its sockets as ("metrics", ...)
         ...
-        for key, _ in sel.select(min(tick, endpoint.wait_time())):
-            if key.data == "metrics":
-                endpoint.handle_readable(render, ready=probe, refresh=ask_slot_0)
-        endpoint.flush(render, ready=probe, fresh=numbers_arrived)
+        for key, mask in sel.select(min(tick, endpoint.wait_time())):
+            kind, what = key.data
+            if kind == "metrics":
+                endpoint.on_event(what, mask, render, ready=probe, refresh=ask_slot_0)
+        endpoint.tick(render, ready=probe, fresh=numbers_arrived)
         ...
-        sel.unregister(endpoint); endpoint.close()
+        endpoint.close()
 
     In a forked worker, call `endpoint.close()` first thing: the child inherits the
-    listening fd, and if it outlives the supervisor the port stays taken.
+    listening fd and the open connections, and if it outlives the supervisor the port
+    stays taken.
 
-    `handle_readable` accepts at most `max_per_wakeup` waiting connections.  The request
-    head is read with `timeout` seconds for each connection as a whole (default 0.2 s),
-    so a slow or silent client costs the loop at most that.  /healthz answers 200 "ok"
-    at once: the process is up and its loop turns.  /metrics and /readyz are answered
-    at once, unless `refresh()` returns True (it asked for fresh queue numbers): then
-    the connection is parked until `flush(..., fresh=True)` or `wait_limit` seconds
-    (default 0.5 s), whichever comes first.  /readyz is 200 when `ready()` says so, else
-    503 with its reason.  Paths other than these get 404, methods other than GET/HEAD
-    405, a render that raises 500 (logged).  It never raises for a client's misbehaviour.
+    /healthz answers 200 "ok" at once: the process is up and its loop turns.  /metrics
+    and /readyz are answered at once, unless `refresh()` returns True (it asked for
+    fresh queue numbers): then the request is parked until `tick(..., fresh=True)` or
+    `wait_limit` seconds (default 0.5 s), whichever comes first; at most `max_parked`
+    are parked, others are answered at once.  /readyz is 200 when `ready()` says so,
+    else 503 with its reason.  Paths other than these get 404, methods other than
+    GET/HEAD 405, a head that is not HTTP 400, a render that raises 500 (logged).  It
+    never raises for a client's misbehaviour.
 
     Raises MetricsBindError (one line) if the address cannot be bound.  Port 0 binds
     a free port; see `port`.
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, timeout: float = 0.2,
-                 max_per_wakeup: int = 8, backlog: int = 16, wait_limit: float = 0.5,
-                 max_parked: int = 32) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, timeout: float = 10.0,
+                 max_connections: int = 256, max_per_wakeup: int = 64, backlog: int = 128,
+                 wait_limit: float = 0.5, max_parked: int = 32) -> None:
         self.timeout = timeout
+        self.max_connections = max_connections
         self.max_per_wakeup = max_per_wakeup
         self.wait_limit = wait_limit
         self.max_parked = max_parked
-        self._parked: list[_Parked] = []
+        self._conns: dict[int, _Conn] = {}
+        self._selector: selectors.BaseSelector | None = None
         addr = _numeric_host(host)
         family = socket.AF_INET6 if ":" in addr else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
@@ -126,7 +149,6 @@ class MetricsEndpoint:
         self.host = addr
         self.port = int(sock.getsockname()[1])
 
-    # selectors wants fileno(); it must stay valid while registered.
     def fileno(self) -> int:
         if self._sock is None:
             raise ValueError("metrics endpoint is closed")
@@ -137,11 +159,19 @@ class MetricsEndpoint:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/metrics"
 
+    def attach(self, selector: selectors.BaseSelector) -> None:
+        """Register the listening socket (and later each connection) with `selector`;
+        its events carry ("metrics", None) for the listener, ("metrics", conn) else."""
+        self._selector = selector
+        selector.register(self.fileno(), selectors.EVENT_READ, ("metrics", None))
+
     def close(self) -> None:
-        for parked in self._parked:
-            parked.conn.close()
-        self._parked.clear()
+        for conn in list(self._conns.values()):
+            self._close(conn)
         if self._sock is not None:
+            if self._selector is not None:
+                with contextlib.suppress(KeyError, ValueError, RuntimeError, OSError):
+                    self._selector.unregister(self._sock.fileno())
             self._sock.close()
             self._sock = None
 
@@ -151,84 +181,125 @@ class MetricsEndpoint:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def wait_time(self, now: float | None = None) -> float:
-        """Seconds until a parked request is due (inf when none is parked)."""
-        if not self._parked:
-            return math.inf
-        now = time.monotonic() if now is None else now
-        return max(0.0, min(p.deadline for p in self._parked) - now)
-
     @property
     def parked(self) -> int:
-        return len(self._parked)
+        return sum(1 for c in self._conns.values() if c.state == "parked")
 
-    def handle_readable(self, render: Callable[[], bytes], *,
-                        ready: Callable[[], Probe] | None = None,
-                        refresh: Callable[[], bool] | None = None) -> int:
-        """Accept and answer (or park) the connections waiting now; returns how many."""
+    @property
+    def open_connections(self) -> int:
+        return len(self._conns)
+
+    def wait_time(self, now: float | None = None) -> float:
+        """Seconds until a connection is due (a parked answer, a deadline); inf if none."""
+        if not self._conns:
+            return math.inf
+        now = time.monotonic() if now is None else now
+        return max(0.0, min(c.deadline for c in self._conns.values()) - now)
+
+    # -- events ---------------------------------------------------------------------------
+    def on_event(self, conn: _Conn | None, mask: int, render: Callable[[], bytes], *,
+                 ready: Callable[[], Probe] | None = None,
+                 refresh: Callable[[], bool] | None = None) -> None:
+        """The selector says the listener (conn None) or a connection is ready."""
+        if conn is None:
+            self._accept()
+        elif conn.state == "reading" and mask & selectors.EVENT_READ:
+            self._read(conn, render, ready, refresh)
+        elif conn.state == "writing" and mask & selectors.EVENT_WRITE:
+            self._send(conn)
+
+    def tick(self, render: Callable[[], bytes], *, ready: Callable[[], Probe] | None = None,
+             fresh: bool = False, now: float | None = None) -> None:
+        """Every loop turn: answer parked requests (all when `fresh`, else those past
+        their wait), close connections past their deadline."""
+        if not self._conns:
+            return
+        now = time.monotonic() if now is None else now
+        response: tuple[int, bytes] | None = None
+        for conn in list(self._conns.values()):
+            if conn.state == "parked" and (fresh or conn.deadline <= now):
+                conn.deadline = now + self.timeout
+                if conn.path == b"/metrics":  # one render for every scrape parked on it
+                    response = response or self._respond(conn.path, render, ready)
+                    self._answer(conn, response)
+                else:
+                    self._answer(conn, self._respond(conn.path, render, ready))
+            elif conn.state != "parked" and conn.deadline <= now:
+                self._close(conn)  # too slow to ask or to take the answer
+
+    # -- the parts ------------------------------------------------------------------------
+    def _accept(self) -> None:
         if self._sock is None:
-            return 0
-        served = 0
+            return
         for _ in range(self.max_per_wakeup):
             try:
-                conn, _addr = self._sock.accept()
+                sock, _addr = self._sock.accept()
             except (BlockingIOError, InterruptedError):
-                break
+                return
             except OSError as e:  # EMFILE, ECONNABORTED...: try again on the next wakeup
                 log.warning("metrics endpoint: accept failed: %s", e)
-                break
-            served += 1
+                return
+            sock.setblocking(False)
+            if len(self._conns) >= self.max_connections and not self._evict():
+                sock.close()
+                continue
+            now = time.monotonic()
+            conn = _Conn(sock, now, now + self.timeout)
             try:
-                request = self._request(conn)
-                if request is None:
-                    conn.close()
-                    continue
-                path, head_only = request
-                if (path in (b"/metrics", b"/readyz") and refresh is not None
-                        and len(self._parked) < self.max_parked and refresh()):
-                    self._parked.append(_Parked(conn, path, head_only,
-                                                time.monotonic() + self.wait_limit))
-                    continue
-                self._answer(conn, self._respond(path, render, ready), head_only, path)
-            except OSError:  # a client that went away or was too slow: nothing to do
-                conn.close()
-        return served
+                if self._selector is not None:
+                    self._selector.register(sock, selectors.EVENT_READ, ("metrics", conn))
+            except (OSError, ValueError):
+                sock.close()
+                continue
+            self._conns[sock.fileno()] = conn
 
-    def flush(self, render: Callable[[], bytes], *, ready: Callable[[], Probe] | None = None,
-              fresh: bool = False) -> int:
-        """Answer parked requests: all of them when `fresh`, else those past their time."""
-        if not self._parked:
-            return 0
-        now = time.monotonic()
-        due = [p for p in self._parked if fresh or p.deadline <= now]
-        self._parked = [p for p in self._parked if p not in due]
-        response: tuple[int, bytes] | None = None
-        for p in due:
-            try:
-                if p.path == b"/metrics":  # one render for every scrape parked on it
-                    response = response or self._respond(p.path, render, ready)
-                    self._answer(p.conn, response, p.head_only, p.path)
-                else:
-                    self._answer(p.conn, self._respond(p.path, render, ready), p.head_only,
-                                 p.path)
-            except OSError:
-                p.conn.close()
-        return len(due)
+    def _evict(self) -> bool:
+        """Close the oldest connection that has not sent its request: room for a new one."""
+        silent = [c for c in self._conns.values() if c.state == "reading"]
+        if not silent:
+            return False
+        self._close(min(silent, key=lambda c: c.opened))
+        return True
 
-    def _request(self, conn: socket.socket) -> tuple[bytes, bool] | None:
+    def _read(self, conn: _Conn, render: Callable[[], bytes],
+              ready: Callable[[], Probe] | None, refresh: Callable[[], bool] | None) -> None:
+        try:
+            chunk = conn.sock.recv(4096)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._close(conn)
+            return
+        conn.inbuf += chunk
+        head_done = b"\r\n\r\n" in conn.inbuf or b"\n\n" in conn.inbuf
+        if not chunk and not conn.inbuf:
+            self._close(conn)  # connected and left without a word
+            return
+        if not (head_done or not chunk or len(conn.inbuf) >= MAX_HEAD):
+            return  # more to come
+        request = self._parse(conn)
+        if request is None:
+            return
+        path, head_only = request
+        conn.path, conn.head_only = path, head_only
+        if (path in (b"/metrics", b"/readyz") and refresh is not None
+                and self.parked < self.max_parked and refresh()):
+            conn.state = "parked"
+            conn.deadline = time.monotonic() + self.wait_limit
+            self._unwatch(conn)  # level-triggered: a parked socket must not spin the loop
+            return
+        self._answer(conn, self._respond(path, render, ready))
+
+    def _parse(self, conn: _Conn) -> tuple[bytes, bool] | None:
         """(path, head only) of a GET/HEAD, or None after answering anything else."""
-        deadline = time.monotonic() + self.timeout
-        head = _read_head(conn, deadline)
-        if head is None:
-            return None
-        line = head.split(b"\r\n", 1)[0].split(b"\n", 1)[0]
+        line = conn.inbuf.split(b"\r\n", 1)[0].split(b"\n", 1)[0]
         parts = line.split()
         if len(parts) < 2:
-            self._answer(conn, (400, b"bad request\n"), False)
+            self._answer(conn, (400, b"bad request\n"))
             return None
         method, target = parts[0], parts[1]
         if method not in (b"GET", b"HEAD"):
-            self._answer(conn, (405, b"method not allowed\n"), False)
+            self._answer(conn, (405, b"method not allowed\n"))
             return None
         return target.split(b"?", 1)[0], method == b"HEAD"
 
@@ -250,33 +321,49 @@ class MetricsEndpoint:
             log.exception("metrics endpoint: render failed")
             return 500, b"render failed\n"
 
-    def _answer(self, conn: socket.socket, response: tuple[int, bytes], head_only: bool,
-                path: bytes = b"") -> None:
+    def _answer(self, conn: _Conn, response: tuple[int, bytes]) -> None:
         status, body = response
-        ctype = CONTENT_TYPE if status == 200 and path == b"/metrics" else "text/plain"
+        ctype = CONTENT_TYPE if status == 200 and conn.path == b"/metrics" else "text/plain"
         headers = (f"HTTP/1.0 {status} {_STATUS_TEXT[status]}\r\n"
                    f"Content-Type: {ctype}\r\n"
                    f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
-        with conn:
-            conn.settimeout(self.timeout)
-            conn.sendall(headers if head_only else headers + body)
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_WR)
+        conn.out = headers if conn.head_only else headers + body
+        conn.state = "writing"
+        self._send(conn)
+        if conn.state == "writing":  # the socket took part of it: the rest when writable
+            self._watch(conn, selectors.EVENT_WRITE)
 
-
-def _read_head(conn: socket.socket, deadline: float, limit: int = 8192) -> bytes | None:
-    """The request head (up to the blank line), or None if the client is too slow."""
-    data = b""
-    while b"\r\n\r\n" not in data and b"\n\n" not in data and len(data) < limit:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return None
-        conn.settimeout(remaining)
+    def _send(self, conn: _Conn) -> None:
         try:
-            chunk = conn.recv(4096)
-        except TimeoutError:
-            return None
-        if not chunk:
-            break
-        data += chunk
-    return data or None
+            sent = conn.sock.send(conn.out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._close(conn)
+            return
+        conn.out = conn.out[sent:]
+        if not conn.out:
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(socket.SHUT_WR)
+            self._close(conn)
+
+    def _watch(self, conn: _Conn, events: int) -> None:
+        if self._selector is None:
+            return
+        try:
+            self._selector.modify(conn.sock, events, ("metrics", conn))
+        except KeyError:
+            self._selector.register(conn.sock, events, ("metrics", conn))
+
+    def _unwatch(self, conn: _Conn) -> None:
+        if self._selector is not None:
+            with contextlib.suppress(KeyError, ValueError, RuntimeError, OSError):
+                self._selector.unregister(conn.sock)
+
+    def _close(self, conn: _Conn) -> None:
+        if conn.state == "closed":
+            return
+        self._unwatch(conn)
+        self._conns.pop(conn.sock.fileno(), None)
+        conn.state = "closed"
+        conn.sock.close()

@@ -6,8 +6,11 @@ microseconds (tests/test_supervisor_decisions.py) beside the subprocess tests th
 show the loop applies them.
 
 - respawn backoff: 0.1 s, 0.2 s, ... 10 s per slot, no jitter (backoff.py), reset
-  after STABLE_AFTER seconds of good health;
-- flapping: more than flap_max restarts across the pool within flap_window: exit 70;
+  after STABLE_AFTER seconds of good health or when the dead worker handled a job;
+- flapping: more than flap_max restarts across the pool within flap_window while no
+  worker made progress (handled a job) in that window: exit 70;
+- poison: a worker that dies while it runs an entry alone was killed by that entry;
+  the cause (signal or exit code) goes to the slot's next worker, which dead-letters it;
 - boot verdicts: every slot failed to boot boot_retries times in a row, or no worker
   was ever ready within boot_timeout: exit with the children's code (69/78, else 70);
 - hang detection and kill deadlines: silent past heartbeat_timeout (or no sign of
@@ -22,6 +25,8 @@ from __future__ import annotations
 
 import collections
 import enum
+import math
+import signal
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -51,28 +56,57 @@ def is_stable(ready_at: float | None, now: float) -> bool:
     return ready_at is not None and now - ready_at > STABLE_AFTER
 
 
-def crashes_after_exit(crashes: int, ready_at: float, now: float) -> int:
-    """The slot's consecutive crashes, counting this one (it was READY at ready_at)."""
-    return (0 if is_stable(ready_at, now) else crashes) + 1
+def crashes_after_exit(crashes: int, ready_at: float, now: float,
+                       progressed: bool = False) -> int:
+    """The slot's consecutive crashes, counting this one (it was READY at ready_at).
+
+    progressed: the dead worker handled a job.  Then the slot works and the crash was
+    a job's (poison, dead-lettered after a bounded number of them): the backoff starts
+    over, or a few poison jobs would leave the slot 10 s per crash out of work."""
+    return (0 if progressed or is_stable(ready_at, now) else crashes) + 1
 
 
 class RestartWindow:
-    """Runtime restarts across the pool in the last `window` seconds (flapping)."""
+    """Runtime restarts across the pool in the last `window` seconds (flapping).
+
+    Flapping is defined by progress: more than `limit` restarts in the window count
+    only when no worker handled a job in that window either.  A fleet that cannot work
+    (a bad deploy, a handler that kills every process) handles nothing and trips it; a
+    stream of poison jobs among jobs that complete does not (each poison job costs a
+    bounded number of crashes and is dead-lettered; redelivery.py).  Dead letters are
+    not progress: a fleet whose every job kills it would otherwise dead-letter the
+    whole stream instead of stopping."""
 
     def __init__(self, limit: int, window: float) -> None:
         self.limit = limit
         self.window = window
         self.times: collections.deque[float] = collections.deque()
 
-    def record(self, now: float) -> bool:
-        """Count a restart at `now`; True when that makes the pool flap."""
+    def record(self, now: float, progress_at: float = -math.inf) -> bool:
+        """Count a restart at `now`; True when that makes the pool flap.  progress_at:
+        when a worker last handled a job (monotonic; -inf: never)."""
         self.times.append(now)
         while self.times and self.times[0] < now - self.window:
             self.times.popleft()
-        return len(self.times) > self.limit
+        return len(self.times) > self.limit and progress_at < now - self.window
 
     def __len__(self) -> int:
         return len(self.times)
+
+
+def killer_cause(code: int, hung: str = "") -> str:
+    """What a worker's death says about the entry it ran alone: 'killed its worker:
+    SIGABRT', '... exit 1', or, when the supervisor aborted it as hung, why."""
+    if code < 0:
+        try:
+            how = signal.Signals(-code).name
+        except ValueError:
+            how = f"signal {-code}"
+    else:
+        how = f"exit {code}"
+    if hung:
+        return f"hung its worker ({hung}), killed with {how}"
+    return f"killed its worker: {how}"
 
 
 def boot_exit_code(child_code: int) -> int:

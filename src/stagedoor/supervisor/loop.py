@@ -6,7 +6,8 @@ Shape (gunicorn's arbiter, uvicorn's Process wrapper, circus' flapping limit):
         a signal wakeup fd      handlers only record the signal; the loop acts on it
         a heartbeat pipe        per worker: JSON lines {"t":"hb"|"ready", ...}
         a pidfd                 per worker, readable when it exits (else waitpid polling)
-        the metrics endpoint    when --metrics-port > 0
+        the metrics endpoint    when --metrics-port > 0: the listener and each client
+                                connection, non-blocking (ops/endpoint.py)
     every tick: reap, check heartbeats and deadlines, respawn, ping systemd.
 
 The supervisor never has a thread, an event loop, a Redis connection or a DNS lookup
@@ -31,8 +32,11 @@ backs off and retries; when no worker of the pool became ready within boot_timeo
 or every slot failed to boot `--boot-retries` times in a row, the supervisor exits
 with the child's code so systemd sees it.  A worker that dies after READY crashed:
 the same slot is respawned with exponential backoff (0.1 s, 0.2 s, ... 10 s, reset
-after 30 s of good health); more than `--flap-max` restarts in `--flap-window`
-seconds across the pool is flapping: exit 70.  Redis out of memory at boot is
+after 30 s of good health, or when the dead worker handled a job); more than
+`--flap-max` restarts in `--flap-window` seconds across the pool, with no job handled
+in that time, is flapping: exit 70.  A worker that dies while it runs a redelivered
+entry alone was killed by it: the slot's next worker dead-letters it with the cause
+(worker/redelivery.py).  Redis out of memory at boot is
 neither: the workers wait (XGROUP CREATE answers OOM) and report it in their
 heartbeats; the supervisor keeps the boot deadline ahead, says so in STATUS= and
 sends EXTEND_TIMEOUT_USEC so systemd's start timeout does not kill the wait.
@@ -123,7 +127,7 @@ class Supervisor:
                                            wait_limit=METRICS_WAIT)
         except MetricsBindError as e:
             raise ConfigError(str(e)) from None
-        self.selector.register(self.metrics.fileno(), selectors.EVENT_READ, ("metrics", None))
+        self.metrics.attach(self.selector)  # its connections too: none may block the loop
         log.info("metrics on http://%s:%d/metrics", s.metrics_host, s.metrics_port)
 
     def _close_metrics(self) -> None:
@@ -180,7 +184,7 @@ class Supervisor:
         pool = self.pool
         now = time.monotonic()
         pool.spawn_due(now)
-        for key, _ in self.selector.select(self._timeout(now)):
+        for key, mask in self.selector.select(self._timeout(now)):
             kind, handle = key.data
             if kind == "wake":
                 self.signals.clear_wakeups()
@@ -189,9 +193,9 @@ class Supervisor:
             elif kind == "pid":
                 pool.reap(handle)
             elif kind == "metrics":
-                self._serve_metrics()
-        if self.metrics is not None and self.metrics.parked:
-            self._flush_metrics()
+                self._serve_metrics(handle, mask)
+        if self.metrics is not None:
+            self._tick_metrics()
         while self.signals.pending:
             self._on_signal(self.signals.pending.popleft())
         pool.reap_all()
@@ -349,17 +353,17 @@ class Supervisor:
         self.notifier.ready(self.reporter.summary())
 
     # -- metrics --------------------------------------------------------------------------
-    def _serve_metrics(self) -> None:
+    def _serve_metrics(self, conn: Any, mask: int) -> None:
         r = self.reporter
         try:
-            self.metrics.handle_readable(r.render_metrics, ready=r.probe,
-                                         refresh=r.ask_for_queue)
+            self.metrics.on_event(conn, mask, r.render_metrics, ready=r.probe,
+                                  refresh=r.ask_for_queue)
         except Exception:
             log.exception("metrics endpoint failed to serve a scrape")
 
-    def _flush_metrics(self) -> None:
+    def _tick_metrics(self) -> None:
         r = self.reporter
         try:
-            self.metrics.flush(r.render_metrics, ready=r.probe, fresh=r.fresh())
+            self.metrics.tick(r.render_metrics, ready=r.probe, fresh=r.fresh())
         except Exception:
             log.exception("metrics endpoint failed to serve a scrape")

@@ -23,6 +23,7 @@ import psutil
 from ..config import Settings
 from ..exitcodes import EX_SOFTWARE
 from ..ops.exporter import empty_totals, retire
+from ..ops.shared_counts import make_page, merge, read_page
 from . import decisions as rules
 from .decisions import Act, RestartWindow
 from .process import Process, assert_fork_safe, describe_status
@@ -35,6 +36,12 @@ MAX_LINE = 1 << 22      # a heartbeat line longer than this is dropped
 
 def _nothing() -> None:
     pass
+
+
+def _handled(stats: dict[str, Any]) -> float:
+    """The jobs a worker's counters say it handled (a heartbeat's snapshot)."""
+    by_kind = (stats.get("counters") or {}).get("handled") or {}
+    return sum(n for n in by_kind.values() if isinstance(n, int | float))
 
 
 class Pool:
@@ -59,6 +66,7 @@ class Pool:
         self.queue_at = -math.inf  # monotonic time it arrived
         self.restarts = 0
         self.recycled = 0
+        self.progress_at = -math.inf  # monotonic time a worker last reported a handled job
         self.restart_window = RestartWindow(options.flap_max, options.flap_window)
         self.stopping = False
         self.ever_ready = False
@@ -87,12 +95,21 @@ class Pool:
         assert_fork_safe()
         settings = self.settings
 
-        def child(hb_fd: int, life_fd: int) -> int:
-            return child_main(settings, index, hb_fd, life_fd)
+        slot = self.slots.get(index)
+        killer = slot.killer if slot is not None and role == "current" else None
 
-        proc = Process.fork(child, in_child=self.in_child)
+        page = make_page()  # shared with the child: its counts survive its crash
+
+        def child(hb_fd: int, life_fd: int) -> int:
+            return child_main(settings, index, hb_fd, life_fd, killer, page)
+
+        try:
+            proc = Process.fork(child, in_child=self.in_child)
+        except BaseException:
+            page.close()
+            raise
         h = Handle(proc=proc, slot=index, consumer=settings.consumer_name(index), role=role,
-                   started=time.monotonic(), reason=reason)
+                   started=time.monotonic(), reason=reason, page=page)
         with contextlib.suppress(psutil.Error):
             h.ps = psutil.Process(proc.pid)
             h.ps.cpu_percent(None)
@@ -132,8 +149,15 @@ class Pool:
     def _on_message(self, h: Handle, msg: dict[str, Any]) -> None:
         now = time.monotonic()
         h.last_hb = now
-        if msg.get("t") == "hb":
-            h.stats = msg.get("stats") or h.stats
+        kind = msg.get("t")
+        if kind in ("hb", "alone") and isinstance(msg.get("stats"), dict):
+            if _handled(msg["stats"]) > _handled(h.stats):
+                self.progress_at = now  # a worker made progress: see RestartWindow
+            h.stats = msg["stats"]
+        if kind == "alone":
+            entry = msg.get("id")
+            h.alone = entry if isinstance(entry, str) else None
+        elif kind == "hb":
             h.rss = int(msg.get("rss") or 0)
             if msg.get("queue") is not None:
                 self.queue = msg["queue"]
@@ -149,6 +173,8 @@ class Pool:
         if slot is None or h.role == "retiring":
             return
         slot.boot_failures = 0
+        if h.role == "current":
+            slot.killer = None  # dead-lettered at its boot (or no longer pending there)
         if h.role == "replacement" and slot.replacement is h:
             old, slot.current, slot.replacement = slot.current, h, None
             h.role = "current"
@@ -170,8 +196,10 @@ class Pool:
         if code is None:
             return
         self.read(h)  # whatever it wrote last (final counters)
+        self._fold_page(h)
+        handled = _handled(h.stats)
         self.forget(h)
-        self._on_exit(h, code)
+        self._on_exit(h, code, handled)
 
     def forget(self, h: Handle) -> None:
         for fd in h.proc.fds():
@@ -179,10 +207,21 @@ class Pool:
                 self.selector.unregister(fd)
         h.proc.close()
         self.handles.pop(h.pid, None)
+        self._fold_page(h)
         retire(self.retired, h.stats)
         h.stats = {}
+        if h.page is not None:
+            h.page.close()
+            h.page = None
 
-    def _on_exit(self, h: Handle, code: int) -> None:
+    @staticmethod
+    def _fold_page(h: Handle) -> None:
+        """Its counters after its last heartbeat (it may have died before the next)."""
+        if h.page is not None:
+            merge(h.stats, read_page(h.page))
+
+    def _on_exit(self, h: Handle, code: int, handled: float = 0) -> None:
+        """handled: the jobs it handled in its life (its last counters)."""
         now = time.monotonic()
         what = describe_status(code)
         extra = {"slot": h.slot, "consumer": h.consumer}
@@ -212,15 +251,21 @@ class Pool:
                              f"in a row (last: {what})", rules.boot_exit_code(code))
                 return
         else:
-            slot.crashes = rules.crashes_after_exit(slot.crashes, h.ready_at, now)
+            slot.crashes = rules.crashes_after_exit(slot.crashes, h.ready_at, now,
+                                                    progressed=handled > 0)
             self.restarts += 1
             delay = rules.respawn_delay(slot.crashes)
             log.error("worker slot %d pid %d died (%s) after %.1fs; respawning in %.2fs",
                       h.slot, h.pid, what, now - h.started, delay, extra=extra)
-            if self.restart_window.record(now):
+            if h.alone is not None:
+                slot.killer = (h.alone, rules.killer_cause(code, h.hung))
+                log.error("worker slot %d pid %d died while it ran entry %s alone: the "
+                          "slot's next worker dead-letters it (%s)", h.slot, h.pid, h.alone,
+                          slot.killer[1], extra={**extra, "entry_id": h.alone})
+            if self.restart_window.record(now, self.progress_at):
                 self.give_up(f"flapping: {len(self.restart_window)} worker restarts in "
-                             f"{self.options.flap_window:g}s (limit {self.options.flap_max})",
-                             EX_SOFTWARE)
+                             f"{self.options.flap_window:g}s (limit {self.options.flap_max}) "
+                             f"and no job handled in that time", EX_SOFTWARE)
                 return
         slot.next_spawn = now + delay
 
@@ -271,6 +316,7 @@ class Pool:
     def abort(self, h: Handle, why: str) -> None:
         log.error("worker slot %d pid %d is hung (%s): SIGABRT, thread dump follows on its "
                   "stderr", h.slot, h.pid, why, extra={"slot": h.slot})
+        h.hung = why
         h.proc.send_signal(signal.SIGABRT)
         h.proc.send_signal(signal.SIGCONT)  # a stopped process must run to dump its stacks
         h.abort_deadline = rules.abort_deadline(time.monotonic(),

@@ -8,6 +8,7 @@ from it, report.py shows it.
 
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,9 @@ class Handle:
     stop_deadline: float | None = None
     abort_deadline: float | None = None
     ps: psutil.Process | None = None
+    alone: str | None = None        # the entry it runs alone now (redelivery isolation)
+    hung: str = ""                  # why the supervisor sent it SIGABRT, if it did
+    page: mmap.mmap | None = None   # its handled counters, shared (ops/shared_counts.py)
 
     @property
     def pid(self) -> int:
@@ -55,6 +59,9 @@ class Slot:
     boot_failures: int = 0          # consecutive deaths before READY
     last_boot_code: int | None = None
     recycle_after: float = 0.0      # no memory recycle before this (after a failed one)
+    # (entry id, cause): the entry that killed the slot's last worker while it ran
+    # alone; its next worker dead-letters it at boot (cleared when one is READY)
+    killer: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import faulthandler
 import logging
+import mmap
 import os
 import resource
 import signal
@@ -78,8 +79,13 @@ def setup_logging(settings: Settings) -> None:
     setup(settings.log_format, settings.log_level, stream=sys.stderr)
 
 
-def child_main(settings: Settings, slot: int, heartbeat_fd: int, lifeline_fd: int) -> int:
-    """The whole life of a worker process; returns its exit code."""
+def child_main(settings: Settings, slot: int, heartbeat_fd: int, lifeline_fd: int,
+               killer: tuple[str, str] | None = None, page: mmap.mmap | None = None) -> int:
+    """The whole life of a worker process; returns its exit code.
+
+    killer: (entry id, cause) of the entry that killed the slot's previous worker while
+    it ran alone (redelivery.py): this worker dead-letters it at boot.  page: the
+    page shared with the supervisor for the counters (ops/shared_counts.py)."""
     set_title(worker_title(settings, slot))
     reset_signals()
     for name in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
@@ -100,7 +106,8 @@ def child_main(settings: Settings, slot: int, heartbeat_fd: int, lifeline_fd: in
         log.error("worker slot %d: config error: %s", slot, e)
         return EX_CONFIG
     try:
-        uvloop.run(_amain(settings, registry, slot, heartbeat_fd, lifeline_fd))
+        uvloop.run(_amain(settings, registry, slot, heartbeat_fd, lifeline_fd, killer,
+                          page))
     except ConfigError as e:
         log.error("worker slot %d: config error: %s", slot, e)
         return EX_CONFIG
@@ -172,6 +179,20 @@ class Heartbeat:
     def ready(self) -> None:
         self.send({"t": "ready", "pid": self.pid, "slot": self.slot})
 
+    async def alone(self, entry_id: bytes | None, worker: Any) -> None:
+        """Tell the supervisor which entry runs alone now (None: it settled), with the
+        counters so far: if it kills the process, the supervisor knows what did, and
+        loses no count.  The line is on the pipe before the handler starts (the
+        supervisor reads every line of a dead worker before it reaps it)."""
+        self.send({"t": "alone", "id": None if entry_id is None else entry_id.decode(),
+                   "stats": worker.stats.snapshot()})
+        if entry_id is None:
+            return
+        for _ in range(1000):  # a supervisor that stopped reading: at most a second
+            if self.transport.is_closing() or not self.transport.get_write_buffer_size():
+                return
+            await asyncio.sleep(0.001)
+
     def beat(self, worker: Any) -> None:
         message: dict[str, Any] = {
             "t": "hb", "pid": self.pid, "slot": self.slot, "ready": worker.ready.is_set(),
@@ -223,14 +244,21 @@ class _PipeProtocol(asyncio.BaseProtocol):
 
 
 async def _amain(settings: Settings, registry: Any, slot: int, heartbeat_fd: int,
-                 lifeline_fd: int) -> None:
+                 lifeline_fd: int, killer: tuple[str, str] | None = None,
+                 page: mmap.mmap | None = None) -> None:
     from .loop import Worker
 
     loop = asyncio.get_running_loop()
     pipe = os.fdopen(heartbeat_fd, "wb", buffering=0)
     transport, _ = await loop.connect_write_pipe(_PipeProtocol, pipe)
     heartbeat = Heartbeat(transport, slot)
-    worker = Worker(settings, registry, slot=slot, on_ready=heartbeat.ready)
+    worker = Worker(settings, registry, slot=slot, on_ready=heartbeat.ready, killer=killer,
+                    counts_page=page)
+
+    async def announce(entry_id: bytes | None) -> None:
+        await heartbeat.alone(entry_id, worker)
+
+    worker.redelivery.announce = announce
     main = asyncio.current_task()
     assert main is not None
     cancelled_by_us = False

@@ -221,7 +221,7 @@ class Dispatcher:
                 last = await self._last_error(entry_id)
                 if last:
                     reason += f"; last error: {last}"
-                await self._release_lease_of(entry_id, fields)
+                await self.release_lease_of(entry_id, fields)
                 await self.dead(entry_id, fields, deliveries, reason,
                                 metric_kind(fields, self.kinds))
                 return
@@ -323,7 +323,7 @@ class Dispatcher:
         except _BEST_EFFORT as e:
             log.debug("could not release the lease of %s: %s", entry_id.decode(), e)
 
-    async def _release_lease_of(self, entry_id: bytes, fields: list[bytes]) -> None:
+    async def release_lease_of(self, entry_id: bytes, fields: list[bytes]) -> None:
         """The lease a previous start of this entry under this consumer may have left
         (killed while it held it), for an entry that will not run again (poison)."""
         try:

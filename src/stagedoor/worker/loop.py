@@ -20,13 +20,14 @@ import asyncio
 import contextlib
 import gc
 import logging
+import mmap
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..config import Settings
 from ..handlers import Context, Registry, load_registry
-from ..ops import tracing
+from ..ops import shared_counts, tracing
 from ..ops.metrics import WorkerStats
 from ..stream import connection
 from ..stream.queue import DeadLetter
@@ -49,13 +50,21 @@ class Worker:
     def __init__(self, settings: Settings, registry: Registry | None = None, *,
                  slot: int = 0, consumer: str | None = None, burst: bool = False,
                  on_ready: Callable[[], None] | None = None,
-                 tracer: tracing.JobTracer | None = None) -> None:
+                 tracer: tracing.JobTracer | None = None,
+                 killer: tuple[str, str] | None = None,
+                 counts_page: mmap.mmap | None = None) -> None:
+        """killer: (entry id, cause) of an entry that killed this slot's previous worker
+        while it ran alone, as its supervisor saw it: dead-lettered at boot.
+        counts_page: the page its supervisor reads its counters from after a crash
+        (ops/shared_counts.py)."""
         s = self.settings = settings
         self.registry = registry if registry is not None else load_registry(settings.handlers)
         self.consumer = consumer or settings.consumer_name(slot)
         self.slot = slot
         self.burst = burst
         self.stats = WorkerStats(self.registry.kinds)  # every kind counted from 0
+        if counts_page is not None:  # before the parts take a reference to a Counter
+            shared_counts.share(counts_page, self.stats.counters)
         self.ready = asyncio.Event()
         self._on_ready = on_ready
         self._stopping = asyncio.Event()
@@ -87,6 +96,7 @@ class Worker:
             dispatcher=self.dispatcher, redelivery=self.redelivery, stats=self.stats,
             stop=self._stopping, outage=self.outage, burst=burst)
         self.dispatcher.recover_soon = reader.recover_soon
+        self.killer = killer
 
     def request_stop(self) -> None:
         """Graceful: stop reading, let in-flight jobs finish within graceful_timeout."""
@@ -113,6 +123,12 @@ class Worker:
                     self.stats.gauges["renderer_" + name] = float(name == renderer)
             await lifecycle.boot(s, self.cmd, self.reader, self.acker, self.outage)
             await lifecycle.on_start(self.registry, self.ctx)
+            if self.killer is not None:  # before the own pending list is read again
+                try:
+                    await self.redelivery.dead_letter_killer(*self.killer)
+                except Exception as e:  # never a boot failure: the start count decides
+                    log.warning("could not dead-letter %s, which killed the previous "
+                                "worker (%s): %s: %s", *self.killer, type(e).__name__, e)
             self.ready.set()
             if self._on_ready:
                 self._on_ready()

@@ -15,23 +15,41 @@ entries it left pending come back together, at the fleet's pace, not one at a ti
 The poison verdict is on starts (dispatch.py
 dead-letters an entry whose next start would pass max_deliveries); the first, fresh
 delivery counts as one and is not recorded (the hot path pays nothing).
+
+A crash while an entry runs alone is that entry's own, so one is enough: before it
+starts, the worker tells its supervisor which entry it runs alone (`announce`, a line
+on the heartbeat pipe, flushed before the handler starts; None again once it settled).
+The supervisor sees the process die (waitpid: the signal or exit code) and hands both
+to the next worker of the slot, which dead-letters the entry at boot, before it reads
+anything, with the cause as its reason ("killed its worker: SIGABRT";
+`dead_letter_killer`).  So a worker-killing job costs at most three crashes: its fresh
+delivery (among its batch-mates), its first redelivery (run with the others, unless
+max_deliveries <= 2), and its run alone.  Without a supervisor (`stagedoor work`),
+nobody carries the cause across the crash, and the start count decides (above).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import redis.asyncio as aioredis
 
 from ..config import Settings
 from ..stream.keys import settled_key, starts_key
 from .acks import Acker
-from .dispatch import Dispatcher, Entry
+from .dispatch import Dispatcher, Entry, metric_kind
 from .slots import Slots
 
 log = logging.getLogger("stagedoor.worker")
 
+# Tells the supervisor which entry runs alone now (None: none); awaited before it starts.
+Announce = Callable[[bytes | None], Awaitable[None]]
+
+
+async def _no_announce(entry_id: bytes | None) -> None:
+    return None
 
 
 class Redelivery:
@@ -45,6 +63,7 @@ class Redelivery:
         self.slots = slots
         self.acker = acker
         self.dispatcher = dispatcher
+        self.announce: Announce = _no_announce  # the heartbeat pipe's, under a supervisor
 
     async def delivery_counts(self, ids: Sequence[bytes]) -> dict[bytes, int]:
         """XPENDING's delivery count of each id (ids in stream order)."""
@@ -65,6 +84,11 @@ class Redelivery:
         running it again would be a second run for nothing."""
         entries = [e for e in entries if e[0] in counts]
         try:
+            if entries:
+                # The counters so far to the supervisor: a crash among redelivered
+                # entries (after a crash, the likeliest moment for another) loses no
+                # count from before it.
+                await self.announce(None)
             starts, settled = await self.recorded_starts(
                 [e[0] for e in entries if e[1] is not None])
         except BaseException:
@@ -80,9 +104,45 @@ class Redelivery:
             # process, it takes no one with it.
             await self.slots.wait_idle()
             await self.acker.drain()
-            self.dispatcher.dispatch([entry], await self.slots.reserve(1), counts, starts)
-            await self.slots.wait_idle()
+            reserved_one = await self.slots.reserve(1)
+            try:
+                await self.announce(entry[0])
+            except BaseException:
+                self.slots.unreserve(reserved_one)
+                raise
+            try:
+                self.dispatcher.dispatch([entry], reserved_one, counts, starts)
+                await self.slots.wait_idle()
+            finally:
+                await self.announce(None)
             await self.acker.drain()
+
+    async def dead_letter_killer(self, entry_id: str, cause: str) -> bool:
+        """At boot: dead-letter the entry that killed this slot's previous worker while
+        it ran alone (the supervisor saw the cause), if it is still pending in the group:
+        True when it was dead-lettered.  Also when another worker reclaimed it in the
+        meantime (XAUTOCLAIM after claim_idle_ms): the verdict is certain, and that
+        worker running it alone again would only crash again."""
+        s = self.settings
+        rows = await self.cmd.execute_command(
+            "XPENDING", s.stream, s.group, entry_id, entry_id, 1)
+        found = await self.cmd.xrange(s.stream, entry_id, entry_id) if rows else []
+        if not rows or not found:
+            log.info("entry %s killed the previous worker of %s (%s) but is no longer "
+                     "pending; nothing to dead-letter", entry_id, self.consumer, cause)
+            return False
+        raw: Any = found[0][1] or []
+        flat = [x for pair in raw.items() for x in pair] if isinstance(raw, dict) else raw
+        fields = [x if isinstance(x, bytes) else str(x).encode() for x in flat]
+        deliveries = int(rows[0][3])
+        # the lease the killed run left behind goes with it (else a replay of the dead
+        # letter would wait job_timeout for it)
+        await self.dispatcher.release_lease_of(entry_id.encode(), fields)
+        await self.dispatcher.dead(entry_id.encode(), fields, deliveries,
+                                   f"poison: {cause} while it ran alone (delivered "
+                                   f"{deliveries} times)",
+                                   metric_kind(fields, self.dispatcher.kinds))
+        return True
 
     async def recorded_starts(self, ids: Sequence[bytes]
                               ) -> tuple[dict[bytes, int], dict[bytes, int]]:
