@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 
@@ -23,6 +24,7 @@ def test_counts_of_a_process_killed_by_sigabrt_are_read_after_its_death() -> Non
             stats.inc("dead_lettered", "render_tickets")
             stats.inc("reclaimed", n=3)
             stats.inc("handled", "not-registered")  # not declared at boot: not shared
+            faulthandler.disable()  # pytest's, inherited: no stack dump of the fork
             os.abort()
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == -signal.SIGABRT
