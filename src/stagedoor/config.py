@@ -26,11 +26,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from .redaction import redact, remember_url
+
 ENV_PREFIX = "STAGEDOOR_"
 
 
 class ConfigError(ValueError):
-    """A configuration value is wrong; the message is one line for the operator."""
+    """A configuration value is wrong; the message is one line for the operator, with any
+    secret in it masked (redaction.redact), whichever setting it quotes."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
 
 
 def _opt(default: Any, help: str, *, lo: float | None = None, hi: float | None = None,
@@ -268,8 +274,10 @@ _URL_DB = re.compile(r"/?([0-9]{1,5})?")
 def _validate_url(url: str) -> None:
     """The URL as redis-py will read it, checked now: a bad port, database or query
     value is a config error (exit 78) here, not a traceback at the first connect."""
+    remember_url(url)
     shown = _redact(url)
     parts = urlsplit(url)
+    _refuse_unencoded_password(url, parts.netloc, shown)
     if parts.scheme not in _URL_SCHEMES:
         raise ConfigError(f"redis_url={shown!r}: scheme must be one of redis://, rediss://, "
                           "unix://, redis+sentinel://, rediss+sentinel://, redis+cluster://, "
@@ -305,13 +313,24 @@ def _validate_url(url: str) -> None:
             raise ConfigError(f"redis_url={shown!r}: {name} must be a finite number")
 
 
+def _refuse_unencoded_password(url: str, netloc: str, shown: str) -> None:
+    """A password with an unencoded /, # or ? ends the URL's authority early: urlsplit
+    (and redis-py) read the rest as a path, query or fragment, and the error would be a
+    wrong port or host.  Name the cause instead: a userinfo (a colon) before an @ that
+    comes after the authority, where the authority itself is no host:port."""
+    rest = url.split("://", 1)[1][len(netloc):]
+    if "@" in netloc or "@" not in rest:
+        return
+    host, _, port = netloc.rpartition(":")
+    if netloc.startswith(":") or (host and not port.isdigit()):
+        raise ConfigError(f"redis_url={shown!r}: the password holds a character that "
+                          "must be percent-encoded in a URL (/ as %2F, # as %23, ? as %3F, "
+                          "@ as %40), or put it in redis_password_file")
+
+
 def _redact(url: str) -> str:
-    """A URL fit for a log line: the password replaced by ***."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return parts._replace(netloc=netloc).geturl()
+    """A URL fit for a log line: the password replaced by *** (redaction.redact)."""
+    return redact(url)
 
 
 redact_url = _redact

@@ -22,7 +22,7 @@ from ...exitcodes import EX_CONFIG, EX_DATAERR, EX_TEMPFAIL, EX_UNAVAILABLE
 from ...handlers.registry import load_registry
 from ...ops.tracing import traceparent
 from ...stream import connection
-from ...stream.errors import describe_unreachable
+from ...stream.errors import OUTAGE_ERRORS, outage_line
 from ...stream.job import FIELDS, Job, make_job
 from ...stream.queue import BacklogFull, EnqueueError, RedisOutOfMemory, enqueue_sync
 from .status import SENTINEL_SETTINGS
@@ -130,9 +130,8 @@ def run(args: argparse.Namespace) -> int:
             code = EX_CONFIG
         else:
             code = EX_UNAVAILABLE
-        if isinstance(cause, redis.ConnectionError | redis.TimeoutError):
-            message = (f"cannot reach Redis at {config.redact_url(settings.redis_url)}: "
-                       f"{describe_unreachable(settings.redis_url, cause)}; {e.progress}")
+        if isinstance(cause, OUTAGE_ERRORS):
+            message = f"{outage_line(settings.redis_url, cause)}; {e.progress}"
         else:
             message = str(e)
         print(f"stagedoor enqueue: {message}", file=sys.stderr)

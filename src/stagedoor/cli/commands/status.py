@@ -26,8 +26,9 @@ from ... import config
 from ...exitcodes import EX_UNAVAILABLE
 from ...ops.check import Thresholds, evaluate, unknown
 from ...ops.inspect import InspectError, queue_status, redis_memory
+from ...redaction import redact
 from ...stream.connection import sync_client
-from ...stream.errors import describe_unreachable
+from ...stream.errors import OUTAGE_ERRORS, first_line, outage_line
 
 # Settings an operator may need to point the tool at the right queue.
 SENTINEL_SETTINGS = ("sentinel_username", "sentinel_password_file", "sentinel_tls_ca_file")
@@ -96,23 +97,24 @@ def cli_client(settings: config.Settings) -> redis.Redis:
 
 
 def unreachable(prog: str, settings: config.Settings, exc: BaseException) -> int:
-    detail = describe_unreachable(settings.redis_url, exc)
-    print(f"{prog}: cannot reach Redis at {config.redact_url(settings.redis_url)}: {detail}",
-          file=sys.stderr)
+    print(f"{prog}: {outage_line(settings.redis_url, exc)}", file=sys.stderr)
     return EX_UNAVAILABLE
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = config.from_args(args)
     if args.check:
-        return run_check(args, settings)
+        return run_check(args)
+    settings = config.from_args(args)
     if args.watch:
         return run_watch(args, settings)
-    client = cli_client(settings)
+    try:
+        client = cli_client(settings)  # a Cluster client asks the nodes here
+    except OUTAGE_ERRORS as e:
+        return unreachable("stagedoor status", settings, e)
     try:
         status = queue_status(client, settings)
         status["redis_memory"] = redis_memory(client)
-    except (redis.ConnectionError, redis.TimeoutError) as e:
+    except OUTAGE_ERRORS as e:
         return unreachable("stagedoor status", settings, e)
     except InspectError as e:
         print(f"stagedoor status: {e}", file=sys.stderr)
@@ -132,25 +134,36 @@ def _write(doc: dict[str, Any], as_json: bool, text: str | None = None) -> None:
         sys.stdout.flush()
 
 
-def run_check(args: argparse.Namespace, settings: config.Settings) -> int:
+def run_check(args: argparse.Namespace) -> int:
+    """A monitoring plugin's exit for every outcome: 0/1/2 from the numbers, 3 UNKNOWN
+    for anything that kept us from judging them (a bad setting, Redis unreachable, a
+    Cluster not ready, a reply that is not our queue, a bug), always one line."""
     thresholds = Thresholds(warn_age=args.warn_age, crit_age=args.crit_age,
                             warn_dead=args.warn_dead, crit_dead=args.crit_dead,
                             warn_lag=args.warn_lag, crit_lag=args.crit_lag)
-    client = cli_client(settings)
     status: dict[str, Any] | None = None
+    url = ""
     try:
-        status = queue_status(client, settings)
+        settings = config.from_args(args)
+        url = settings.redis_url
+        client = cli_client(settings)  # a Cluster client asks the nodes here
+        try:
+            status = queue_status(client, settings)
+        finally:
+            client.close()
         result = evaluate(status, settings.maxlen, thresholds)
-    except (redis.ConnectionError, redis.TimeoutError) as e:
-        detail = (str(e).splitlines() or [type(e).__name__])[0]
-        result = unknown(f"cannot reach Redis at {config.redact_url(settings.redis_url)}: "
-                         f"{detail}")
+    except config.ConfigError as e:
+        result = unknown(f"config error: {e}")
+    except OUTAGE_ERRORS as e:
+        result = unknown(outage_line(url, e))
     except InspectError as e:
         result = unknown(str(e))
-    finally:
-        client.close()
+    except redis.ResponseError as e:
+        result = unknown(f"Redis refused: {first_line(e)}")
+    except Exception as e:  # UNKNOWN, not a traceback and exit 1 (which is WARNING)
+        result = unknown(f"{type(e).__name__}: {first_line(e)}")
     doc = {**(status or {}), "check": result.as_dict()} if status else {"check": result.as_dict()}
-    _write(doc, args.json, result.line() + "\n")
+    _write(doc, args.json, redact(result.line()) + "\n")
     return result.state
 
 
@@ -162,7 +175,7 @@ def run_watch(args: argparse.Namespace, settings: config.Settings) -> int:
         while True:
             try:
                 status = queue_status(client, settings)
-            except (redis.ConnectionError, redis.TimeoutError) as e:
+            except OUTAGE_ERRORS as e:
                 return unreachable("stagedoor status", settings, e)
             except InspectError as e:
                 print(f"stagedoor status: {e}", file=sys.stderr)
