@@ -67,7 +67,7 @@ def run(func: object, args: argparse.Namespace) -> int:
         say(f"stagedoor: config error: {e}")
         return EX_CONFIG
     except OUTAGE_ERRORS as e:  # unreachable, or a Cluster up but not ready
-        say(f"stagedoor: {outage_line(url(args), e)}")
+        say(f"stagedoor: {outage_of(args, e)}")
         return EX_UNAVAILABLE
     except redis.ResponseError as e:
         if is_oom(e):
@@ -77,6 +77,17 @@ def run(func: object, args: argparse.Namespace) -> int:
         return EX_UNAVAILABLE
     except KeyboardInterrupt:
         return 130
+
+
+def outage_of(args: argparse.Namespace, exc: BaseException) -> str:
+    """The outage line, with the Cluster's state looked up when the settings read."""
+    from .. import config
+    from ..stream.diagnose import outage
+
+    try:
+        return outage(config.from_args(args), exc)
+    except ConfigError:
+        return outage_line(url(args), exc)
 
 
 def broken_pipe() -> int:

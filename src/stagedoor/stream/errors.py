@@ -122,6 +122,8 @@ def describe_no_master(detail: str) -> str:
     """'No master found' from the sentinels, short: which sentinel said what, and what to
     check (their own password, or the master's name in the URL)."""
     head, sep, _ = detail.partition(" : ")
+    if " is down (flags " in head:  # stream/sentinel.py: the name is known, not usable
+        return head
     if not sep:  # every sentinel answered, none knows a master of that name
         return (f"{detail}: the sentinels answered but monitor no master of that name "
                 "(the name is the URL's path: redis+sentinel://host:port/<master>)")

@@ -22,7 +22,8 @@ from ...exitcodes import EX_CONFIG, EX_DATAERR, EX_TEMPFAIL, EX_UNAVAILABLE
 from ...handlers.registry import load_registry
 from ...ops.tracing import traceparent
 from ...stream import connection
-from ...stream.errors import OUTAGE_ERRORS, outage_line
+from ...stream.diagnose import outage
+from ...stream.errors import OUTAGE_ERRORS
 from ...stream.job import FIELDS, Job, make_job
 from ...stream.queue import BacklogFull, EnqueueError, RedisOutOfMemory, enqueue_sync
 from .status import SENTINEL_SETTINGS
@@ -131,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             code = EX_UNAVAILABLE
         if isinstance(cause, OUTAGE_ERRORS):
-            message = f"{outage_line(settings.redis_url, cause)}; {e.progress}"
+            message = f"{outage(settings, cause)}; {e.progress}"
         else:
             message = str(e)
         print(f"stagedoor enqueue: {message}", file=sys.stderr)

@@ -28,7 +28,8 @@ from ...ops.check import Thresholds, evaluate, unknown
 from ...ops.inspect import InspectError, queue_status, redis_memory
 from ...redaction import redact
 from ...stream.connection import sync_client
-from ...stream.errors import OUTAGE_ERRORS, first_line, outage_line
+from ...stream.diagnose import outage
+from ...stream.errors import OUTAGE_ERRORS, first_line
 
 # Settings an operator may need to point the tool at the right queue.
 SENTINEL_SETTINGS = ("sentinel_username", "sentinel_password_file", "sentinel_tls_ca_file")
@@ -97,7 +98,7 @@ def cli_client(settings: config.Settings) -> redis.Redis:
 
 
 def unreachable(prog: str, settings: config.Settings, exc: BaseException) -> int:
-    print(f"{prog}: {outage_line(settings.redis_url, exc)}", file=sys.stderr)
+    print(f"{prog}: {outage(settings, exc)}", file=sys.stderr)
     return EX_UNAVAILABLE
 
 
@@ -142,10 +143,9 @@ def run_check(args: argparse.Namespace) -> int:
                             warn_dead=args.warn_dead, crit_dead=args.crit_dead,
                             warn_lag=args.warn_lag, crit_lag=args.crit_lag)
     status: dict[str, Any] | None = None
-    url = ""
+    settings: config.Settings | None = None
     try:
         settings = config.from_args(args)
-        url = settings.redis_url
         client = cli_client(settings)  # a Cluster client asks the nodes here
         try:
             status = queue_status(client, settings)
@@ -155,7 +155,8 @@ def run_check(args: argparse.Namespace) -> int:
     except config.ConfigError as e:
         result = unknown(f"config error: {e}")
     except OUTAGE_ERRORS as e:
-        result = unknown(outage_line(url, e))
+        assert settings is not None  # from_args raises only ConfigError
+        result = unknown(outage(settings, e))
     except InspectError as e:
         result = unknown(str(e))
     except redis.ResponseError as e:
