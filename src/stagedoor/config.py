@@ -80,8 +80,9 @@ class Settings:
                               "redis+sentinel://host:port[,host:port...]/<master>[/<db>] "
                               "(rediss+sentinel: TLS to the master), or Cluster: "
                               "redis+cluster://host:port[,host:port...] (stream default "
-                              "{jobs}, dead stream {jobs}:dead). Empty: start an "
-                              "embedded redis-server under --state-dir (demo and tests only).")
+                              "{jobs}, dead stream {jobs}:dead). Required (empty is a "
+                              "config error, exit 78) but by `stagedoor demo`, which then "
+                              "starts an embedded redis-server under --state-dir.")
     redis_password_file: str = _opt("", "File holding the Redis password (systemd "
                                         "LoadCredential); keeps it out of the URL and ps.")
     sentinel_username: str = _opt("", "User name on the sentinels (their own ACL, not the "
