@@ -105,6 +105,12 @@ def test_cluster_whose_slots_are_not_assigned(tmp_path: Path) -> None:
             node.start()
         url = "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in nodes)
         assert_outage(url, "cluster not ready: slots not assigned")
+        # A worker says so too (its boot retries, then gives up with 69).
+        proc = cli("work", "--burst", "--boot-timeout", "1", "--log-format", "text",
+                   "--redis-url", url)
+        assert proc.returncode == 69, proc.stderr
+        last = proc.stderr.strip().splitlines()[-1]
+        assert "cluster not ready: slots not assigned" in last, last
     finally:
         for node in nodes:
             node.stop()

@@ -145,8 +145,11 @@ async def stream_node(settings: Settings) -> tuple[str, int]:
             await client.aclose()
         if owner is not None:
             return owner
+    if error is None:  # every seed answered: the slot has no owner
+        raise redis.ConnectionError(f"cluster not ready: slots not assigned (slot {slot} of "
+                                    f"{settings.stream!r} has no owner in CLUSTER SLOTS)")
     raise redis.ConnectionError(f"no cluster seed serves slot {slot} of "
-                                f"{settings.stream!r}: {error or 'no owner in CLUSTER SLOTS'}")
+                                f"{settings.stream!r}: {error}")
 
 
 def not_ready(settings: Settings) -> str | None:
