@@ -12,11 +12,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
+from redis.sentinel import MasterNotFoundError
 from tests.aclmode import server_args
 from tests.faults.harness import REPO
 from tests.paths import SRC
@@ -24,6 +26,9 @@ from tests.servers import SuiteRedis
 from tests.topology import SERVICE, ClusterSet, SentinelSet, _cluster_port
 from tests.workerkit import poll
 
+from stagedoor.config import Settings
+from stagedoor.stream import sentinel
+from stagedoor.stream.errors import describe_unreachable
 from stagedoor.stream.queue import dead_letter_fields
 
 pytestmark = pytest.mark.server
@@ -94,6 +99,35 @@ def test_sentinel_master_down_is_not_a_wrong_name(sentinels: SentinelSet) -> Non
         s.stop()
     # (each sentinel's address and error, not redis-py's 900-character client reprs)
     assert_outage(sentinels.url, "no sentinel answered", longest=800)
+
+
+def test_mid_failover_the_master_is_down_not_unknown(sentinels: SentinelSet) -> None:
+    """Kill the master with a replica to promote: from the sentinels' s_down to the
+    promotion, every 'no master' the clients see says the master is down (or the
+    failover is in progress), none says the name is unknown."""
+    settings = Settings(redis_url=sentinels.url)
+    target = sentinel.parse(sentinels.url)
+    manager = sentinel.NamingSyncSentinel(list(target.sentinels),
+                                          sentinel_kwargs=sentinel.sentinel_kwargs(settings))
+    old, _ = sentinels.kill_master()
+    seen: list[str] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            _, port = manager.discover_master(SERVICE)
+        except MasterNotFoundError as e:
+            seen.append(describe_unreachable(sentinels.url, e))
+        else:
+            if int(port) != old:
+                break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("no promotion within 60 s")
+    for s in manager.sentinels:
+        s.close()
+    assert seen, "the window between s_down and the promotion was not observed"
+    assert all("is down (flags" in line for line in seen), set(seen)
+    assert not any("no master of that name" in line for line in seen)
 
 
 def test_cluster_whose_slots_are_not_assigned(tmp_path: Path) -> None:
