@@ -2,7 +2,7 @@
 
 The password is given three ways: in the URL's userinfo (percent-encoded, as it must
 be), in the URL's query (?password=, which redis-py accepts) and in a password file;
-it holds characters that need encoding in a URL (/ # ? @ & : space).  Every output
+it holds characters that need encoding in a URL (/ # ? @ & : space ' ().  Every output
 path is run: the CLI errors of status (text, --json, --check), enqueue, dead list,
 work, stagedoor-supervise; config errors (exit 78); the logs of a worker that works
 against a real server and then loses it.  A password written unencoded into the URL
@@ -35,7 +35,7 @@ class Secret:
     def __init__(self) -> None:
         self.parts = [secrets.token_hex(6) for _ in range(4)]
         a, b, c, d = self.parts
-        self.text = f"{a}/{b}#{c}?{d}@x&y: z"
+        self.text = f"{a}/{b}#{c}?{d}@x&y: z'(q"
 
     def leaked_in(self, text: str) -> list[str]:
         return [p for p in self.parts if p in text]

@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
-from .redaction import redact, remember_url
+from .redaction import redact, remember, remember_url
 
 ENV_PREFIX = "STAGEDOOR_"
 
@@ -276,8 +276,10 @@ def _validate_url(url: str) -> None:
     """The URL as redis-py will read it, checked now: a bad port, database or query
     value is a config error (exit 78) here, not a traceback at the first connect."""
     remember_url(url)
-    shown = _redact(url)
     parts = urlsplit(url)
+    if parts.password:  # a quote or space in it ends the URL for redact's pattern
+        remember(parts.password, unquote(parts.password))
+    shown = _redact(url)
     _refuse_unencoded_password(url, parts.netloc, shown)
     if parts.scheme not in _URL_SCHEMES:
         raise ConfigError(f"redis_url={shown!r}: scheme must be one of redis://, rediss://, "
@@ -309,6 +311,7 @@ def _validate_url(url: str) -> None:
         kwargs = parse_url(url)
     except ValueError as e:
         raise ConfigError(f"redis_url={shown!r}: {e}") from None
+    remember(kwargs.get("password"))  # as redis-py reads it, odd characters and all
     for name, value in kwargs.items():
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"redis_url={shown!r}: {name} must be a finite number")

@@ -35,9 +35,9 @@ from urllib.parse import quote, unquote
 MIN_SECRET = 4
 MASK = "***"
 
-# A URL's scheme and the rest of it up to a space, a quote or a bracket (the ends of a
-# URL inside a message or a repr).
-_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<rest>[^\s'\"<>()\[\]{}]*)")
+# A URL's scheme and the rest of it up to a space, a quote or an angle bracket (the ends
+# of a URL inside a message or a repr).
+_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<rest>[^\s'\"<>]*)")
 # A query option whose name ends in "password", its value up to the next &.
 _QUERY_PASSWORD = re.compile(r"(?i)(?P<key>[?&;][A-Za-z0-9_]*password=)[^&]*")
 

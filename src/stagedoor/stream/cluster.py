@@ -30,6 +30,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 
 from ..config import ConfigError, Settings
+from ..redaction import remember
 from .auth import add_url_auth
 
 SCHEMES = ("redis+cluster", "rediss+cluster")
@@ -63,6 +64,7 @@ def parse(url: str) -> ClusterTarget:
         raise ConfigError(f"{where}: a cluster has only database 0")
     userinfo = parts.netloc.rsplit("@", 1)[0] if "@" in parts.netloc else ""
     user, _, password = userinfo.partition(":")
+    remember(unquote(password))  # masked in every output (redaction.py)
     return ClusterTarget(tuple(seeds), unquote(user) or None, unquote(password) or None,
                          parts.scheme == "rediss+cluster", dict(parse_qsl(parts.query)))
 

@@ -25,6 +25,7 @@ from redis.sentinel import MasterNotFoundError
 from redis.sentinel import Sentinel as SyncSentinel
 
 from ..config import ConfigError, Settings
+from ..redaction import remember
 from .auth import add_url_auth, read_password_file
 
 SCHEMES = ("redis+sentinel", "rediss+sentinel")
@@ -62,6 +63,7 @@ def parse(url: str) -> SentinelTarget:
         raise ConfigError(f"{where}: the path must be /<master-name>[/<db>]")
     userinfo = parts.netloc.rsplit("@", 1)[0] if "@" in parts.netloc else ""
     user, _, password = userinfo.partition(":")
+    remember(unquote(password))  # masked in every output (redaction.py)
     return SentinelTarget(
         sentinels=tuple(sentinels), service=unquote(path[0]),
         db=int(path[1]) if len(path) == 2 else 0,
