@@ -4,7 +4,10 @@ Each subcommand lives in stagedoor/cli/commands/<name>.py and exposes
 `register(subparsers)`, which adds its parser and sets `func(args) -> int`.
 Errors an operator can fix are one line on stderr: exit 2 for wrong arguments,
 78 (EX_CONFIG) for a bad setting, 69 (EX_UNAVAILABLE) when Redis cannot be reached,
-75 (EX_TEMPFAIL) when Redis is out of memory or the backlog is near MAXLEN.
+75 (EX_TEMPFAIL) when Redis is out of memory or the backlog is near MAXLEN, 141 with
+nothing on stderr when stdout's reader went away (`| head`).  A Cluster that is up but
+not ready is "cluster not ready: <cause>" (69).  Every line goes through
+redaction.redact: no password, however given, is printed.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ error), 69 with one line when Redis cannot be reached, 1 when Redis answered wit
 something that is not our queue (WRONGTYPE on the key, say).
 
 --check judges the numbers (stagedoor.ops.check) and exits like a monitoring plugin:
-0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (Redis unreachable included).  --watch prints a
+0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN for every failure to judge (a bad setting,
+Redis or the sentinels unreachable, a Cluster not ready, a reply that is not the queue),
+one line on stdout.  --watch prints a
 line every --interval seconds with the throughput (jobs acknowledged per second, from
 the group's entries-read and pending counts) and the time to drain the backlog at that
 rate, until Ctrl-C (or --samples lines).
