@@ -24,13 +24,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
+
+from .redaction import redact, remember, remember_url
 
 ENV_PREFIX = "STAGEDOOR_"
 
 
 class ConfigError(ValueError):
-    """A configuration value is wrong; the message is one line for the operator."""
+    """A configuration value is wrong; the message is one line for the operator, with any
+    secret in it masked (redaction.redact), whichever setting it quotes."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
 
 
 def _opt(default: Any, help: str, *, lo: float | None = None, hi: float | None = None,
@@ -74,8 +80,9 @@ class Settings:
                               "redis+sentinel://host:port[,host:port...]/<master>[/<db>] "
                               "(rediss+sentinel: TLS to the master), or Cluster: "
                               "redis+cluster://host:port[,host:port...] (stream default "
-                              "{jobs}, dead stream {jobs}:dead). Empty: start an "
-                              "embedded redis-server under --state-dir (demo and tests only).")
+                              "{jobs}, dead stream {jobs}:dead). Required (empty is a "
+                              "config error, exit 78) but by `stagedoor demo`, which then "
+                              "starts an embedded redis-server under --state-dir.")
     redis_password_file: str = _opt("", "File holding the Redis password (systemd "
                                         "LoadCredential); keeps it out of the URL and ps.")
     sentinel_username: str = _opt("", "User name on the sentinels (their own ACL, not the "
@@ -278,8 +285,12 @@ _URL_DB = re.compile(r"/?([0-9]{1,5})?")
 def _validate_url(url: str) -> None:
     """The URL as redis-py will read it, checked now: a bad port, database or query
     value is a config error (exit 78) here, not a traceback at the first connect."""
-    shown = _redact(url)
+    remember_url(url)
     parts = urlsplit(url)
+    if parts.password:  # a quote or space in it ends the URL for redact's pattern
+        remember(parts.password, unquote(parts.password))
+    shown = _redact(url)
+    _refuse_unencoded_password(url, parts.netloc, shown)
     if parts.scheme not in _URL_SCHEMES:
         raise ConfigError(f"redis_url={shown!r}: scheme must be one of redis://, rediss://, "
                           "unix://, redis+sentinel://, rediss+sentinel://, redis+cluster://, "
@@ -310,18 +321,30 @@ def _validate_url(url: str) -> None:
         kwargs = parse_url(url)
     except ValueError as e:
         raise ConfigError(f"redis_url={shown!r}: {e}") from None
+    remember(kwargs.get("password"))  # as redis-py reads it, odd characters and all
     for name, value in kwargs.items():
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"redis_url={shown!r}: {name} must be a finite number")
 
 
+def _refuse_unencoded_password(url: str, netloc: str, shown: str) -> None:
+    """A password with an unencoded /, # or ? ends the URL's authority early: urlsplit
+    (and redis-py) read the rest as a path, query or fragment, and the error would be a
+    wrong port or host.  Name the cause instead: a userinfo (a colon) before an @ that
+    comes after the authority, where the authority itself is no host:port."""
+    rest = url.split("://", 1)[1][len(netloc):]
+    if "@" in netloc or "@" not in rest:
+        return
+    host, _, port = netloc.rpartition(":")
+    if netloc.startswith(":") or (host and not port.isdigit()):
+        raise ConfigError(f"redis_url={shown!r}: the password holds a character that "
+                          "must be percent-encoded in a URL (/ as %2F, # as %23, ? as %3F, "
+                          "@ as %40), or put it in redis_password_file")
+
+
 def _redact(url: str) -> str:
-    """A URL fit for a log line: the password replaced by ***."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return parts._replace(netloc=netloc).geturl()
+    """A URL fit for a log line: the password replaced by *** (redaction.redact)."""
+    return redact(url)
 
 
 redact_url = _redact

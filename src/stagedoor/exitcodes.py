@@ -18,6 +18,7 @@ EX_SOFTWARE = os.EX_SOFTWARE  # 70: a bug, a flapping pool, an unfinished demo
 EX_CANTCREAT = os.EX_CANTCREAT  # 73: an output file cannot be written
 EX_TEMPFAIL = os.EX_TEMPFAIL  # 75: try again later: Redis out of memory, backlog near MAXLEN
 EX_CONFIG = os.EX_CONFIG  # 78: a bad setting; systemd does not restart on it
+EX_BROKEN_PIPE = 128 + 13  # 141: stdout's reader went away (`| head`), as SIGPIPE would
 
 # `stagedoor status --check` speaks the monitoring-plugin convention instead (Nagios,
 # Icinga, Sensu: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN), which is what those tools read;

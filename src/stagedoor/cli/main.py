@@ -4,12 +4,16 @@ Each subcommand lives in stagedoor/cli/commands/<name>.py and exposes
 `register(subparsers)`, which adds its parser and sets `func(args) -> int`.
 Errors an operator can fix are one line on stderr: exit 2 for wrong arguments,
 78 (EX_CONFIG) for a bad setting, 69 (EX_UNAVAILABLE) when Redis cannot be reached,
-75 (EX_TEMPFAIL) when Redis is out of memory or the backlog is near MAXLEN.
+75 (EX_TEMPFAIL) when Redis is out of memory or the backlog is near MAXLEN, 141 with
+nothing on stderr when stdout's reader went away (`| head`).  A Cluster that is up but
+not ready is "cluster not ready: <cause>" (69).  Every line goes through
+redaction.redact: no password, however given, is printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -19,8 +23,9 @@ from typing import NoReturn
 import redis
 
 from ..config import ConfigError
-from ..exitcodes import EX_CONFIG, EX_TEMPFAIL, EX_UNAVAILABLE
-from ..stream.errors import OOM_ADVICE, describe_unreachable, first_line, is_oom
+from ..exitcodes import EX_BROKEN_PIPE, EX_CONFIG, EX_TEMPFAIL, EX_UNAVAILABLE
+from ..redaction import install_excepthook, redact
+from ..stream.errors import OOM_ADVICE, OUTAGE_ERRORS, first_line, is_oom, outage_line
 
 COMMANDS = ("enqueue", "work", "demo", "status", "dead", "render", "systemd", "monitoring")
 
@@ -49,24 +54,53 @@ def build_parser() -> Parser:
     return parser
 
 
+def say(line: str) -> None:
+    """One line on stderr, secrets masked (redaction.redact)."""
+    print(redact(line), file=sys.stderr)
+
+
 def run(func: object, args: argparse.Namespace) -> int:
     try:
-        return int(func(args))  # type: ignore[operator]
+        code = int(func(args))  # type: ignore[operator]
+        sys.stdout.flush()  # here, so a reader gone away is seen here (below)
+        return code
+    except BrokenPipeError:
+        return broken_pipe()
     except ConfigError as e:
-        print(f"stagedoor: config error: {e}", file=sys.stderr)
+        say(f"stagedoor: config error: {e}")
         return EX_CONFIG
-    except (redis.ConnectionError, redis.TimeoutError) as e:
-        print(f"stagedoor: cannot reach Redis: {describe_unreachable(url(args), e)}",
-              file=sys.stderr)
+    except OUTAGE_ERRORS as e:  # unreachable, or a Cluster up but not ready
+        say(f"stagedoor: {outage_of(args, e)}")
         return EX_UNAVAILABLE
     except redis.ResponseError as e:
         if is_oom(e):
-            print(f"stagedoor: {OOM_ADVICE}", file=sys.stderr)
+            say(f"stagedoor: {OOM_ADVICE}")
             return EX_TEMPFAIL
-        print(f"stagedoor: Redis refused: {first_line(e)}", file=sys.stderr)
+        say(f"stagedoor: Redis refused: {first_line(e)}")
         return EX_UNAVAILABLE
     except KeyboardInterrupt:
         return 130
+
+
+def outage_of(args: argparse.Namespace, exc: BaseException) -> str:
+    """The outage line, with the Cluster's state looked up when the settings read."""
+    from .. import config
+    from ..stream.diagnose import outage
+
+    try:
+        return outage(config.from_args(args), exc)
+    except ConfigError:
+        return outage_line(url(args), exc)
+
+
+def broken_pipe() -> int:
+    """The reader of stdout went away (`stagedoor dead list | head`): end quietly, as a
+    process killed by SIGPIPE would (exit 141 = 128 + SIGPIPE), not with a traceback.
+    stdout goes to /dev/null first, so the interpreter's last flush cannot fail again."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return EX_BROKEN_PIPE
 
 
 def url(args: argparse.Namespace) -> str:
@@ -74,6 +108,7 @@ def url(args: argparse.Namespace) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    install_excepthook()  # an unforeseen traceback is printed with secrets masked
     args = build_parser().parse_args(argv)
     return run(args.func, args)
 

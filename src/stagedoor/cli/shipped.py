@@ -17,6 +17,7 @@ SYSTEMD = ("stagedoor.service", "stagedoor@.service", "stagedoor.env.example",
 MONITORING = {"alerts": "alerts.yml", "dashboard": "grafana-dashboard.json"}
 SHIPPED_EXEC = "ExecStart=/usr/local/bin/stagedoor-supervise"
 SHIPPED_DOCS = "file:///opt/stagedoor/venv/share/doc/stagedoor/supervisor.md"
+SHIPPED_CONFIG_DIR = "/etc/stagedoor"
 
 
 def data(*parts: str) -> Traversable:
@@ -41,9 +42,13 @@ def docs_dir() -> Path | None:
     return path if (path / "supervisor.md").is_file() else None
 
 
-def render_unit(unit: str, executable: str | None, docs: Path | None) -> str:
-    """A shipped unit pointed at this installation: ExecStart= and Documentation=."""
+def render_unit(unit: str, executable: str | None, docs: Path | None,
+                config_dir: str = SHIPPED_CONFIG_DIR) -> str:
+    """A shipped unit pointed at this installation: ExecStart= and Documentation=, and
+    at config_dir: EnvironmentFile= and LoadCredential= (and the comments naming them)."""
     out = text("systemd", unit)
+    if config_dir.rstrip("/") != SHIPPED_CONFIG_DIR:
+        out = out.replace(SHIPPED_CONFIG_DIR + "/", config_dir.rstrip("/") + "/")
     if executable:
         out = out.replace(SHIPPED_EXEC, f"ExecStart={executable}")
     if docs is not None:

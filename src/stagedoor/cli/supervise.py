@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from .. import config
 from ..config import ConfigError, Settings
 from ..exitcodes import EX_CONFIG
+from ..redaction import install_excepthook
 from ..supervisor.loop import Supervisor
 from ..supervisor.state import Options
 from ..supervisor.systemd import Notifier
@@ -75,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The `stagedoor-supervise` entry point: parse, check, run the Supervisor."""
+    install_excepthook()  # an unforeseen traceback is printed with secrets masked
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.flap_max < 1 or args.flap_window <= 0 or args.boot_retries < 1:

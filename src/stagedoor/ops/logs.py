@@ -40,7 +40,6 @@ from __future__ import annotations
 import contextvars
 import logging
 import os
-import re
 import sys
 import time
 from collections.abc import Mapping
@@ -49,6 +48,7 @@ from typing import IO, Any
 import orjson
 
 from ..config import Settings
+from ..redaction import redact as _redact
 
 __all__ = ["CORE_KEYS", "EXTRA_KEYS", "FORMATS", "JOB_FIELDS", "JOB_KEYS",
            "JournalFormatter", "JsonFormatter", "TextFormatter", "current_job", "job_context",
@@ -103,18 +103,9 @@ def current_job() -> Mapping[str, Any] | None:
     """The fields of the job being handled in this context, or None."""
     return _JOB.get()
 
-# scheme://user:password@  -> scheme://user:***@   (user may be empty: redis://:pw@host)
-# The password part is greedy up to the last @ of the authority, so an unencoded @ in
-# a password does not leak its tail.
-_URL_USERINFO = re.compile(
-    r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/?#@]*):(?P<pw>[^\s/?#]*)@")
-
-
-def redact(text: str) -> str:
-    """Mask the password of every URL in text: redis://u:secret@h -> redis://u:***@h."""
-    if "://" not in text:
-        return text
-    return _URL_USERINFO.sub(lambda m: f"{m['head']}:***@", text)
+# One redaction for every output: URL passwords (userinfo and query) and the secrets
+# this process was given.  Re-exported here because the formatters are its main user.
+redact = _redact
 
 
 def _iso(created: float) -> str:

@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from ..config import ConfigError, Settings
+from ..redaction import remember
 
 TLS_OPTIONS = ("ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_keyfile", "ssl_password",
                "ssl_cert_reqs", "ssl_check_hostname")
@@ -46,9 +47,11 @@ def read_password_file(path: str, setting: str) -> str:
     """A password file's content, stripped; one line naming the setting when unreadable.
     The master's password and the sentinels' own both come through here."""
     try:
-        return Path(path).read_text().strip()
+        secret = Path(path).read_text().strip()
     except OSError as e:
         raise ConfigError(f"{setting}={path!r}: {e.strerror}") from None
+    remember(secret)  # masked wherever it might appear in an output (redaction.py)
+    return secret
 
 
 def credentials(settings: Settings, url_options: Mapping[str, Any]

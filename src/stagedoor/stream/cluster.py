@@ -30,6 +30,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 
 from ..config import ConfigError, Settings
+from ..redaction import remember
 from .auth import add_url_auth
 
 SCHEMES = ("redis+cluster", "rediss+cluster")
@@ -63,6 +64,7 @@ def parse(url: str) -> ClusterTarget:
         raise ConfigError(f"{where}: a cluster has only database 0")
     userinfo = parts.netloc.rsplit("@", 1)[0] if "@" in parts.netloc else ""
     user, _, password = userinfo.partition(":")
+    remember(unquote(password))  # masked in every output (redaction.py)
     return ClusterTarget(tuple(seeds), unquote(user) or None, unquote(password) or None,
                          parts.scheme == "rediss+cluster", dict(parse_qsl(parts.query)))
 
@@ -145,5 +147,36 @@ async def stream_node(settings: Settings) -> tuple[str, int]:
             await client.aclose()
         if owner is not None:
             return owner
+    if error is None:  # every seed answered: the slot has no owner
+        raise redis.ConnectionError(f"cluster not ready: slots not assigned (slot {slot} of "
+                                    f"{settings.stream!r} has no owner in CLUSTER SLOTS)")
     raise redis.ConnectionError(f"no cluster seed serves slot {slot} of "
-                                f"{settings.stream!r}: {error or 'no owner in CLUSTER SLOTS'}")
+                                f"{settings.stream!r}: {error}")
+
+
+def not_ready(settings: Settings) -> str | None:
+    """'cluster_state:fail on h:p (...)' when the first seed that answers CLUSTER INFO says
+    the cluster is not ok, else None.  For the CLI's error line: with a master down and
+    no replica, redis-py reports the refused connect to the dead node (or CLUSTERDOWN),
+    while the cause an operator acts on is the cluster's state."""
+    from .connection import client_kwargs
+
+    target = parse(settings.redis_url)
+    kwargs = _kwargs(target, client_kwargs(settings))
+    kwargs["socket_timeout"] = max(settings.socket_timeout, 1.0)
+    for host, port in target.seeds:
+        client = redis.Redis(host=host, port=port, **kwargs)
+        try:
+            reply = client.execute_command("CLUSTER", "INFO")
+        except (redis.RedisError, OSError):
+            continue
+        finally:
+            client.close()
+        text = reply.decode() if isinstance(reply, bytes) else str(reply)
+        info = dict(line.split(":", 1) for line in text.split() if ":" in line)
+        if info.get("cluster_state", "ok") == "ok":
+            return None
+        return (f"cluster_state:{info.get('cluster_state')} on {host}:{port} (slots assigned "
+                f"{info.get('cluster_slots_assigned')} of 16384, ok "
+                f"{info.get('cluster_slots_ok')}, failing {info.get('cluster_slots_fail')})")
+    return None

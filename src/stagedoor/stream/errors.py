@@ -23,7 +23,10 @@ import re
 import ssl
 
 import redis
+from redis.exceptions import SlotNotCoveredError
 from redis.sentinel import MasterNotFoundError
+
+from ..redaction import redact
 
 PERMANENT_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
                               errno.EISDIR, errno.ELOOP, errno.ENAMETOOLONG})
@@ -47,12 +50,45 @@ def is_permanent(exc: BaseException) -> bool:
 
 
 def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
+    """The first line of an error's text, secrets masked: redis-py's texts can carry a URL
+    or a client's connection options."""
+    text = redact(str(exc)).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
 
 OOM_ADVICE = ("Redis is out of memory (maxmemory reached, noeviction): it refuses writes "
               "until memory is freed or maxmemory raised")
+
+
+def cluster_not_ready(exc: BaseException) -> str | None:
+    """'cluster not ready: <cause>' when exc says the Cluster is up but does not serve
+    (slots not assigned, cluster_state:fail), else None.  redis-py raises these as
+    RedisClusterException (not a RedisError) or as a CLUSTERDOWN reply."""
+    detail = first_line(exc)
+    if isinstance(exc, redis.exceptions.RedisClusterUnreachableError):
+        return None  # no node answered: unreachable, not "not ready"
+    if "slots are not covered" in detail or isinstance(exc, SlotNotCoveredError) \
+            or "Hash slot not served" in detail:
+        return (f"cluster not ready: slots not assigned ({detail}); create the cluster "
+                "(redis-cli --cluster create) or assign the missing slots")
+    if isinstance(exc, redis.exceptions.ClusterDownError) or detail.startswith("CLUSTERDOWN"):
+        return (f"cluster not ready: cluster_state:fail ({detail}); a master is down with "
+                "no replica to promote, or slots are not served (CLUSTER INFO)")
+    if isinstance(exc, redis.exceptions.RedisClusterException):
+        return f"cluster not ready: {detail}"
+    return None
+
+
+# Everything the CLI reports as "Redis cannot serve us now" (exit 69 / UNKNOWN).
+OUTAGE_ERRORS = (redis.ConnectionError, redis.TimeoutError,
+                 redis.exceptions.RedisClusterException, redis.exceptions.ClusterDownError)
+
+
+def outage_line(url: str, exc: BaseException) -> str:
+    """The one line for an outage: the cluster's state when it is up but not ready, else
+    'cannot reach Redis at <url, redacted>: <why>'."""
+    return cluster_not_ready(exc) or (f"cannot reach Redis at {redact(url)}: "
+                                      f"{describe_unreachable(url, exc)}")
 
 
 def describe_unreachable(url: str, exc: BaseException) -> str:
@@ -86,6 +122,8 @@ def describe_no_master(detail: str) -> str:
     """'No master found' from the sentinels, short: which sentinel said what, and what to
     check (their own password, or the master's name in the URL)."""
     head, sep, _ = detail.partition(" : ")
+    if " is down (flags " in head:  # stream/sentinel.py: the name is known, not usable
+        return head
     if not sep:  # every sentinel answered, none knows a master of that name
         return (f"{detail}: the sentinels answered but monitor no master of that name "
                 "(the name is the URL's path: redis+sentinel://host:port/<master>)")

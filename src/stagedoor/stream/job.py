@@ -9,6 +9,7 @@ raises MalformedJob with a reason that goes to the dead-letter stream.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -122,13 +123,24 @@ def _collect(raw: Sequence[bytes], max_field_bytes: int) -> dict[bytes, bytes]:
     return values
 
 
-def make_job(kind: str, order_id: int, outbox_id: int, request_id: str, trace: str, *,
-             kinds: Collection[str] | None = None) -> Job:
+def make_job(kind: str, order_id: int, outbox_id: int, request_id: str | None = None,
+             trace: str | None = None, *, kinds: Collection[str] | None = None) -> Job:
     """Build a Job the way a producer should: validated by the same parser workers use.
 
+    request_id: the checkout's request id; None gives a fresh one (16 hex digits).
+    trace: None gives the W3C traceparent of the current OpenTelemetry span (when the
+    producer runs inside one; `ops.tracing.traceparent`), so the worker's span continues
+    the producer's trace, else a fresh traceparent; pass one to carry a context that is
+    not current (an outbox row's).
     kinds: the kinds the workers know (`load_registry(settings.handlers).kinds`, the
     built-ins plus the same registries the workers load); a job of any other kind is
     refused here instead of dead-lettered by a worker.  None checks the format only."""
+    if request_id is None:
+        request_id = os.urandom(8).hex()
+    if trace is None:
+        from ..ops.tracing import traceparent  # not at import: job.py stays light
+
+        trace = traceparent()
     job = Job(kind, order_id, outbox_id, request_id, trace)
     try:
         return parse_job(job.fields(), kinds, max_field_bytes=DEFAULT_MAX_FIELD_BYTES)

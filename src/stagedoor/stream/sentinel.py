@@ -21,9 +21,11 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import redis
 import redis.asyncio as aioredis
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
+from redis.sentinel import MasterNotFoundError
 from redis.sentinel import Sentinel as SyncSentinel
 
 from ..config import ConfigError, Settings
+from ..redaction import remember
 from .auth import add_url_auth, read_password_file
 
 SCHEMES = ("redis+sentinel", "rediss+sentinel")
@@ -61,11 +63,73 @@ def parse(url: str) -> SentinelTarget:
         raise ConfigError(f"{where}: the path must be /<master-name>[/<db>]")
     userinfo = parts.netloc.rsplit("@", 1)[0] if "@" in parts.netloc else ""
     user, _, password = userinfo.partition(":")
+    remember(unquote(password))  # masked in every output (redaction.py)
     return SentinelTarget(
         sentinels=tuple(sentinels), service=unquote(path[0]),
         db=int(path[1]) if len(path) == 2 else 0,
         username=unquote(user) or None, password=unquote(password) or None,
         tls=parts.scheme == "rediss+sentinel", options=dict(parse_qsl(parts.query)))
+
+
+# What a MasterNotFoundError says when the sentinels know the name but the master is
+# down (describe_no_master keys off it): redis-py says "No master found" for both.
+MASTER_DOWN = "is down"
+
+
+def down_text(state: dict[str, Any]) -> str:
+    """': the master h:p is down (flags ...); a failover is in progress' from a master's
+    SENTINEL MASTERS state, which redis-py's check_master_state refused."""
+    flags = state.get("flags", "")
+    flags = flags if isinstance(flags, str) else ",".join(sorted(flags))
+    if "failover_in_progress" in flags:
+        then = "a failover is in progress: the workers and producers retry until it ends"
+    elif "s_down" in flags or "o_down" in flags:
+        then = ("no replica promoted yet (a failover starts once a quorum of sentinels "
+                "agree, and needs a replica in sync)")
+    else:  # not a master (a demoted one not yet reconfigured), or too few sentinels
+        then = "not usable as master now"
+    return (f": the master {state.get('ip')}:{state.get('port')} {MASTER_DOWN} "
+            f"(flags {flags}); {then}")
+
+
+class _NamesTheCause:
+    """Mixed into redis-py's Sentinel: its MasterNotFoundError says the same for a name
+    the sentinels do not monitor (a wrong URL) and for a master that is down or mid-
+    failover.  check_master_state sees the state of a known master; keep the one it
+    refused, and say so in the error."""
+
+    _refused: dict[str, Any] | None = None
+
+    def check_master_state(self, state: dict[str, Any], service_name: str) -> bool:
+        ok: bool = super().check_master_state(state, service_name)  # type: ignore[misc]
+        if not ok:
+            self._refused = state
+        return ok
+
+    def _named(self, e: MasterNotFoundError) -> MasterNotFoundError:
+        refused, self._refused = self._refused, None
+        if refused is None:
+            return e
+        head, sep, errors = str(e).partition(" : ")
+        return MasterNotFoundError(head + down_text(refused) + sep + errors)
+
+
+class NamingSyncSentinel(_NamesTheCause, SyncSentinel):
+    def discover_master(self, service_name: str) -> Any:
+        self._refused = None
+        try:
+            return super().discover_master(service_name)
+        except MasterNotFoundError as e:
+            raise self._named(e) from None
+
+
+class NamingAsyncSentinel(_NamesTheCause, AsyncSentinel):
+    async def discover_master(self, service_name: str) -> Any:
+        self._refused = None
+        try:
+            return await super().discover_master(service_name)
+        except MasterNotFoundError as e:
+            raise self._named(e) from None
 
 
 def sentinel_kwargs(settings: Settings, *, asynchronous: bool = False) -> dict[str, Any]:
@@ -97,8 +161,8 @@ def master_kwargs(target: SentinelTarget, kwargs: dict[str, Any]) -> dict[str, A
 
 def async_master(settings: Settings, kwargs: dict[str, Any]) -> aioredis.Redis:
     target = parse(settings.redis_url)
-    manager = AsyncSentinel(list(target.sentinels),
-                            sentinel_kwargs=sentinel_kwargs(settings, asynchronous=True))
+    manager = NamingAsyncSentinel(list(target.sentinels),
+                                  sentinel_kwargs=sentinel_kwargs(settings, asynchronous=True))
     client: aioredis.Redis = manager.master_for(target.service,
                                                 **master_kwargs(target, kwargs))
     return client
@@ -106,7 +170,8 @@ def async_master(settings: Settings, kwargs: dict[str, Any]) -> aioredis.Redis:
 
 def sync_master(settings: Settings, kwargs: dict[str, Any]) -> redis.Redis:
     target = parse(settings.redis_url)
-    manager = SyncSentinel(list(target.sentinels), sentinel_kwargs=sentinel_kwargs(settings))
+    manager = NamingSyncSentinel(list(target.sentinels),
+                                 sentinel_kwargs=sentinel_kwargs(settings))
     client: redis.Redis = manager.master_for(target.service, **master_kwargs(target, kwargs))
     return client
 
@@ -114,8 +179,8 @@ def sync_master(settings: Settings, kwargs: dict[str, Any]) -> redis.Redis:
 async def discover_master(settings: Settings) -> tuple[str, int]:
     """The current master's address, asked of the sentinels (the lean connection's way)."""
     target = parse(settings.redis_url)
-    manager = AsyncSentinel(list(target.sentinels),
-                            sentinel_kwargs=sentinel_kwargs(settings, asynchronous=True))
+    manager = NamingAsyncSentinel(list(target.sentinels),
+                                  sentinel_kwargs=sentinel_kwargs(settings, asynchronous=True))
     try:
         host, port = await manager.discover_master(target.service)
     except redis.sentinel.MasterNotFoundError as e:

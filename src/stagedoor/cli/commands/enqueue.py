@@ -22,9 +22,11 @@ from ...exitcodes import EX_CONFIG, EX_DATAERR, EX_TEMPFAIL, EX_UNAVAILABLE
 from ...handlers.registry import load_registry
 from ...ops.tracing import traceparent
 from ...stream import connection
-from ...stream.errors import describe_unreachable
+from ...stream.diagnose import outage
+from ...stream.errors import OUTAGE_ERRORS
 from ...stream.job import FIELDS, Job, make_job
 from ...stream.queue import BacklogFull, EnqueueError, RedisOutOfMemory, enqueue_sync
+from ..flags import given, refuse
 from .status import SENTINEL_SETTINGS
 
 
@@ -47,7 +49,7 @@ def register(sub: Any) -> None:
                                   "wait_replicas", "wait_timeout_ms", "stream", "group",
                                   "maxlen", "socket_timeout", "handlers",
                                   "backlog_warn_fraction", "backlog_refuse_fraction"])
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, parser=p)
 
 
 _DIGITS = re.compile(r"[0-9]{1,19}", re.ASCII)
@@ -93,7 +95,13 @@ def read_jobs(stream: TextIO, kinds: Collection[str] | None = None) -> Iterator[
             raise ValueError(f"line {lineno}: {what}") from None
 
 
+SINGLE_JOB_FLAGS = ("kind", "order_id", "outbox_id", "request_id", "trace")
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.file:  # every job and every field comes from the file
+        refuse(args.parser, given(args, SINGLE_JOB_FLAGS),
+               "not allowed with --file (each line of the file is a whole job)")
     settings = config.from_args(args)
     kinds = load_registry(settings.handlers).kinds  # a bad spec: ConfigError, exit 78
     try:
@@ -130,9 +138,8 @@ def run(args: argparse.Namespace) -> int:
             code = EX_CONFIG
         else:
             code = EX_UNAVAILABLE
-        if isinstance(cause, redis.ConnectionError | redis.TimeoutError):
-            message = (f"cannot reach Redis at {config.redact_url(settings.redis_url)}: "
-                       f"{describe_unreachable(settings.redis_url, cause)}; {e.progress}")
+        if isinstance(cause, OUTAGE_ERRORS):
+            message = f"{outage(settings, cause)}; {e.progress}"
         else:
             message = str(e)
         print(f"stagedoor enqueue: {message}", file=sys.stderr)

@@ -28,6 +28,7 @@ from ...exitcodes import (
 from ...handlers.files import write_atomic
 from ...render import fonts, reference
 from ...render.order import Order, OrderDataError
+from ..flags import given, refuse
 
 
 def register(sub: Any) -> None:
@@ -52,7 +53,7 @@ def register(sub: Any) -> None:
                    help="Use the pure-Python reference renderer even if the native one "
                    "is built (same bytes, much slower).")
     config.add_arguments(p, only=FONT_SETTINGS)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, parser=p)
 
 
 FONT_SETTINGS = ("render_font_dirs", "render_fonts", "render_font_fallback",
@@ -84,7 +85,9 @@ def run(args: argparse.Namespace) -> int:
     except config.ConfigError as e:
         return _fail(str(e), EX_CONFIG)
     fonts.use(plan)
-    if args.check_fonts:
+    if args.check_fonts:  # renders nothing: the order, output and renderer would be ignored
+        refuse(args.parser, given(args, ("order", "output", "reference")),
+               "not allowed with --check-fonts (it renders nothing)")
         if not render.native_available():
             return _fail(f"--check-fonts needs the native renderer: "
                          f"{render.native_import_error()}", EX_UNAVAILABLE)

@@ -6,7 +6,9 @@ error), 69 with one line when Redis cannot be reached, 1 when Redis answered wit
 something that is not our queue (WRONGTYPE on the key, say).
 
 --check judges the numbers (stagedoor.ops.check) and exits like a monitoring plugin:
-0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (Redis unreachable included).  --watch prints a
+0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN for every failure to judge (a bad setting,
+Redis or the sentinels unreachable, a Cluster not ready, a reply that is not the queue),
+one line on stdout.  --watch prints a
 line every --interval seconds with the throughput (jobs acknowledged per second, from
 the group's entries-read and pending counts) and the time to drain the backlog at that
 rate, until Ctrl-C (or --samples lines).
@@ -26,8 +28,11 @@ from ... import config
 from ...exitcodes import EX_UNAVAILABLE
 from ...ops.check import Thresholds, evaluate, unknown
 from ...ops.inspect import InspectError, queue_status, redis_memory
+from ...redaction import redact
 from ...stream.connection import sync_client
-from ...stream.errors import describe_unreachable
+from ...stream.diagnose import outage
+from ...stream.errors import OUTAGE_ERRORS, first_line
+from ..flags import given, refuse
 
 # Settings an operator may need to point the tool at the right queue.
 SENTINEL_SETTINGS = ("sentinel_username", "sentinel_password_file", "sentinel_tls_ca_file")
@@ -35,6 +40,7 @@ CONNECTION_SETTINGS = ("redis_url", "redis_password_file", *SENTINEL_SETTINGS, "
                        "group", "dead_stream", "socket_timeout", "connect_timeout")
 # An operator tool is not latency-bound: give a remote Redis a little longer than 100 ms.
 MIN_CLI_TIMEOUT = 2.0
+WATCH_INTERVAL = 2.0
 
 
 def register(subparsers: Any) -> None:
@@ -44,7 +50,10 @@ def register(subparsers: Any) -> None:
                     "the oldest undelivered job, per-consumer pending/idle, the dead-letter "
                     "stream and the trimmed-backlog alarm. Read-only.")
     config.add_arguments(p, only=(*CONNECTION_SETTINGS, "maxlen", "dead_maxlen"))
-    p.add_argument("--json", action="store_true", help="print one JSON object (for scripts)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object (for scripts); with --check, the status with "
+                   "the verdict under \"check\" and the plugin's exit code; with --watch, "
+                   "one object per line")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true",
                       help="judge the queue and exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN "
@@ -53,25 +62,25 @@ def register(subparsers: Any) -> None:
                       help="a line every --interval seconds: backlog, throughput, time to "
                       "drain (Ctrl-C ends it)")
     d = Thresholds()
-    p.add_argument("--interval", type=_positive, default=2.0, metavar="SECONDS",
+    p.add_argument("--interval", type=_positive, default=argparse.SUPPRESS, metavar="SECONDS",
                    help="--watch: seconds between lines. [default: 2]")
-    p.add_argument("--samples", type=int, default=0, metavar="N",
+    p.add_argument("--samples", type=int, default=argparse.SUPPRESS, metavar="N",
                    help="--watch: stop after N lines (0: until Ctrl-C). [default: 0]")
-    p.add_argument("--warn-age", type=_positive, default=d.warn_age, metavar="SECONDS",
+    p.add_argument("--warn-age", type=_positive, default=argparse.SUPPRESS, metavar="SECONDS",
                    help=f"--check: WARNING at this queue age. [default: {d.warn_age:g}]")
-    p.add_argument("--crit-age", type=_positive, default=d.crit_age, metavar="SECONDS",
+    p.add_argument("--crit-age", type=_positive, default=argparse.SUPPRESS, metavar="SECONDS",
                    help=f"--check: CRITICAL at this queue age. [default: {d.crit_age:g}]")
-    p.add_argument("--warn-dead", type=int, default=d.warn_dead, metavar="N",
+    p.add_argument("--warn-dead", type=int, default=argparse.SUPPRESS, metavar="N",
                    help=f"--check: WARNING at N dead letters. [default: {d.warn_dead}]")
-    p.add_argument("--crit-dead", type=int, default=d.crit_dead, metavar="N",
+    p.add_argument("--crit-dead", type=int, default=argparse.SUPPRESS, metavar="N",
                    help=f"--check: CRITICAL at N dead letters. [default: {d.crit_dead}]")
-    p.add_argument("--warn-lag", type=_fraction, default=d.warn_lag, metavar="FRACTION",
+    p.add_argument("--warn-lag", type=_fraction, default=argparse.SUPPRESS, metavar="FRACTION",
                    help="--check: WARNING when the undelivered backlog reaches this share "
                    f"of MAXLEN. [default: {d.warn_lag:g}]")
-    p.add_argument("--crit-lag", type=_fraction, default=d.crit_lag, metavar="FRACTION",
+    p.add_argument("--crit-lag", type=_fraction, default=argparse.SUPPRESS, metavar="FRACTION",
                    help="--check: CRITICAL at this share of MAXLEN (trimming loses jobs at "
                    f"1). [default: {d.crit_lag:g}]")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, parser=p)
 
 
 def _positive(text: str) -> float:
@@ -96,23 +105,32 @@ def cli_client(settings: config.Settings) -> redis.Redis:
 
 
 def unreachable(prog: str, settings: config.Settings, exc: BaseException) -> int:
-    detail = describe_unreachable(settings.redis_url, exc)
-    print(f"{prog}: cannot reach Redis at {config.redact_url(settings.redis_url)}: {detail}",
-          file=sys.stderr)
+    print(f"{prog}: {outage(settings, exc)}", file=sys.stderr)
     return EX_UNAVAILABLE
 
 
+WATCH_FLAGS = ("interval", "samples")
+CHECK_FLAGS = ("warn_age", "crit_age", "warn_dead", "crit_dead", "warn_lag", "crit_lag")
+
+
 def run(args: argparse.Namespace) -> int:
-    settings = config.from_args(args)
+    if not args.watch:
+        refuse(args.parser, given(args, WATCH_FLAGS), "only with --watch")
+    if not args.check:
+        refuse(args.parser, given(args, CHECK_FLAGS), "only with --check")
     if args.check:
-        return run_check(args, settings)
+        return run_check(args)
+    settings = config.from_args(args)
     if args.watch:
         return run_watch(args, settings)
-    client = cli_client(settings)
+    try:
+        client = cli_client(settings)  # a Cluster client asks the nodes here
+    except OUTAGE_ERRORS as e:
+        return unreachable("stagedoor status", settings, e)
     try:
         status = queue_status(client, settings)
         status["redis_memory"] = redis_memory(client)
-    except (redis.ConnectionError, redis.TimeoutError) as e:
+    except OUTAGE_ERRORS as e:
         return unreachable("stagedoor status", settings, e)
     except InspectError as e:
         print(f"stagedoor status: {e}", file=sys.stderr)
@@ -132,25 +150,35 @@ def _write(doc: dict[str, Any], as_json: bool, text: str | None = None) -> None:
         sys.stdout.flush()
 
 
-def run_check(args: argparse.Namespace, settings: config.Settings) -> int:
-    thresholds = Thresholds(warn_age=args.warn_age, crit_age=args.crit_age,
-                            warn_dead=args.warn_dead, crit_dead=args.crit_dead,
-                            warn_lag=args.warn_lag, crit_lag=args.crit_lag)
-    client = cli_client(settings)
+def run_check(args: argparse.Namespace) -> int:
+    """A monitoring plugin's exit for every outcome: 0/1/2 from the numbers, 3 UNKNOWN
+    for anything that kept us from judging them (a bad setting, Redis unreachable, a
+    Cluster not ready, a reply that is not our queue, a bug), always one line."""
+    thresholds = Thresholds(**{name: getattr(args, name) for name in CHECK_FLAGS
+                               if hasattr(args, name)})
     status: dict[str, Any] | None = None
+    settings: config.Settings | None = None
     try:
-        status = queue_status(client, settings)
+        settings = config.from_args(args)
+        client = cli_client(settings)  # a Cluster client asks the nodes here
+        try:
+            status = queue_status(client, settings)
+        finally:
+            client.close()
         result = evaluate(status, settings.maxlen, thresholds)
-    except (redis.ConnectionError, redis.TimeoutError) as e:
-        detail = (str(e).splitlines() or [type(e).__name__])[0]
-        result = unknown(f"cannot reach Redis at {config.redact_url(settings.redis_url)}: "
-                         f"{detail}")
+    except config.ConfigError as e:
+        result = unknown(f"config error: {e}")
+    except OUTAGE_ERRORS as e:
+        assert settings is not None  # from_args raises only ConfigError
+        result = unknown(outage(settings, e))
     except InspectError as e:
         result = unknown(str(e))
-    finally:
-        client.close()
+    except redis.ResponseError as e:
+        result = unknown(f"Redis refused: {first_line(e)}")
+    except Exception as e:  # UNKNOWN, not a traceback and exit 1 (which is WARNING)
+        result = unknown(f"{type(e).__name__}: {first_line(e)}")
     doc = {**(status or {}), "check": result.as_dict()} if status else {"check": result.as_dict()}
-    _write(doc, args.json, result.line() + "\n")
+    _write(doc, args.json, redact(result.line()) + "\n")
     return result.state
 
 
@@ -162,7 +190,7 @@ def run_watch(args: argparse.Namespace, settings: config.Settings) -> int:
         while True:
             try:
                 status = queue_status(client, settings)
-            except (redis.ConnectionError, redis.TimeoutError) as e:
+            except OUTAGE_ERRORS as e:
                 return unreachable("stagedoor status", settings, e)
             except InspectError as e:
                 print(f"stagedoor status: {e}", file=sys.stderr)
@@ -171,9 +199,9 @@ def run_watch(args: argparse.Namespace, settings: config.Settings) -> int:
             previous = (status["time_ms"] / 1000, sample["done"])
             _write(sample, args.json, format_watch(sample))
             lines += 1
-            if args.samples and lines >= args.samples:
+            if getattr(args, "samples", 0) and lines >= args.samples:
                 return 0
-            time.sleep(args.interval)
+            time.sleep(getattr(args, "interval", WATCH_INTERVAL))
     except KeyboardInterrupt:  # the usual way to end a watch
         return 0
     finally:

@@ -5,8 +5,11 @@ ExecStart= and Documentation= pointed at this installation (`--as-shipped` leave
 as they are in src/stagedoor/data/systemd/).  `install` writes the unit (or the
 stagedoor@.service template with --template) into --unit-dir and the example settings
 into --config-dir, never overwriting a file without --force, then says what is left to
-do (the password credential, daemon-reload, enable).  Exit 73 when a file cannot be
-written.
+do (the password credential, daemon-reload, enable).  --config-dir moves EnvironmentFile=
+and LoadCredential= with the files.  Exit 73 when a file cannot be written; exit 78,
+writing nothing, when the unit's sandbox would hide this installation from the service
+(ProtectHome=, PrivateTmp=: cli/sandbox.py), unless --allow-hidden-paths; `print` warns
+on stderr for the same.
 """
 
 from __future__ import annotations
@@ -16,8 +19,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ...exitcodes import EX_CANTCREAT
-from ..shipped import SYSTEMD, docs_dir, render_unit, supervise_executable, text
+from ...exitcodes import EX_CANTCREAT, EX_CONFIG
+from ..sandbox import hidden_paths
+from ..shipped import (
+    SHIPPED_CONFIG_DIR,
+    SYSTEMD,
+    docs_dir,
+    render_unit,
+    supervise_executable,
+    text,
+)
 
 
 def register(sub: Any) -> None:
@@ -45,24 +56,51 @@ def register(sub: Any) -> None:
     ins.add_argument("--config-dir", default="/etc/stagedoor", metavar="DIR",
                      help="[default: /etc/stagedoor]")
     ins.add_argument("--force", action="store_true", help="overwrite existing files")
+    ins.add_argument("--allow-hidden-paths", action="store_true",
+                     help="install even when the unit's sandbox (ProtectHome=, PrivateTmp=) "
+                     "hides this installation from the service; relax the sandbox in a "
+                     "drop-in then")
     ins.set_defaults(func=run_install)
 
 
-def _content(name: str, as_shipped: bool = False) -> str:
+def _content(name: str, as_shipped: bool = False, config_dir: str = SHIPPED_CONFIG_DIR) -> str:
     if name.endswith(".service") and not as_shipped:
-        return render_unit(name, supervise_executable(), docs_dir())
+        return render_unit(name, supervise_executable(), docs_dir(), config_dir)
     return text("systemd", name)
 
 
+def _hidden(unit_text: str) -> list[str]:
+    return hidden_paths(unit_text, supervise_executable())
+
+
 def run_print(args: argparse.Namespace) -> int:
-    sys.stdout.write(_content(args.file, args.as_shipped))
+    content = _content(args.file, args.as_shipped)
+    sys.stdout.write(content)
+    if args.file.endswith(".service") and not args.as_shipped:
+        hidden = _hidden(content)
+        if hidden:
+            print(f"stagedoor systemd print: warning: the service could not run this "
+                  f"installation: {'; '.join(hidden)}", file=sys.stderr)
     return 0
 
 
 def run_install(args: argparse.Namespace) -> int:
     unit = "stagedoor@.service" if args.template else "stagedoor.service"
     env = "jobs.env" if args.template else "stagedoor.env"
-    plan = [(Path(args.unit_dir) / unit, _content(unit), 0o644),
+    unit_text = _content(unit, config_dir=str(Path(args.config_dir).absolute()))
+    hidden = _hidden(unit_text)
+    if hidden and not args.allow_hidden_paths:
+        # Refused: the unit would fail at start (203/EXEC, or Python without its modules).
+        print(f"stagedoor systemd install: the service could not run this installation: "
+              f"{'; '.join(hidden)}. Install stagedoor outside /home, /root, /run/user, /tmp "
+              "and /var/tmp (a venv in /opt/stagedoor/venv from a system Python), or pass "
+              "--allow-hidden-paths and relax the sandbox in a drop-in (ProtectHome=read-only, "
+              "PrivateTmp=no)", file=sys.stderr)
+        return EX_CONFIG
+    if hidden:
+        print(f"stagedoor systemd install: warning: {'; '.join(hidden)}: relax the sandbox in "
+              "a drop-in (systemctl edit) or the service will not start", file=sys.stderr)
+    plan = [(Path(args.unit_dir) / unit, unit_text, 0o644),
             (Path(args.config_dir) / env, _content("stagedoor.env.example"), 0o640),
             (Path(args.config_dir) / "stagedoor.toml.example",
              _content("stagedoor.toml.example"), 0o644)]
