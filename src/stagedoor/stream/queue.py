@@ -63,8 +63,19 @@ def is_busygroup(exc: BaseException) -> bool:
     return isinstance(exc, redis.ResponseError) and str(exc).startswith("BUSYGROUP")
 
 
+# Redis 7.0's answer to a read blocked on a stream that DEL or FLUSHDB removed (Valkey 8
+# and Redis 8 answer NOGROUP).  Only this text: "UNBLOCKED" alone is also CLIENT UNBLOCK
+# ERROR's prefix.
+_STREAM_DELETED = "UNBLOCKED the stream key no longer exists"
+
+
 def is_nogroup(exc: BaseException) -> bool:
-    return isinstance(exc, redis.ResponseError) and str(exc).startswith("NOGROUP")
+    """The group is missing: destroyed (XGROUP DESTROY), or its stream deleted (DEL,
+    FLUSHDB, a restart without data); both are mended by recreating it (MKSTREAM)."""
+    if not isinstance(exc, redis.ResponseError):
+        return False
+    text = str(exc)
+    return text.startswith("NOGROUP") or text.startswith(_STREAM_DELETED)
 
 
 def group_create_args(settings: Settings) -> tuple[Any, ...]:
