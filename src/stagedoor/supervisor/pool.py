@@ -86,13 +86,18 @@ class Pool:
 
         assert_fork_safe()
         settings = self.settings
+        name = settings.consumer_name(index)
+        # One consumer name, one reading process: a process of this name still alive
+        # (retiring, draining what it holds) works on the pending list the new one
+        # would re-read first; the new one waits for it (held, _hand_over).
+        held = any(x.consumer == name for x in self.handles.values())
 
         def child(hb_fd: int, life_fd: int) -> int:
-            return child_main(settings, index, hb_fd, life_fd)
+            return child_main(settings, index, hb_fd, life_fd, hold=held)
 
         proc = Process.fork(child, in_child=self.in_child)
-        h = Handle(proc=proc, slot=index, consumer=settings.consumer_name(index), role=role,
-                   started=time.monotonic(), reason=reason)
+        h = Handle(proc=proc, slot=index, consumer=name, role=role,
+                   started=time.monotonic(), reason=reason, held=held)
         with contextlib.suppress(psutil.Error):
             h.ps = psutil.Process(proc.pid)
             h.ps.cpu_percent(None)
@@ -100,9 +105,29 @@ class Pool:
         self.selector.register(proc.heartbeat_fd, selectors.EVENT_READ, ("hb", h))
         if proc.pidfd is not None:
             self.selector.register(proc.pidfd, selectors.EVENT_READ, ("pid", h))
-        log.info("forked worker slot %d pid %d (%s%s)", index, proc.pid, role,
-                 f": {reason}" if reason else "", extra={"slot": index})
+        log.info("forked worker slot %d pid %d (%s%s)%s", index, proc.pid, role,
+                 f": {reason}" if reason else "",
+                 f"; it reads once the other process named {name} has exited"
+                 if held else "", extra={"slot": index})
         return h
+
+    def _hand_over(self, name: str) -> None:
+        """A process named `name` exited: if none of that name may read any more, let
+        the one waiting for the name read ("g" down its lifeline).  Retiring held
+        processes never get it (they were told to stop before they read anything);
+        the slot's current goes before a replacement (which waits for the current
+        in its turn: the current is retired once the replacement is READY)."""
+        live = [x for x in self.handles.values() if x.consumer == name]
+        if any(not x.held for x in live):
+            return
+        waiting = [x for x in live if x.role != "retiring"]
+        if not waiting:
+            return
+        h = min(waiting, key=lambda x: (x.role != "current", x.started))
+        h.held = False
+        h.proc.ask(b"g")
+        log.info("worker slot %d pid %d reads now: no other process named %s is left",
+                 h.slot, h.pid, name, extra={"slot": h.slot, "consumer": name})
 
     # -- reading heartbeats ---------------------------------------------------------------
     def read(self, h: Handle) -> None:
@@ -181,6 +206,7 @@ class Pool:
         self.handles.pop(h.pid, None)
         retire(self.retired, h.stats)
         h.stats = {}
+        self._hand_over(h.consumer)
 
     def _on_exit(self, h: Handle, code: int) -> None:
         now = time.monotonic()

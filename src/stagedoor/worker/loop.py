@@ -49,7 +49,8 @@ class Worker:
     def __init__(self, settings: Settings, registry: Registry | None = None, *,
                  slot: int = 0, consumer: str | None = None, burst: bool = False,
                  on_ready: Callable[[], None] | None = None,
-                 tracer: tracing.JobTracer | None = None) -> None:
+                 tracer: tracing.JobTracer | None = None,
+                 go: asyncio.Event | None = None) -> None:
         s = self.settings = settings
         self.registry = registry if registry is not None else load_registry(settings.handlers)
         self.consumer = consumer or settings.consumer_name(slot)
@@ -59,6 +60,9 @@ class Worker:
         self.ready = asyncio.Event()
         self._on_ready = on_ready
         self._stopping = asyncio.Event()
+        # Set when no other process of this consumer name is left (the supervisor's
+        # word, worker/child.py): READY comes before it, the first read after it.
+        self._go = go
         self.tracer = tracer  # None: run() sets it up from OTEL_* (ops/tracing.py)
         # The parts.  Nothing here connects or starts a thread: that is run()'s.
         self.cmd = connection.async_client(s, name=self.consumer)
@@ -96,6 +100,10 @@ class Worker:
     def stopping(self) -> bool:
         return self._stopping.is_set()
 
+    async def _boot(self) -> None:
+        await lifecycle.boot(self.settings, self.cmd, self.reader, self.acker, self.outage)
+        await lifecycle.on_start(self.registry, self.ctx)
+
     async def run(self) -> None:
         s = self.settings
         tasks: list[asyncio.Task[Any]] = []
@@ -105,14 +113,23 @@ class Worker:
             if self.tracer is None:
                 self.tracer = tracing.setup_or_config_error()
             self.dispatcher.tracer = self.tracer
-            await lifecycle.boot(s, self.cmd, self.reader, self.acker, self.outage)
-            await lifecycle.on_start(self.registry, self.ctx)
+            # A stop at any moment of the boot ends it: the worker never becomes READY
+            # and reads nothing (lifecycle.unless_stopped).
+            if not await lifecycle.unless_stopped(self._boot(), self._stopping, "booting"):
+                return
             self.ready.set()
             if self._on_ready:
                 self._on_ready()
             lifecycle.warn_at_start(s, self.registry, self.consumer)
             log.info("worker %s ready (concurrency %d, count %d, block %d ms)", self.consumer,
                      s.concurrency, s.count, s.block_ms, extra={"consumer": self.consumer})
+            go = self._go
+            if go is not None and not go.is_set():
+                log.info("worker %s waits to read: another process of this name is still "
+                         "finishing its jobs", self.consumer, extra={"consumer": self.consumer})
+                if not await lifecycle.unless_stopped(go.wait(), self._stopping,
+                                                      "waiting for the consumer name"):
+                    return
             # Everything alive now lives for the whole process: keep the collector off it.
             gc.freeze()
             consume = asyncio.create_task(self.reader.consume(), name="consume")
