@@ -201,6 +201,8 @@ def test_signal_storm_over_a_drain_one_working_process_per_name_effects_once(
         sups[0].signal(signal.SIGTERM)
         assert sups[0].wait(40) == 0, sups[0].text()[-3000:]
         sups.append(procs.supervisor(2, opts, env=env))
+        # Not before its signal handlers are in: SIGTTIN's default action stops it.
+        sups[1].wait_log("starting 2 workers")
         storm(sups[1], rng, time.monotonic() + STORM_SECONDS / 2, counts, workers)
         stop_stalls.set()
         staller.join(10)
@@ -258,14 +260,14 @@ def test_stagedoor_work_without_a_slot_never_takes_a_supervisor_slots_name(
     argv = [sys.executable, "-m", "stagedoor.cli", "work",
             *procs.common({"reclaim_interval": 30, "claim_idle_ms": 60_000}, None)]
     work = procs._start(argv, None, "work")
-    wait_for(lambda: re.search(r"worker f-work-\d+ ready", work.text()), 30,
-             what="`stagedoor work` ready under a name of its own")
-    name = re.search(r"worker (f-work-(\d+)) ready", work.text())
-    assert name and int(name[2]) == work.pid
+    work.wait_log(" ready (concurrency")
+    # Its first read is of its own pending list: new jobs done means that pass is over.
     producer.enqueue("ledger", [10, 11])
     wait_for(lambda: {10, 11} <= ledger.done(), what="new jobs handled")
     assert ledger.starts()[1] == ledger.starts()[2] == ledger.starts()[3] == 1, \
         "`stagedoor work` re-ran jobs pending under the supervisor's worker"
+    name = re.search(r"worker (f-work-(\d+)) ready", work.text())
+    assert name and int(name[2]) == work.pid, work.text()[-1000:]
     assert "recovered 0" in work.text() or "recovered" not in work.text()
     work.signal(signal.SIGTERM)
     assert work.wait(20) == 0, work.text()[-2000:]
