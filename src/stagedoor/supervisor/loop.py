@@ -19,11 +19,10 @@ held are handled again by its successor within a second, not after the 60 s clai
 threshold.  A slot has one *current* process, and during a rolling restart or a
 memory recycle also a *replacement*: the new process is forked, and only when it is
 READY is the old one sent SIGTERM (it stops reading, finishes what it holds within
---graceful-timeout, acks, exits).  During that overlap both processes use the same
-consumer name.  That is safe: the old one no longer reads, so it takes nothing new;
-the new one's recovery pass hands it the shared PEL, and it skips nothing, but an
-entry the old one is still finishing can be handed to the new one as well and run
-twice (at-least-once, as everywhere; handlers are idempotent by outbox_id).
+--graceful-timeout, acks, exits).  Both use the same consumer name, and a name's
+pending list is re-read by whoever reads under it: so the new one reads nothing until
+the old one has exited (it is forked `held`; pool.py writes "g" down its lifeline
+then).  Of the live processes of one name, at most one reads (docs/supervisor.md).
 
 Boot vs runtime.  A worker that exits before it reported READY failed to boot (bad
 handler module -> exit 78, Redis unreachable for boot_timeout -> exit 69): the slot
