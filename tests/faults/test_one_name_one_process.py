@@ -277,3 +277,31 @@ def test_stagedoor_work_without_a_slot_never_takes_a_supervisor_slots_name(
     sup.signal(signal.SIGTERM)
     assert sup.wait(20) == 0
     check_all(client, fsettings, ledger)
+
+
+def test_sighup_the_new_worker_reads_only_after_the_old_one_of_its_name_exited(
+        procs: Procs, producer: Producer, ledger: Ledger, client: redis.Redis,
+        fsettings: Settings) -> None:
+    """Before: READY, the new worker re-read the slot's pending list at once and ran
+    the job the retiring worker was still running: twice, concurrently."""
+    sup = procs.supervisor(1, {"graceful_timeout": 30})
+    sup.wait_log("worker f-00 ready")
+    producer.enqueue("hold_pre", [1])
+    wait_for(lambda: ledger.starts()[1] == 1, what="job 1 running in the old worker")
+    [old] = {e["pid"] for e in ledger.events()}
+    sup.signal(signal.SIGHUP)
+    sup.wait_log(f"pid {old} gracefully: replaced by pid")
+    # READY, and it says it waits: the old worker still runs job 1 under the name.
+    sup.wait_log("waits to read: another process of this name")
+    producer.enqueue("ledger", [2])
+    assert ledger.starts()[1] == 1
+    producer.gate(1)
+    wait_for(lambda: {1, 2} <= ledger.done(), what="job 1 finished, job 2 handled")
+    sup.wait_log("reads now: no other process named f-00 is left")
+    new = {e["pid"] for e in ledger.events() if e["outbox_id"] == 2}
+    assert new and old not in new, "job 2 was read by the new worker"
+    assert ledger.starts()[1] == 1, "job 1 ran twice"
+    assert ledger.done().issuperset({1, 2})
+    sup.signal(signal.SIGTERM)
+    assert sup.wait(30) == 0
+    check_all(client, fsettings, ledger)
