@@ -45,8 +45,9 @@ DEAD_META = ("error", "source_id", "deliveries", "consumer", "time")
 # a payload too large for unpack) would ack a job that never reached jobs:dead.
 _DEAD_LETTER_LUA = """
 if ARGV[3] == '1' then
-  local pending = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
-  if #pending == 0 then return false end
+  -- NOGROUP (the group destroyed, the stream deleted or flushed): not pending either
+  local pending = redis.pcall('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
+  if pending.err or #pending == 0 then return false end
 end
 local args = {'XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*'}
 for i = 5, #ARGV do args[#args + 1] = ARGV[i] end
