@@ -324,12 +324,16 @@ class Supervisor:
         if self.stopping or not self.reloading:
             return
         slots = self.pool.slots
+        # Ready means serving: a new worker still waiting for its consumer name (held,
+        # the old one of the slot draining) does not count yet.
         views = {k: SlotView(started=s.current.started if s.current else None,
-                             ready=bool(s.current and s.current.ready),
+                             ready=bool(s.current and s.current.ready and not s.current.held),
                              replacing=s.replacement is not None)
                  for k, s in slots.items()}
         index, done = rules.roll(self.reload_queue, views, self.reload_t)
-        if index is not None:
+        if index is not None and not self.pool.handing_over():
+            # One slot at a time also while a slot's old worker drains: the next slot's
+            # old worker is not stopped before this slot's new one reads.
             slots[index].replacement = self.pool.try_spawn(index, "replacement", "SIGHUP")
         elif done:
             self.reloading = False

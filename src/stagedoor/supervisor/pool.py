@@ -111,6 +111,10 @@ class Pool:
                  if held else "", extra={"slot": index})
         return h
 
+    def handing_over(self) -> bool:
+        """A process waits for its consumer name (its slot's old worker drains)."""
+        return any(h.held and h.role != "retiring" for h in self.handles.values())
+
     def _hand_over(self, name: str) -> None:
         """A process named `name` exited: if none of that name may read any more, let
         the one waiting for the name read ("g" down its lifeline).  Retiring held
