@@ -265,11 +265,11 @@ async def _amain(settings: Settings, registry: Any, slot: int, heartbeat_fd: int
             data = os.read(lifeline_fd, 64)
         except BlockingIOError:
             return
-        if data and b"g" in data:
-            go.set()
-        if data and b"q" in data:
-            heartbeat.asked.set()
         if data:
+            if b"g" in data:  # the supervisor: no other process of our name is left
+                go.set()
+            if b"q" in data:
+                heartbeat.asked.set()
             return
         if not data:
             loop.remove_reader(lifeline_fd)

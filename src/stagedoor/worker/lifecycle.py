@@ -4,6 +4,8 @@ boot   HELLO on the hot-path connection (server version floor; a cluster node ne
        redis+cluster:// URL), ensure the group, open the hot-path connections;
        Redis away: retry with backoff until boot_timeout (BootError -> exit 69); bad
        credentials or a refused ACL: ConfigError at once (exit 78).
+stop   a stop requested at any moment of the boot ends it (unless_stopped): the worker
+       never becomes READY and reads nothing; a cancel is never turned into a retry.
 drain  stop reading without abandoning a read Redis may already have served, let the
        in-flight jobs finish within graceful_timeout (the rest stay pending), flush
        the acks.
@@ -102,6 +104,9 @@ async def unless_stopped(work: Awaitable[object], stopping: asyncio.Event, what:
     stop = asyncio.ensure_future(stopping.wait())
     try:
         await asyncio.wait([task, stop], return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # we were cancelled ourselves: take `work` along
+        task.cancel()
+        raise
     finally:
         stop.cancel()
     if not stopping.is_set():
