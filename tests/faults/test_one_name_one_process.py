@@ -93,6 +93,9 @@ def test_sigterm_while_the_workers_boot_against_a_busy_redis_stops_them(
         # Both workers are inside their boot: a first attempt timed out on the sleeping
         # Redis, the next connect is waiting for its handshake.
         sup.wait_log("Redis not reachable", timeout=30, count=3)
+        # Fault timing, not a synchronisation: past the backoff (< 0.1 s), into the next
+        # connect (1.1 s: connect_timeout + socket_timeout), where the cancel was lost.
+        time.sleep(0.4)
         sup.signal(signal.SIGTERM)
         sleeper.join(30)
         Producer(admin, s, ledger.directory).enqueue("ledger", range(1, 21))
