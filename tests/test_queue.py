@@ -91,6 +91,19 @@ async def test_dead_letter_script_acks_and_writes_exactly_once(
     assert original_fields(stored) == fields
 
 
+async def test_dead_letter_of_an_entry_whose_stream_was_deleted_is_not_an_error(
+        settings: Settings, sync_redis: redis.Redis, aredis: aioredis.Redis) -> None:
+    """DEL jobs (or FLUSHDB) while a job runs: its entry is pending nowhere any more;
+    the script's XPENDING answered NOGROUP, an error that left it "unexpected"."""
+    [entry] = enqueue_sync(sync_redis, settings, [make_job("refund", 1, 1, "r", "t")])
+    sync_redis.execute_command("XREADGROUP", "GROUP", "workers", "w", "STREAMS", "jobs", ">")
+    sync_redis.delete("jobs")
+    dead = DeadLetter(aredis, settings)
+    assert await dead(entry, [b"kind", b"refund"], error="bad", deliveries=1,
+                      consumer="w") is None
+    assert not sync_redis.exists("jobs:dead")
+
+
 async def test_dead_letter_of_a_huge_payload_keeps_the_first_fields(
         settings: Settings, sync_redis: redis.Redis, aredis: aioredis.Redis) -> None:
     fields = [b"f%d" % i for i in range(10_000)]

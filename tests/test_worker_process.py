@@ -24,7 +24,7 @@ def start_worker(settings: Settings, tmp: Path, *extra: str) -> subprocess.Popen
            "STAGEDOOR_REDIS_URL": worker_url(settings.redis_url), "STAGEDOOR_CONSUMER": "crash",
            "STAGEDOOR_LOG_FORMAT": "json"}
     return subprocess.Popen(
-        [sys.executable, "-m", "stagedoor.cli", "work", "--handlers",
+        [sys.executable, "-m", "stagedoor.cli", "work", "--slot", "0", "--handlers",
          "tests.crash_handlers:registry", "--block-ms", "200", "--job-timeout", "20",
          *extra], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 

@@ -55,8 +55,9 @@ DEAD_META = ("error", "source_id", "deliveries", "consumer", "time")
 # a payload too large for unpack) would ack a job that never reached jobs:dead.
 _DEAD_LETTER_LUA = """
 if ARGV[3] == '1' then
-  local pending = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
-  if #pending == 0 then return false end
+  -- NOGROUP (the group destroyed, the stream deleted or flushed): not pending either
+  local pending = redis.pcall('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
+  if pending.err or #pending == 0 then return false end
 end
 local before = redis.call('XLEN', KEYS[2])
 local args = {'XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*'}
@@ -82,8 +83,19 @@ def is_busygroup(exc: BaseException) -> bool:
     return isinstance(exc, redis.ResponseError) and str(exc).startswith("BUSYGROUP")
 
 
+# Redis 7.0's answer to a read blocked on a stream that DEL or FLUSHDB removed (Valkey 8
+# and Redis 8 answer NOGROUP).  Only this text: "UNBLOCKED" alone is also CLIENT UNBLOCK
+# ERROR's prefix.
+_STREAM_DELETED = "UNBLOCKED the stream key no longer exists"
+
+
 def is_nogroup(exc: BaseException) -> bool:
-    return isinstance(exc, redis.ResponseError) and str(exc).startswith("NOGROUP")
+    """The group is missing: destroyed (XGROUP DESTROY), or its stream deleted (DEL,
+    FLUSHDB, a restart without data); both are mended by recreating it (MKSTREAM)."""
+    if not isinstance(exc, redis.ResponseError):
+        return False
+    text = str(exc)
+    return text.startswith("NOGROUP") or text.startswith(_STREAM_DELETED)
 
 
 def group_create_args(settings: Settings) -> tuple[Any, ...]:

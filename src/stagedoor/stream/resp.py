@@ -326,6 +326,11 @@ class FastConnection:
             proto = await asyncio.wait_for(self._open(),
                                            self._settings.connect_timeout + self._timeout)
         except BaseException as e:
+            # Other tasks waiting on this connect get a ConnectionError (they retry as
+            # after any failed connect).  The task whose connect was cancelled gets its
+            # CancelledError back, unchanged: a cancel is a stop, and turned into a
+            # retryable error it would be swallowed by a retry loop (a worker told to
+            # stop while it boots would boot and read on, issue 24).
             error: Exception = e if isinstance(e, Exception) else \
                 redis.ConnectionError("connect cancelled")
             if isinstance(e, TimeoutError):
@@ -334,7 +339,7 @@ class FastConnection:
                 error = redis.ConnectionError(f"cannot connect to Redis: {e}")
             connecting.set_exception(error)
             connecting.exception()  # retrieved: no "never retrieved" warning
-            if error is e:
+            if error is e or not isinstance(e, Exception):
                 raise
             raise error from None
         else:

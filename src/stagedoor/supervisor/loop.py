@@ -20,11 +20,10 @@ held are handled again by its successor within a second, not after the 60 s clai
 threshold.  A slot has one *current* process, and during a rolling restart or a
 memory recycle also a *replacement*: the new process is forked, and only when it is
 READY is the old one sent SIGTERM (it stops reading, finishes what it holds within
---graceful-timeout, acks, exits).  During that overlap both processes use the same
-consumer name.  That is safe: the old one no longer reads, so it takes nothing new;
-the new one's recovery pass hands it the shared PEL, and it skips nothing, but an
-entry the old one is still finishing can be handed to the new one as well and run
-twice (at-least-once, as everywhere; handlers are idempotent by outbox_id).
+--graceful-timeout, acks, exits).  Both use the same consumer name, and a name's
+pending list is re-read by whoever reads under it: so the new one reads nothing until
+the old one has exited (it is forked `held`; pool.py writes "g" down its lifeline
+then).  Of the live processes of one name, at most one reads (docs/supervisor.md).
 
 Boot vs runtime.  A worker that exits before it reported READY failed to boot (bad
 handler module -> exit 78, Redis unreachable for boot_timeout -> exit 69): the slot
@@ -329,12 +328,16 @@ class Supervisor:
         if self.stopping or not self.reloading:
             return
         slots = self.pool.slots
+        # Ready means serving: a new worker still waiting for its consumer name (held,
+        # the old one of the slot draining) does not count yet.
         views = {k: SlotView(started=s.current.started if s.current else None,
-                             ready=bool(s.current and s.current.ready),
+                             ready=bool(s.current and s.current.ready and not s.current.held),
                              replacing=s.replacement is not None)
                  for k, s in slots.items()}
         index, done = rules.roll(self.reload_queue, views, self.reload_t)
-        if index is not None:
+        if index is not None and not self.pool.handing_over():
+            # One slot at a time also while a slot's old worker drains: the next slot's
+            # old worker is not stopped before this slot's new one reads.
             slots[index].replacement = self.pool.try_spawn(index, "replacement", "SIGHUP")
         elif done:
             self.reloading = False

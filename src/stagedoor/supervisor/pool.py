@@ -94,6 +94,11 @@ class Pool:
 
         assert_fork_safe()
         settings = self.settings
+        name = settings.consumer_name(index)
+        # One consumer name, one reading process: a process of this name still alive
+        # (retiring, draining what it holds) works on the pending list the new one
+        # would re-read first; the new one waits for it (held, _hand_over).
+        held = any(x.consumer == name for x in self.handles.values())
 
         slot = self.slots.get(index)
         killer = slot.killer if slot is not None and role == "current" else None
@@ -101,15 +106,15 @@ class Pool:
         page = make_page()  # shared with the child: its counts survive its crash
 
         def child(hb_fd: int, life_fd: int) -> int:
-            return child_main(settings, index, hb_fd, life_fd, killer, page)
+            return child_main(settings, index, hb_fd, life_fd, killer, page, hold=held)
 
         try:
             proc = Process.fork(child, in_child=self.in_child)
         except BaseException:
             page.close()
             raise
-        h = Handle(proc=proc, slot=index, consumer=settings.consumer_name(index), role=role,
-                   started=time.monotonic(), reason=reason, page=page)
+        h = Handle(proc=proc, slot=index, consumer=name, role=role,
+                   started=time.monotonic(), reason=reason, page=page, held=held)
         with contextlib.suppress(psutil.Error):
             h.ps = psutil.Process(proc.pid)
             h.ps.cpu_percent(None)
@@ -117,9 +122,33 @@ class Pool:
         self.selector.register(proc.heartbeat_fd, selectors.EVENT_READ, ("hb", h))
         if proc.pidfd is not None:
             self.selector.register(proc.pidfd, selectors.EVENT_READ, ("pid", h))
-        log.info("forked worker slot %d pid %d (%s%s)", index, proc.pid, role,
-                 f": {reason}" if reason else "", extra={"slot": index})
+        log.info("forked worker slot %d pid %d (%s%s)%s", index, proc.pid, role,
+                 f": {reason}" if reason else "",
+                 f"; it reads once the other process named {name} has exited"
+                 if held else "", extra={"slot": index})
         return h
+
+    def handing_over(self) -> bool:
+        """A process waits for its consumer name (its slot's old worker drains)."""
+        return any(h.held and h.role != "retiring" for h in self.handles.values())
+
+    def _hand_over(self, name: str) -> None:
+        """A process named `name` exited: if none of that name may read any more, let
+        the one waiting for the name read ("g" down its lifeline).  Retiring held
+        processes never get it (they were told to stop before they read anything);
+        the slot's current goes before a replacement (which waits for the current
+        in its turn: the current is retired once the replacement is READY)."""
+        live = [x for x in self.handles.values() if x.consumer == name]
+        if any(not x.held for x in live):
+            return
+        waiting = [x for x in live if x.role != "retiring"]
+        if not waiting:
+            return
+        h = min(waiting, key=lambda x: (x.role != "current", x.started))
+        h.held = False
+        h.proc.ask(b"g")
+        log.info("worker slot %d pid %d reads now: no other process named %s is left",
+                 h.slot, h.pid, name, extra={"slot": h.slot, "consumer": name})
 
     # -- reading heartbeats ---------------------------------------------------------------
     def read(self, h: Handle) -> None:
@@ -213,6 +242,7 @@ class Pool:
         if h.page is not None:
             h.page.close()
             h.page = None
+        self._hand_over(h.consumer)
 
     @staticmethod
     def _fold_page(h: Handle) -> None:

@@ -111,7 +111,7 @@ class Reporter:
                                "replacement": s.replacement.pid if s.replacement else None}
                       for k, s in sorted(pool.slots.items())},
             "processes": sorted(({"pid": h.pid, "slot": h.slot, "role": h.role,
-                                  "ready": h.ready, "rss": h.rss}
+                                  "ready": h.ready, "rss": h.rss, "held": h.held}
                                  for h in pool.handles.values()), key=lambda d: d["pid"]),
         }
 

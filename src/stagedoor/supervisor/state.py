@@ -2,7 +2,8 @@
 
 A slot k is consumer settings.consumer_name(k) forever; it has one *current* process
 and, during a rolling restart or a memory recycle, a *replacement*.  A process being
-stopped is *retiring*.  Plain data: loop.py changes it, decisions.py reads numbers
+stopped is *retiring*.  Of the live processes of one consumer name at most one reads
+(one that is not `held`).  Plain data: loop.py changes it, decisions.py reads numbers
 from it, report.py shows it.
 """
 
@@ -39,6 +40,11 @@ class Handle:
     alone: str | None = None        # the entry it runs alone now (redelivery isolation)
     hung: str = ""                  # why the supervisor sent it SIGABRT, if it did
     page: mmap.mmap | None = None   # its handled counters, shared (ops/shared_counts.py)
+    # Forked while another live process had its consumer name (a rolling restart, a
+    # memory recycle, a slot given back by SIGTTOU and taken again by SIGTTIN): it boots
+    # and reports READY but reads nothing until the supervisor writes "g" down its
+    # lifeline, once every other process of that name has exited (pool._hand_over).
+    held: bool = False
 
     @property
     def pid(self) -> int:

@@ -80,12 +80,15 @@ def setup_logging(settings: Settings) -> None:
 
 
 def child_main(settings: Settings, slot: int, heartbeat_fd: int, lifeline_fd: int,
-               killer: tuple[str, str] | None = None, page: mmap.mmap | None = None) -> int:
+               killer: tuple[str, str] | None = None, page: mmap.mmap | None = None, *,
+               hold: bool = False) -> int:
     """The whole life of a worker process; returns its exit code.
 
     killer: (entry id, cause) of the entry that killed the slot's previous worker while
     it ran alone (redelivery.py): this worker dead-letters it at boot.  page: the
-    page shared with the supervisor for the counters (ops/shared_counts.py)."""
+    page shared with the supervisor for the counters (ops/shared_counts.py).
+    hold: another process of this consumer name is still alive; boot and report READY,
+    but read nothing before the supervisor writes "g" down the lifeline."""
     set_title(worker_title(settings, slot))
     reset_signals()
     for name in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
@@ -107,7 +110,7 @@ def child_main(settings: Settings, slot: int, heartbeat_fd: int, lifeline_fd: in
         return EX_CONFIG
     try:
         uvloop.run(_amain(settings, registry, slot, heartbeat_fd, lifeline_fd, killer,
-                          page))
+                          page, hold))
     except ConfigError as e:
         log.error("worker slot %d: config error: %s", slot, e)
         return EX_CONFIG
@@ -245,32 +248,29 @@ class _PipeProtocol(asyncio.BaseProtocol):
 
 async def _amain(settings: Settings, registry: Any, slot: int, heartbeat_fd: int,
                  lifeline_fd: int, killer: tuple[str, str] | None = None,
-                 page: mmap.mmap | None = None) -> None:
+                 page: mmap.mmap | None = None, hold: bool = False) -> None:
     from .loop import Worker
 
     loop = asyncio.get_running_loop()
     pipe = os.fdopen(heartbeat_fd, "wb", buffering=0)
     transport, _ = await loop.connect_write_pipe(_PipeProtocol, pipe)
     heartbeat = Heartbeat(transport, slot)
+    go = asyncio.Event()  # the supervisor's "g": no other process of our name is left
+    if not hold:
+        go.set()
     worker = Worker(settings, registry, slot=slot, on_ready=heartbeat.ready, killer=killer,
-                    counts_page=page)
+                    counts_page=page, go=go)
 
     async def announce(entry_id: bytes | None) -> None:
         await heartbeat.alone(entry_id, worker)
 
     worker.redelivery.announce = announce
-    main = asyncio.current_task()
-    assert main is not None
-    cancelled_by_us = False
 
     def stop() -> None:
-        nonlocal cancelled_by_us
-        if worker.ready.is_set():
-            worker.request_stop()
-            loop.call_later(NUDGE_AFTER, nudge)
-        elif not cancelled_by_us:  # still booting: nothing in flight, just leave
-            cancelled_by_us = True
-            main.cancel()
+        # One path at every moment of the worker's life: booting, the boot ends without
+        # READY (Worker.run races it with this flag); reading, it drains.
+        worker.request_stop()
+        loop.call_later(NUDGE_AFTER, nudge)
 
     def nudge() -> None:
         # Python 3.11's asyncio.wait_for (used inside redis-py's execute_command) can
@@ -293,8 +293,11 @@ async def _amain(settings: Settings, registry: Any, slot: int, heartbeat_fd: int
             data = os.read(lifeline_fd, 64)
         except BlockingIOError:
             return
-        if data and b"q" in data:
-            heartbeat.asked.set()
+        if data:
+            if b"g" in data:  # the supervisor: no other process of our name is left
+                go.set()
+            if b"q" in data:
+                heartbeat.asked.set()
             return
         if not data:
             loop.remove_reader(lifeline_fd)
@@ -311,9 +314,6 @@ async def _amain(settings: Settings, registry: Any, slot: int, heartbeat_fd: int
         tasks.append(asyncio.create_task(heartbeat.queue_status(worker, settings)))
     try:
         await worker.run()
-    except asyncio.CancelledError:
-        if not cancelled_by_us:
-            raise
     finally:
         loop.remove_reader(lifeline_fd)
         for t in tasks:

@@ -4,6 +4,8 @@ boot   HELLO on the hot-path connection (server version floor; a cluster node ne
        redis+cluster:// URL), ensure the group, open the hot-path connections;
        Redis away: retry with backoff until boot_timeout (BootError -> exit 69); bad
        credentials or a refused ACL: ConfigError at once (exit 78).
+stop   a stop requested at any moment of the boot ends it (unless_stopped): the worker
+       never becomes READY and reads nothing; a cancel is never turned into a retry.
 drain  stop reading without abandoning a read Redis may already have served, let the
        in-flight jobs finish within graceful_timeout (the rest stay pending), flush
        the acks.
@@ -15,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable
 
 import redis
 import redis.asyncio as aioredis
@@ -85,6 +88,37 @@ async def boot(settings: Settings, cmd: aioredis.Redis, reader: Reader, acker: A
             outage.enter(e)
             await outage.wait_clear()
             deadline = time.monotonic() + s.boot_timeout
+
+
+async def unless_stopped(work: Awaitable[object], stopping: asyncio.Event, what: str
+                         ) -> bool:
+    """Run `work` (the boot, a wait before the first read) until it ends or a stop is
+    requested; True if it ended, False if the stop came first (then it is cancelled).
+
+    A stop is a flag, not only a cancel: a cancel can be lost on its way (Python 3.11's
+    asyncio.wait_for, used by redis-py and our connect, swallows one that lands as the
+    awaited call completes: CPython gh-86296), and a lost cancel at boot let a worker
+    told to stop become READY and read on.  The flag is checked here, whatever became
+    of the cancel, and the cancel is repeated until `work` has ended."""
+    task = asyncio.ensure_future(work)
+    stop = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait([task, stop], return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # we were cancelled ourselves: take `work` along
+        task.cancel()
+        raise
+    finally:
+        stop.cancel()
+    if not stopping.is_set():
+        task.result()  # the work ended first: its outcome (raises its error)
+        return True
+    while not task.done():
+        task.cancel()
+        await asyncio.wait([task], timeout=0.5)
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("%s ended with %r after the stop", what, task.exception())
+    log.info("stop requested while %s: stopping", what)
+    return False
 
 
 async def on_start(registry: Registry, ctx: Context) -> None:

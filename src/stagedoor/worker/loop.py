@@ -52,11 +52,13 @@ class Worker:
                  on_ready: Callable[[], None] | None = None,
                  tracer: tracing.JobTracer | None = None,
                  killer: tuple[str, str] | None = None,
-                 counts_page: mmap.mmap | None = None) -> None:
+                 counts_page: mmap.mmap | None = None,
+                 go: asyncio.Event | None = None) -> None:
         """killer: (entry id, cause) of an entry that killed this slot's previous worker
         while it ran alone, as its supervisor saw it: dead-lettered at boot.
         counts_page: the page its supervisor reads its counters from after a crash
-        (ops/shared_counts.py)."""
+        (ops/shared_counts.py).  go: set when no other process of this consumer name is
+        left (a held replacement reads nothing before)."""
         s = self.settings = settings
         self.registry = registry if registry is not None else load_registry(settings.handlers)
         self.consumer = consumer or settings.consumer_name(slot)
@@ -68,6 +70,9 @@ class Worker:
         self.ready = asyncio.Event()
         self._on_ready = on_ready
         self._stopping = asyncio.Event()
+        # Set when no other process of this consumer name is left (the supervisor's
+        # word, worker/child.py): READY comes before it, the first read after it.
+        self._go = go
         self.tracer = tracer  # None: run() sets it up from OTEL_* (ops/tracing.py)
         # The parts.  Nothing here connects or starts a thread: that is run()'s.
         self.cmd = connection.async_client(s, name=self.consumer)
@@ -106,6 +111,16 @@ class Worker:
     def stopping(self) -> bool:
         return self._stopping.is_set()
 
+    async def _boot(self) -> None:
+        await lifecycle.boot(self.settings, self.cmd, self.reader, self.acker, self.outage)
+        await lifecycle.on_start(self.registry, self.ctx)
+        if self.killer is not None:  # before the own pending list is read again
+            try:
+                await self.redelivery.dead_letter_killer(*self.killer)
+            except Exception as e:  # never a boot failure: the start count decides
+                log.warning("could not dead-letter %s, which killed the previous "
+                            "worker (%s): %s: %s", *self.killer, type(e).__name__, e)
+
     async def run(self) -> None:
         s = self.settings
         tasks: list[asyncio.Task[Any]] = []
@@ -121,20 +136,23 @@ class Worker:
             if renderer is not None:
                 for name in ("native", "reference"):
                     self.stats.gauges["renderer_" + name] = float(name == renderer)
-            await lifecycle.boot(s, self.cmd, self.reader, self.acker, self.outage)
-            await lifecycle.on_start(self.registry, self.ctx)
-            if self.killer is not None:  # before the own pending list is read again
-                try:
-                    await self.redelivery.dead_letter_killer(*self.killer)
-                except Exception as e:  # never a boot failure: the start count decides
-                    log.warning("could not dead-letter %s, which killed the previous "
-                                "worker (%s): %s: %s", *self.killer, type(e).__name__, e)
+            # A stop at any moment of the boot ends it: the worker never becomes READY
+            # and reads nothing (lifecycle.unless_stopped).
+            if not await lifecycle.unless_stopped(self._boot(), self._stopping, "booting"):
+                return
             self.ready.set()
             if self._on_ready:
                 self._on_ready()
             lifecycle.warn_at_start(s, self.registry, self.consumer)
             log.info("worker %s ready (concurrency %d, count %d, block %d ms)", self.consumer,
                      s.concurrency, s.count, s.block_ms, extra={"consumer": self.consumer})
+            go = self._go
+            if go is not None and not go.is_set():
+                log.info("worker %s waits to read: another process of this name is still "
+                         "finishing its jobs", self.consumer, extra={"consumer": self.consumer})
+                if not await lifecycle.unless_stopped(go.wait(), self._stopping,
+                                                      "waiting for the consumer name"):
+                    return
             # Everything alive now lives for the whole process: keep the collector off it.
             gc.freeze()
             consume = asyncio.create_task(self.reader.consume(), name="consume")

@@ -44,7 +44,7 @@ from ..backoff import Backoff
 from ..config import Settings
 from ..ops.metrics import WorkerStats
 from ..stream import connection
-from ..stream.errors import is_oom
+from ..stream.errors import first_line, is_oom
 from ..stream.queue import ensure_group, is_nogroup
 from ..stream.resp import Exchange, FastConnection
 from .acks import Acker
@@ -341,7 +341,9 @@ class Reader:
                     continue
                 if not is_nogroup(e):
                     raise
-                log.warning("group %s is gone (Redis restarted empty?); recreating", group)
+                log.warning("stream %s or its group %s is gone (deleted, flushed, or Redis "
+                            "restarted empty); recreating it (%s)", stream, group,
+                            first_line(e))
                 await self._ensure_group_quietly()
                 self._recover, self._recover_cursor = True, b"0"
 
