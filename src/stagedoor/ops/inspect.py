@@ -6,7 +6,8 @@ CLI, the metrics exporter and the tests all read one shape:
 
   round 1: TIME, XINFO STREAM, XINFO GROUPS, XINFO CONSUMERS, XPENDING (summary),
            XPENDING - + 1 (the oldest pending entry), XLEN of the dead-letter stream
-  round 2: XRANGE jobs (<last-delivered-id> + COUNT 1: the oldest undelivered entry,
+  round 2: XRANGE jobs (<last-delivered-id> + COUNT n: the oldest undelivered entry
+           (and up to STATUS_SCAN of them, to count them: see "Undelivered"),
            HMGET stagedoor:trimmed:<stream> count gap_end skew unread_skew at at_read
            gap_at gap_lost: jobs trimmed unread so far, and the last exact count
 
@@ -28,6 +29,14 @@ is never trusted alone (Valkey may say 0 after a trim).  The alarm clears once t
 group reads past the gap; the count stays (metric stagedoor_trimmed_unread_total).
 With no counters at all (method "ids") the alarm is the ids' heuristic: the first
 entry is newer than the id right after the cursor.
+
+Undelivered (`undelivered`, what --check, the lag gauge and --watch read): the
+entries after the group's cursor counted from the stream, not XINFO's lag, which is
+entries-added - entries-read and stays too high after a failover to a Redis 7.0
+replica (its entries-read is copied only on a full resync; docs/scaling.md).  O(1)
+when the group is caught up or behind the first entry; else round 2's XRANGE reads
+up to STATUS_SCAN entries after the cursor (Redis's lag is an upper bound, so it says
+how many suffice); beyond that, XINFO's lag.  `group.lag` stays XINFO's own.
 
 Consumers: `idle_ms` is XINFO CONSUMERS' idle; `inactive_ms` (ms since the last
 successful read or claim) is there on servers that report it (Redis >= 7.2, Valkey)

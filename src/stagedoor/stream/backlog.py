@@ -21,20 +21,46 @@ loss; `skew` is the part of it already counted, and
 
     backlog = entries-added - entries-read - skew + pending
 
-is what the producer checks before its XADD.  (Re-syncing the counter with XGROUP
-SETID would be simpler, but SETID can also skip entries: the worker's ACL refuses
-it on purpose.)  A loss found while the counter is unknown (a group that never read,
-cursor 0-0) is not added to `skew` but to `unread_skew`, which only that case reads:
-Redis estimates the counter from the stream's length at the group's first read, which
-leaves the loss out by itself, and until then `unread_skew` keeps every later audit
-and enqueue from counting the same loss again.
+is what the producer checks before its XADD.  A loss found while the counter is
+unknown (a group that never read, cursor 0-0) is not added to `skew` but to
+`unread_skew`, which only that case reads: Redis estimates the counter from the
+stream's length at the group's first read, which leaves the loss out by itself, and
+until then `unread_skew` keeps every later audit and enqueue from counting the same
+loss again.
 
-Known limit: a loss is counted exactly while the group is behind the gap, which
-lasts as long as the group needs to read a whole stream's length.  A trim by another
-producer that the group reads past before anyone looks (slot 0 looks every few
-seconds, a producer at every enqueue) is counted at least in part, as the excess of
-entries-added - entries-read over what the stream still holds.  Our own producers
-cannot cause it: they refuse to add before a trim would reach unread entries.
+Failover (issue 24).  Redis 7.0 copies entries-read to a replica only on a full
+resync, not as reads happen (Valkey 8.1 and Redis 8.2 do copy it:
+tests/test_entries_read_replication.py, the table in docs/scaling.md); a promoted
+7.0 replica keeps a counter that is too low, and Redis goes on incrementing the
+stale value, so it never heals.  So the counters are a fast estimate only, and an
+upper bound of the backlog (a replica's counter is a master's of earlier, never
+higher).  Where a decision or an alarm hangs on them, the stream is counted:
+
+- not behind (the cursor is at or after the stream's first entry): nothing after
+  the cursor is gone, so an excess of the counters over the stream is never a loss.
+  When the estimate reaches the producer's warning level (and at every audit) the
+  live entries after the cursor are counted (`unread_exact`: O(1) when the group is
+  caught up; else both sides of the cursor a page at a time, the shorter wins; at
+  most AUDIT_SCAN_CAP entries, the whole stream before a refusal), and the counter
+  is repaired: XGROUP SETID <the same cursor> ENTRIESREAD <entries-added - count>
+  (nothing skipped), `skew` 0, so later estimates are exact and cheap again.  A user
+  without XGROUP SETID (the worker's and producer's ACL, docs/security.md) gets the
+  count, not the repair (tried once: `setid_refused` in the hash).
+- every count is also kept as `at` (the cursor) and `at_read` (entries added up to
+  it): how many entries were added up to an id is the stream's history, not the
+  group's, so no failover changes it.  Behind at that very cursor (a trim caught the
+  group while it was not reading), the loss is entries-added - at_read - length minus
+  what was counted at that cursor already (`gap_at`, `gap_lost`): exact, stale
+  counter or not.  Behind elsewhere, the counter is all there is (exact if it is).
+
+Known limits: a trim by another producer that the group reads past before anyone
+looks (slot 0 looks every few seconds, a producer at every enqueue) is not counted:
+once the group is past it, a loss and a counter that missed reads look the same, and
+a false "lost" after every failover would be worse.  Our own producers cannot cause
+it: they refuse to add before a trim would reach unread entries.  A failover while
+the group is behind a gap it was reading into (the cursor moved since the last
+count) counts the stale part of the counter with the loss.  Entries XDELed after the
+cursor (tombstones; workers cannot XDEL) keep the counter from being repaired.
 
 `status()` is the read-only Python twin of account() for `stagedoor status` and the
 exporter: counted total + what is lost and not yet counted.

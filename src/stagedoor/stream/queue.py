@@ -30,7 +30,7 @@ import redis
 import redis.asyncio as aioredis
 
 from ..config import Settings
-from .backlog import ACCOUNT_LUA, AUDIT_SCAN_CAP, trimmed_key
+from .backlog import ACCOUNT_LUA, trimmed_key
 from .errors import OOM_ADVICE, first_line, is_oom
 from .job import Job
 
@@ -173,6 +173,10 @@ return out
 """
 ENQUEUE_LUA = ACCOUNT_LUA + _ENQUEUE_LUA
 JOB_WIDTH = 10  # Job.fields(): five names, five values
+# Entries the enqueue script may read to check a warning (a log line; a refusal is
+# checked on the whole stream): ~3 ms of Redis.  Past it, it warns on the estimate, an
+# upper bound of the backlog, and slot 0's audit (20,000) repairs a stale counter.
+WARN_SCAN = 2000
 
 
 def backlog_limits(settings: Settings) -> tuple[int, int]:
@@ -188,10 +192,10 @@ def _chunks(settings: Settings, jobs: Iterable[Job], chunk: int
     warn, limit = backlog_limits(s)
     for start in range(0, len(batch), chunk):
         # The counter hash goes in ARGV, not KEYS: see backlog.AUDIT_LUA.  From the
-        # warning level on, the stream is counted (up to AUDIT_SCAN_CAP entries; all
-        # of it before a refusal), not the group's entries-read trusted.
+        # warning level on, the stream is counted, not the group's entries-read
+        # trusted: up to WARN_SCAN entries for a warning, all of it before a refusal.
         args: list[Any] = [s.group, s.maxlen, limit, JOB_WIDTH, trimmed_key(s), warn,
-                           AUDIT_SCAN_CAP]
+                           WARN_SCAN]
         part = batch[start:start + chunk]
         for job in part:
             fields = job.fields()
