@@ -22,7 +22,7 @@ from stagedoor.ops.inspect import queue_status
 from stagedoor.stream import connection
 from stagedoor.stream.backlog import AUDIT_LUA, AUDIT_SCAN_CAP, trimmed_key
 from stagedoor.stream.job import make_job
-from stagedoor.stream.queue import enqueue_sync
+from stagedoor.stream.queue import BacklogFull, enqueue_sync
 
 
 @pytest.fixture
@@ -80,3 +80,56 @@ def test_a_stale_counter_without_setid_rights_is_counted_not_called_lost(
     assert st["trimmed_backlog"]["alarm"] is True
     assert st["trimmed_backlog"]["undelivered_trimmed"] == 400, st["trimmed_backlog"]
     assert st["undelivered"] == 100
+
+
+def _stale_group(admin: redis.Redis, s: Settings, added: int, read: int) -> None:
+    """A group that read `read` of `added` entries, with the counter of a promoted
+    Redis 7.0 replica that had copied it before any read (0)."""
+    admin.execute_command("XGROUP", "CREATE", s.stream, s.group, "$", "MKSTREAM",
+                          "ENTRIESREAD", 0)
+    _add(admin, s, 1, added)
+    left = read
+    while left:
+        got = admin.xreadgroup(s.group, "c", {s.stream: ">"}, count=min(left, 1000))
+        admin.xack(s.stream, s.group, *[eid for eid, _ in got[0][1]])
+        left -= len(got[0][1])
+    _make_stale(admin, s)
+
+
+def _make_stale(admin: redis.Redis, s: Settings) -> None:
+    cursor = admin.xinfo_groups(s.stream)[0]["last-delivered-id"]
+    admin.execute_command("XGROUP", "SETID", s.stream, s.group, cursor, "ENTRIESREAD", 0)
+
+
+def test_the_exact_count_pages_through_the_shorter_side_of_the_cursor(
+        sync_redis: redis.Redis, worker_user: redis.Redis, settings: Settings) -> None:
+    admin = sync_redis
+    s = settings.replace(maxlen=5200, wait_replicas=0)  # warns from 4160, refuses above 4940
+    _stale_group(admin, s, 5000, 50)  # 4950 undelivered, the counter says 5000
+    audit = worker_user.register_script(AUDIT_LUA)
+    args = [s.group, trimmed_key(s), 0, AUDIT_SCAN_CAP]
+    # 50 entries before the cursor: counted from that side, exact, within the cap.
+    assert [int(x) for x in audit(keys=[s.stream], args=args)] == [4950, 0, 0]
+
+    admin.delete(s.stream, trimmed_key(s))
+    _stale_group(admin, s, 5000, 3000)  # 2000 undelivered, the counter says 5000
+    # Both sides hold more than the audit may read: the estimate stands (an upper bound).
+    assert [int(x) for x in audit(keys=[s.stream], args=args)] == [5000, 0, 0]
+    # A refusal is checked on the whole stream: the worker user's enqueue goes in
+    # (before the fix: BacklogFull at "5000 entries"), the counter left as it was ...
+    enqueue_sync(worker_user, s, [make_job("refund", 9001, 9001, "r", "t")])
+    assert admin.xinfo_groups(s.stream)[0]["entries-read"] == 0
+    assert admin.hget(trimmed_key(s), "setid_refused:enqueue") == b"1"  # asked once
+    # ... and a user that may repairs it, same cursor, once told to ask again (the
+    # documented HDEL): later estimates are exact and cheap.
+    admin.hdel(trimmed_key(s), "setid_refused:enqueue")
+    cursor = admin.xinfo_groups(s.stream)[0]["last-delivered-id"]
+    enqueue_sync(admin, s, [make_job("refund", 9002, 9002, "r", "t")])
+    (group,) = admin.xinfo_groups(s.stream)
+    assert group["entries-read"] == 3000 and group["last-delivered-id"] == cursor
+    assert group["lag"] == 2002
+    assert [int(x) for x in audit(keys=[s.stream], args=args)] == [2002, 0, 0]
+    # A backlog that really is at the refusal level is still refused.
+    with pytest.raises(BacklogFull):
+        enqueue_sync(admin, s, [make_job("refund", 10_000 + i, 1, "r", "t")
+                                for i in range(3000)])

@@ -162,7 +162,7 @@ def _worker_repairs(tmp_path: Path, url: str, client: redis.Redis, s: Settings) 
     added, read = _counters(client, s)
     print(f"worker on the promoted node: entries-read {read} of {added} added")
     if ACL_MODE:
-        assert (client.hget(trimmed_key(s), "setid_refused") == b"1") == stale_before
+        assert (client.hget(trimmed_key(s), "setid_refused:audit") == b"1") == stale_before
     elif not stale_before:
         assert "entries-read counter of group" not in text
     else:

@@ -30,7 +30,7 @@ import redis
 import redis.asyncio as aioredis
 
 from ..config import Settings
-from .backlog import ACCOUNT_LUA, trimmed_key
+from .backlog import ACCOUNT_LUA, AUDIT_SCAN_CAP, trimmed_key
 from .errors import OOM_ADVICE, first_line, is_oom
 from .job import Job
 
@@ -150,7 +150,7 @@ local maxlen, limit, width = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local jobs = (#ARGV - 7) / width
 -- The stream is counted (not the group's counters) when the chunk would warn.
 local r = account(stream, group, counter, tonumber(ARGV[6]) - jobs, tonumber(ARGV[7]),
-                  limit - jobs)
+                  limit - jobs, 'enqueue')
 local backlog, lost = 0, 0
 if r == nil then
   local added, info = 0, redis.pcall('XINFO', 'STREAM', stream)
@@ -175,8 +175,8 @@ ENQUEUE_LUA = ACCOUNT_LUA + _ENQUEUE_LUA
 JOB_WIDTH = 10  # Job.fields(): five names, five values
 # Entries the enqueue script may read to check a warning (a log line; a refusal is
 # checked on the whole stream): ~3 ms of Redis.  Past it, it warns on the estimate, an
-# upper bound of the backlog, and slot 0's audit (20,000) repairs a stale counter.
-WARN_SCAN = 2000
+# upper bound of the backlog.
+WARN_SCAN = AUDIT_SCAN_CAP
 
 
 def backlog_limits(settings: Settings) -> tuple[int, int]:
