@@ -82,7 +82,9 @@ def evaluate(status: Mapping[str, Any], maxlen: int, t: Thresholds | None = None
     stream, group, trimmed = status["stream"], status["group"], status["trimmed_backlog"]
     dead = int(status["dead"]["length"])
     age_ms = status["queue_age_ms"]
-    lag = group.get("lag")
+    # Counted from the stream (inspect._undelivered), not XINFO's lag: a promoted
+    # Redis 7.0 replica's entries-read is stale and its lag too high for good.
+    lag = status.get("undelivered", group.get("lag"))
     if trimmed.get("alarm"):
         n = trimmed.get("undelivered_trimmed")
         r.add(CHECK_CRITICAL, f"{n} jobs were trimmed before any worker took them" if n

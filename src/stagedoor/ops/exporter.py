@@ -78,7 +78,8 @@ _QUEUE_HELP = {
     "queue_age_seconds": "Age of the oldest undelivered entry, from its id, by Redis' clock; "
                          "0 when none waits (seconds).",
     "pending": "Entries delivered to the group and not yet acknowledged, XPENDING (entries).",
-    "lag": "Entries not yet delivered to the group, as XINFO GROUPS counts them (entries).",
+    "lag": "Entries not yet delivered to the group, counted from the stream after its "
+           "cursor (XINFO GROUPS' lag only where too many to count) (entries).",
     "dead_letter_length": "Entries in the dead-letter stream (entries).",
     "dead_letter_maxlen": "MAXLEN ~ of the dead-letter stream (dead_maxlen); beyond it the "
                           "oldest dead letters are trimmed (entries).",

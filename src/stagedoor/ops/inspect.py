@@ -7,9 +7,10 @@ CLI, the metrics exporter and the tests all read one shape:
   round 1: TIME, XINFO STREAM, XINFO GROUPS, XINFO CONSUMERS, XPENDING (summary),
            XPENDING - + 1 (the oldest pending entry), XLEN of the dead-letter stream,
            GET stagedoor:dead-trimmed:<stream> (dead letters MAXLEN ~ dead_maxlen trimmed)
-  round 2: XRANGE jobs (<last-delivered-id> + COUNT 1: the oldest undelivered entry,
-           HMGET stagedoor:trimmed:<stream> count gap_end skew unread_skew: jobs trimmed
-           unread so far
+  round 2: XRANGE jobs (<last-delivered-id> + COUNT n: the oldest undelivered entry
+           (and up to STATUS_SCAN of them, to count them: see "Undelivered"),
+           HMGET stagedoor:trimmed:<stream> count gap_end skew unread_skew at at_read
+           gap_at gap_lost: jobs trimmed unread so far, and the last exact count
 
 Every age is measured against the server's clock (TIME), because entry ids are
 stamped by that clock too; a skewed operator laptop must not invent a backlog.
@@ -29,6 +30,14 @@ is never trusted alone (Valkey may say 0 after a trim).  The alarm clears once t
 group reads past the gap; the count stays (metric stagedoor_trimmed_unread_total).
 With no counters at all (method "ids") the alarm is the ids' heuristic: the first
 entry is newer than the id right after the cursor.
+
+Undelivered (`undelivered`, what --check, the lag gauge and --watch read): the
+entries after the group's cursor counted from the stream, not XINFO's lag, which is
+entries-added - entries-read and stays too high after a failover to a Redis 7.0
+replica (its entries-read is copied only on a full resync; docs/scaling.md).  O(1)
+when the group is caught up or behind the first entry; else round 2's XRANGE reads
+up to STATUS_SCAN entries after the cursor (Redis's lag is an upper bound, so it says
+how many suffice); beyond that, XINFO's lag.  `group.lag` stays XINFO's own.
 
 Consumers: `idle_ms` is XINFO CONSUMERS' idle; `inactive_ms` (ms since the last
 successful read or claim) is there on servers that report it (Redis >= 7.2, Valkey)
@@ -139,8 +148,38 @@ def _second_commands(settings: Settings, first: Sequence[Any]) -> list[Command]:
     if isinstance(first[1], Exception) or group is None:
         return []
     last = _text(group.get("last-delivered-id")) or "0-0"
-    return [("XRANGE", settings.stream, f"({last}", "+", "COUNT", 1),
-            ("HMGET", trimmed_key(settings), "count", "gap_end", "skew", "unread_skew")]
+    return [("XRANGE", settings.stream, f"({last}", "+", "COUNT", _scan_count(group)),
+            ("HMGET", trimmed_key(settings), "count", "gap_end", "skew", "unread_skew",
+             "at", "at_read", "gap_at", "gap_lost")]
+
+
+# Undelivered entries status reads to count them (not to trust the group's counters).
+STATUS_SCAN = 1000
+
+
+def _scan_count(group: Mapping[str, Any]) -> int:
+    """How many entries after the cursor to read (the first is the oldest undelivered,
+    for the queue age): all of them when Redis's lag, an upper bound (a stale
+    entries-read is only ever too low), says there are at most STATUS_SCAN, else
+    STATUS_SCAN + 1, which counts them where the lag was wrong and they are fewer."""
+    lag = _int(group.get("lag"))
+    if lag is None or lag > STATUS_SCAN:
+        return STATUS_SCAN + 1
+    return max(lag, 0) + 1
+
+
+def _undelivered(stream: Mapping[str, Any], group: Mapping[str, Any],
+                 entries: Sequence[Any], asked: int) -> int | None:
+    """Entries after the group's cursor, from the stream itself (never entries-read,
+    which a promoted Redis 7.0 replica has stale): None if too many to count here."""
+    cursor = parse_id(group.get("last_delivered_id") or "0-0")
+    newest = parse_id(stream.get("last_generated_id") or "0-0")
+    if cursor >= newest:
+        return 0
+    first = stream.get("first_id")
+    if first is None or parse_id(first) > cursor:
+        return int(stream.get("length") or 0)
+    return len(entries) if len(entries) < asked else None
 
 
 def _now_ms(time_reply: Any) -> int:
@@ -210,20 +249,27 @@ def build_status(settings: Settings, first: Sequence[Any], second: Sequence[Any]
                                  "age_ms": max(0, now - id_ms(eid)), "idle_ms": int(idle),
                                  "deliveries": int(deliveries)}
     undelivered_id: str | None = None
+    # Counted from the stream where it can be (see _undelivered), else XINFO's lag.
+    undelivered: int | None = group["lag"]
     queue_age_ms: int | None = None
     if graw is not None and stream_exists:
         queue_age_ms = 0
         entries = second[0] if second else []
+        exact = _undelivered(stream, group, entries, _scan_count(graw))
+        undelivered = group["lag"] if exact is None else exact
         if entries:
             undelivered_id = str(_text(entries[0][0]))
             queue_age_ms = max(0, now - id_ms(undelivered_id))
     if graw is not None and stream_exists:
         counted = second[1] if len(second) > 1 else None
-        count, gap_end, skew, unread_skew = (counted if isinstance(counted, list | tuple)
-                                             else (None, None, None, None))
-        trimmed = backlog.status(stream, group, {"count": _int(count), "skew": _int(skew),
-                                                 "unread_skew": _int(unread_skew),
-                                                 "gap_end": _text(gap_end)})
+        fields = ("count", "gap_end", "skew", "unread_skew", "at", "at_read", "gap_at",
+                  "gap_lost")
+        values = list(counted) if isinstance(counted, list | tuple) else [None] * 8
+        raw = dict(zip(fields, values, strict=False))
+        ints = {k: _int(raw.get(k)) for k in ("count", "skew", "unread_skew", "at_read",
+                                              "gap_lost")}
+        texts = {k: _text(raw.get(k)) for k in ("gap_end", "at", "gap_at")}
+        trimmed = backlog.status(stream, group, {**ints, **texts})
     else:
         trimmed = {"alarm": False, "undelivered_trimmed": None, "method": "none"}
     return {
@@ -233,6 +279,7 @@ def build_status(settings: Settings, first: Sequence[Any], second: Sequence[Any]
         "pending": pending,
         "consumers": consumers,
         "oldest_undelivered_id": undelivered_id,
+        "undelivered": undelivered,
         "queue_age_ms": queue_age_ms,
         "trimmed_backlog": trimmed,
         # trimmed: dead letters MAXLEN ~ maxlen dropped, counted by the dead-letter script
@@ -318,8 +365,9 @@ def queue_gauges(status: Mapping[str, Any] | None) -> dict[str, float]:
         out["stream_length"] = float(stream.get("length") or 0)
     if group.get("exists"):
         out["pending"] = float(pending.get("count") or 0)
-        if group.get("lag") is not None:
-            out["lag"] = float(group["lag"])
+        lag = status.get("undelivered", group.get("lag"))
+        if lag is not None:
+            out["lag"] = float(lag)
         oldest = pending.get("oldest")
         out["oldest_pending_age_seconds"] = (oldest or {}).get("age_ms", 0) / 1000
     if status.get("queue_age_ms") is not None:

@@ -39,7 +39,7 @@ import redis
 import redis.asyncio as aioredis
 
 from ..config import Settings
-from .backlog import ACCOUNT_LUA, trimmed_key
+from .backlog import ACCOUNT_LUA, AUDIT_SCAN_CAP, trimmed_key
 from .errors import OOM_ADVICE, first_line, is_oom
 from .job import Job
 from .keys import dead_trimmed_key
@@ -178,7 +178,10 @@ class RedisOutOfMemory(EnqueueError):
 _ENQUEUE_LUA = """
 local stream, group, counter = KEYS[1], ARGV[1], ARGV[5]
 local maxlen, limit, width = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local r = account(stream, group, counter)
+local jobs = (#ARGV - 7) / width
+-- The stream is counted (not the group's counters) when the chunk would warn.
+local r = account(stream, group, counter, tonumber(ARGV[6]) - jobs, tonumber(ARGV[7]),
+                  limit - jobs, 'enqueue')
 local backlog, lost = 0, 0
 if r == nil then
   local added, info = 0, redis.pcall('XINFO', 'STREAM', stream)
@@ -189,19 +192,22 @@ if r == nil then
 else
   backlog, lost = r[1], r[2]
 end
-local jobs = (#ARGV - 5) / width
 local n = jobs
 if backlog >= 0 then n = math.max(0, math.min(jobs, limit - backlog)) end
 local out = {backlog, lost}
 for j = 0, n - 1 do
   local args = {'XADD', stream, 'MAXLEN', '~', maxlen, '*'}
-  for i = 1, width do args[#args + 1] = ARGV[5 + j * width + i] end
+  for i = 1, width do args[#args + 1] = ARGV[7 + j * width + i] end
   out[#out + 1] = redis.call(unpack(args))
 end
 return out
 """
 ENQUEUE_LUA = ACCOUNT_LUA + _ENQUEUE_LUA
 JOB_WIDTH = 10  # Job.fields(): five names, five values
+# Entries the enqueue script may read to check a warning (a log line; a refusal is
+# checked on the whole stream): ~3 ms of Redis.  Past it, it warns on the estimate, an
+# upper bound of the backlog.
+WARN_SCAN = AUDIT_SCAN_CAP
 
 
 def backlog_limits(settings: Settings) -> tuple[int, int]:
@@ -214,10 +220,13 @@ def _chunks(settings: Settings, jobs: Iterable[Job], chunk: int
             ) -> Iterator[tuple[list[str], list[Any], int]]:
     s = settings
     batch = list(jobs)
-    _warn, limit = backlog_limits(s)
+    warn, limit = backlog_limits(s)
     for start in range(0, len(batch), chunk):
-        # The counter hash goes in ARGV, not KEYS: see backlog.AUDIT_LUA.
-        args: list[Any] = [s.group, s.maxlen, limit, JOB_WIDTH, trimmed_key(s)]
+        # The counter hash goes in ARGV, not KEYS: see backlog.AUDIT_LUA.  From the
+        # warning level on, the stream is counted, not the group's entries-read
+        # trusted: up to WARN_SCAN entries for a warning, all of it before a refusal.
+        args: list[Any] = [s.group, s.maxlen, limit, JOB_WIDTH, trimmed_key(s), warn,
+                           WARN_SCAN]
         part = batch[start:start + chunk]
         for job in part:
             fields = job.fields()

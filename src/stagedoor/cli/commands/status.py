@@ -221,7 +221,7 @@ def watch_sample(status: dict[str, Any], previous: tuple[float, int] | None
     if read is None and stream.get("entries_added") is not None and group.get("lag") is not None:
         read = int(stream["entries_added"]) - int(group["lag"])
     done = max(0, int(read or 0) - pending)
-    waiting = int(group.get("lag") or 0)
+    waiting = int(status.get("undelivered", group.get("lag")) or 0)
     now = status["time_ms"] / 1000
     rate: float | None = None
     drain: float | None = None
@@ -282,7 +282,8 @@ def format_status(st: dict[str, Any]) -> str:
                      "was deleted)")
     if group["exists"]:
         lines.append(f"group     {group['name']}: last delivered {_v(group['last_delivered_id'])}"
-                     f", entries read {_v(group['entries_read'])}, lag {_v(group['lag'])}, "
+                     f", entries read {_v(group['entries_read'])}, lag {_v(group['lag'])}"
+                     f" (undelivered, counted: {_v(st.get('undelivered'))}), "
                      f"consumers {group['consumers']}")
     elif stream["exists"]:
         lines.append(f"group     {group['name']}: MISSING (no worker has started on this stream)")
