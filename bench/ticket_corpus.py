@@ -45,7 +45,7 @@ FAMILIES: dict[str, dict[str, str]] = {
     # conjuncts, reph and below-base forms, and an ellipsis cut in नई दिल्ली
     "indic-north": {
         "event": "राष्ट्रीय नाट्य विद्यालय — স্ক্র্যাপ — ਕ੍ਰਿਸ਼ਨ",
-        "venue": "नई दिल्ली " * 12,
+        "venue": "नई दिल्ली " * 24,     # the old cut: "नई दिल्…"
         "section": "ક્ષ્ત્ર્ય",
         "buyer": "ଓଡ଼ିଆ ସ୍ତ୍ରୀ শ্রীমতী",
         "price": "₹ १,२५०",
