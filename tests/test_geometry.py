@@ -14,6 +14,7 @@ Both renderers give the same bytes for every order here.
 
 from __future__ import annotations
 
+import subprocess
 import unicodedata
 from pathlib import Path
 
@@ -177,3 +178,62 @@ def test_mark_runs_are_bounded_by_the_stream_safe_limit() -> None:
     u = [0x41] + [0x301] * 80 + [0x42] + [0x316] * 10
     bounded = layout.stream_safe(u)
     assert bounded == [0x41] + [0x301] * layout.STREAM_SAFE + [0x42] + [0x316] * 10
+
+
+# -- the same, from the rendered image: poppler draws, nothing is taken on trust ---------
+
+DPI = 100
+
+
+def _px(v: float) -> int:
+    return round(v * DPI / 72)
+
+
+@pytest.mark.parametrize("name", sorted(ticket_corpus.FAMILIES))
+def test_no_ink_outside_the_boxes_in_the_rendered_page(rendered: dict[str, bytes], name: str,
+                                                       tmp_path: Path) -> None:
+    """pdftoppm renders the page; every dark pixel of the white part of the ticket
+    lies in a field's box, a label, the QR code or the border, and every light pixel
+    of the header bar in the event's box or the STAGEDOOR mark (1 pt of anti-aliasing
+    allowed around each)."""
+    stray = stray_pixels(rendered[name], tmp_path)
+    assert not stray, f"{len(stray)} stray pixels, e.g. {stray[:8]}"
+
+
+def stray_pixels(data: bytes, tmp_path: Path) -> list[tuple[int, int]]:
+    """The pixels of page 1 drawn where nothing may be (see the test above)."""
+    from PIL import Image
+
+    pdf = tmp_path / "t.pdf"
+    pdf.write_bytes(data)
+    subprocess.run(["pdftoppm", "-gray", "-r", str(DPI), "-f", "1", "-l", "1", "-singlefile",
+                    "-png", str(pdf), str(tmp_path / "p")], check=True)
+    im = Image.open(tmp_path / "p.png").convert("L")
+    w, h = im.size
+    px = im.load()
+
+    def area(x0: float, y0: float, x1: float, y1: float) -> tuple[int, int, int, int]:
+        """PDF points (y up) to a pixel box (y down), grown by 1 pt."""
+        return _px(x0 - 1), h - _px(y1 + 1), _px(x1 + 1), h - _px(y0 - 1)
+
+    white_ok = [area(*_box(f)) for f in range(1, len(tables.FIELD_BOXES))]
+    for lx, ly, text in LABELS:
+        width = sum(tables.HELVETICA_WIDTHS[ord(c)] for c in text) * 6.5 / 1000
+        white_ok.append(area(lx, ly - 1.5, lx + width, ly + LABEL_TOPS + 0.5))
+    white_ok.append(area(*QR))
+    bar_ok = [area(*_box(0)), area(BRAND_X, 262, 404, 271)]
+
+    def inside(x: int, y: int, boxes: list[tuple[int, int, int, int]]) -> bool:
+        return any(a <= x <= c and b <= y <= d for a, b, c, d in boxes)
+
+    stray = []
+    top_bar, bottom_bar = h - _px(286) + 2, h - _px(250) - 2
+    for y in range(h - _px(286) + 2, h - _px(12) - 2):
+        for x in range(_px(12) + 2, _px(408) - 2):
+            v = px[x, y]
+            if top_bar <= y <= bottom_bar:
+                if v > 128 and not inside(x, y, bar_ok):
+                    stray.append((x, y))
+            elif bottom_bar + 3 < y and v < 160 and not inside(x, y, white_ok):
+                stray.append((x, y))
+    return stray
