@@ -16,12 +16,15 @@ and labels.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import unicodedata
 from pathlib import Path
 
 import pytest
 from bench import ticket_corpus
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tests.pdfglyphs import page_glyphs
 
 from stagedoor import _render
@@ -239,3 +242,31 @@ def stray_pixels(data: bytes, tmp_path: Path) -> list[tuple[int, int]]:
             elif bottom_bar + 3 < y and v < 160 and not inside(x, y, white_ok):
                 stray.append((x, y))
     return stray
+
+
+# -- and on random text of every family, marks and joiners mixed in ------------------------
+
+_LETTERS = "".join(sorted({c for fields in ticket_corpus.FAMILIES.values()
+                           for text in fields.values() for c in text
+                           if not 0x1F1E6 <= ord(c) <= 0x1F1FF}))
+_MARKS = ("\u0301\u0323\u0336\u0345\u0489\u064b\u0651\u0670\u093c\u094d\u0e31\u0e49\u0e4c"
+          "\u0eb1\u0ec8\u1039\u103a\u17d2\u200c\u200d\u05b4\u0bcd")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.text(alphabet=_LETTERS + _MARKS + "  ", min_size=1, max_size=90),
+                min_size=5, max_size=5))
+def test_random_text_stays_in_its_box(values: list[str]) -> None:
+    event, venue, section, buyer, price = values
+    order = ticket_corpus.family_order("cjk")
+    t = dataclasses.replace(order.tickets[0], event=event, venue=venue, section=section,
+                            buyer=buyer, price=price, row=section[:4], seat=buyer[:6],
+                            small_print=venue * 3)
+    order = Order(order_id=t.order_id, tickets=(t,))
+    data = _render.render_order(order)
+    assert data == render.render_order(order)
+    for g in page_glyphs(data)[0]:
+        if g.field >= 0:
+            bx0, by0, bx1, by1 = _box(g.field)
+            assert (g.x0 >= bx0 - EPS and g.x1 <= bx1 + EPS and g.y0 >= by0 - EPS
+                    and g.y1 <= by1 + EPS), (ticket_field(g.field), g)
