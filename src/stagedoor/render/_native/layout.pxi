@@ -1,14 +1,24 @@
 # Included by stagedoor/_render.pyx.  Layout of a shaped field in its box.
 #
-# Every field has a box (tables.FIELD_BOXES: left, right, baseline, size, weight, lines):
-# the text is drawn at its size when it fits; else shrunk to fit, down to 6 pt (the small
-# print, 5 pt, is never shrunk); else wrapped at the UAX #14 break opportunities
-# libunibreak gives, and inside Thai at the word boundaries of libthai's dictionary
-# (thai.pxi; Lao, Khmer and Myanmar words have no breaks without a dictionary: those are
-# cut at a character cluster), at most FIELD_BOX lines; what still does not fit ends
-# in an ellipsis, and the field's full text is in its /ActualText.  A right-to-left
-# paragraph is aligned right.  stagedoor.render.shaped.layout_field makes the same
-# decisions (the tests compare the files byte for byte).
+# Every field has a box (tables.FIELD_BOXES: left, right, baseline, size, weight, lines;
+# tables.FIELD_INK: bottom and top): the text is drawn at its size when it fits; else
+# shrunk to fit, down to 6 pt (the small print, 5 pt, is never shrunk); else wrapped at
+# the UAX #14 break opportunities libunibreak gives, and inside Thai at the word
+# boundaries of libthai's dictionary (thai.pxi; Lao, Khmer and Myanmar words have no
+# breaks without a dictionary: those are cut at a grapheme cluster boundary, never
+# inside a conjunct: boundary()), at most FIELD_BOX lines; what still does not fit ends
+# in an ellipsis, cut the same way, and the field's full text is in its /ActualText.
+#
+# What fits is measured by the ink, not the advances: each glyph's outline box (the
+# d1 box of its Type 3 procedure, glyphs.pxi) at its pen position and HarfBuzz offsets
+# (line_ink).  Across, a line's ink must fit the box's width; a right-to-left paragraph
+# ends its ink at the right edge, a left-to-right one starts it at the left edge.  Up
+# and down, lines are spaced by their ink (at least LEAD, and LINE_GAP of air between
+# the ink of two lines), the block is moved into FIELD_INK, and a block taller than
+# that is laid out again at the size where it fits (fitting_size), and if that is still
+# too tall, drawn smaller as it is.  Runs of more than STREAM_SAFE marks are cut to
+# STREAM_SAFE first, so no cluster is a tower.  stagedoor.render.shaped.layout makes
+# the same decisions (the tests compare the files byte for byte).
 
 cdef extern from "hb.h" nogil:
     ctypedef enum hb_unicode_general_category_t:

@@ -1,5 +1,7 @@
 """The order's glyph registry (type3.pxi) and a field's layout: shrink to the floor
-size, then wrap or ellipsise (layout.pxi)."""
+size, then wrap or ellipsise at cluster boundaries, all measured by the ink of the
+glyphs, then placed and if need be shrunk so that the ink stays in the field's box
+(layout.pxi says how)."""
 
 from __future__ import annotations
 
