@@ -213,7 +213,8 @@ def stray_pixels(data: bytes, tmp_path: Path) -> list[tuple[int, int]]:
     pdf.write_bytes(data)
     subprocess.run(["pdftoppm", "-gray", "-r", str(DPI), "-f", "1", "-l", "1", "-singlefile",
                     "-png", str(pdf), str(tmp_path / "p")], check=True)
-    im = Image.open(tmp_path / "p.png").convert("L")
+    with Image.open(tmp_path / "p.png") as page:
+        im = page.convert("L")
     _, h = im.size
     px = im.load()
 
