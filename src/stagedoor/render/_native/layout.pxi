@@ -378,7 +378,8 @@ cdef int fitting_size(int f, const FieldOut* fo, int size) noexcept nogil:
     height = hi - lo
     if height * size // 1000 <= room:
         return size
-    return min(size, <int>(room * 1000 // height) // 10 * 10)
+    # never 0: a size is divided by (layout_lines' limit)
+    return min(size, max(10, <int>(room * 1000 // height) // 10 * 10))
 
 
 cdef void place_lines(int f, FieldOut* fo, int rtl) noexcept nogil:

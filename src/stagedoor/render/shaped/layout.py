@@ -295,7 +295,8 @@ def _fitting_size(f: int, lines: list[Line], size: int) -> int:
               - min(ln.bot - o for o, ln in zip(offs, lines, strict=True)))
     if height * size // 1000 <= top - bottom - 10:
         return size
-    return min(size, (top - bottom - 10) * 1000 // height // 10 * 10)
+    # never 0: a size is divided by (_fit's limit)
+    return min(size, max(10, (top - bottom - 10) * 1000 // height // 10 * 10))
 
 
 def layout_field(fs: Fonts, reg: Registry, f: int, u: list[int], han: list[int]) -> FieldOut:
