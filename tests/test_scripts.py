@@ -95,12 +95,12 @@ def field_box(f: int) -> tuple[float, float, float, float]:
 
 def field_text(pdf: Path, page: int, f: int) -> str:
     """pdftotext of field f's band: poppler takes every character whose box meets the
-    area, so the band is narrower than field_box (the labels above come close)."""
+    area, so the band is narrower than the field's ink box, tables.FIELD_INK (the
+    labels above and below come close); the lines are placed by their ink inside it."""
     x0, _, x1, _ = field_box(f)
-    _, _, y, size, _, lines = tables.FIELD_BOXES[f]
-    s = size / 1000
-    y0 = render.PAGE_H - (y + 0.5 * s)
-    y1 = render.PAGE_H - (y - 0.1 * s - (6 * (lines - 1) if f == len(FIELDS) - 1 else 0))
+    bottom, top = tables.FIELD_INK[f]
+    y0 = render.PAGE_H - (top / 1000 - 2)
+    y1 = render.PAGE_H - (bottom / 1000 + 2)
     return subprocess.run(
         ["pdftotext", "-enc", "UTF-8", "-f", str(page), "-l", str(page), "-x", str(int(x0)),
          "-y", str(int(y0)), "-W", str(int(x1 - x0)), "-H", str(int(y1 - y0)), str(pdf), "-"],

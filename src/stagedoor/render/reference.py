@@ -29,8 +29,10 @@ and the dotless i, Vietnamese, Greek, Cyrillic, Arabic, Hebrew, Devanagari, Thai
 Hangul, emoji, combining marks, and text too long for its box -- takes the shaped path
 (render/shaped/, and render/_native/ in C): normalised to NFC, every character given a face
 of the configured fonts (render/fonts.py), ordered by the Unicode bidi algorithm, shaped
-with HarfBuzz, fitted into the box (shrunk to 6 pt, wrapped at UAX #14 break
-opportunities, or ended with an ellipsis), and drawn with the glyphs of an order's Type
+with HarfBuzz, fitted into the box by the ink of its glyphs (shrunk to 6 pt, wrapped at
+UAX #14 break opportunities, or ended with an ellipsis, cut between grapheme clusters;
+lines spaced and placed so that marks above and below stay inside tables.FIELD_INK,
+and set smaller when they would not), and drawn with the glyphs of an order's Type
 3 fonts (objects after the pages: the glyph procedures, then per 256 codes a font and
 its ToUnicode CMap), so that pdftotext and copy-paste give the text back. A character no
 configured font has is drawn as the replacement mark U+FFFD and counted

@@ -87,22 +87,48 @@ STATIC_OBJECTS = (
 # Each field's box, in FIELDS order and then the small print: left and right edge and
 # baseline in points, size in 1/1000 pt, bold (1) or regular, most lines.  Text that is
 # wider than its box at its size is shrunk (to MIN_SIZE at least), then wrapped, then
-# cut with an ellipsis.  The boxes keep clear of the header's STAGEDOOR (x 340), the
-# QR code (x 288-404, y 130-246) and each other.
+# cut with an ellipsis.  The boxes keep MIN_GAP (below) clear of the header's
+# STAGEDOOR (x 340), the QR code (x 288-404, y 130-246) and the next column.
 FIELD_BOXES: tuple[tuple[int, int, int, int, int, int], ...] = (
-    (24, 334, 262, 14000, 1, 2),    # event, in the header bar
-    (24, 280, 227, 11000, 1, 2),    # venue
-    (24, 280, 201, 11000, 0, 2),    # starts_at
-    (24, 126, 175, 11000, 1, 2),    # section
-    (130, 176, 175, 11000, 1, 2),   # row
-    (180, 280, 175, 11000, 1, 2),   # seat
-    (24, 280, 149, 11000, 1, 2),    # buyer
-    (24, 126, 123, 11000, 0, 2),    # price
-    (130, 280, 123, 11000, 0, 2),   # order_id
+    (24, 328, 262, 14000, 1, 2),    # event, in the header bar, MIN_GAP + 2 from STAGEDOOR
+    (24, 278, 227, 11000, 1, 2),    # venue
+    (24, 278, 201, 11000, 0, 2),    # starts_at
+    (24, 120, 175, 11000, 1, 2),    # section
+    (130, 170, 175, 11000, 1, 2),   # row
+    (180, 278, 175, 11000, 1, 2),   # seat
+    (24, 278, 149, 11000, 1, 2),    # buyer
+    (24, 120, 123, 11000, 0, 2),    # price
+    (130, 278, 123, 11000, 0, 2),   # order_id
     (24, 396, 97, 10000, 1, 2),     # admission_code (below the QR code)
     (24, 396, 80, 5000, 0, 11),     # small print: 6 pt leading, down to y = 20
 )
 MIN_SIZE = 6000
+
+# Where each field's ink may go, up and down: (bottom, top) in 1/1000 pt, in FIELD_BOXES
+# order.  A field's box runs from just below its own label's baseline (the labels are
+# capitals: no ink below their baseline) down to just above the cap height of the next
+# row's label (6.5 pt Helvetica capitals are 4.67 pt tall); the event stays inside the
+# header bar (y 250-286), the small print above the border (y 12).  The shaped path
+# measures the ink of what it draws (each glyph's outline box, at its offset) and
+# places, spaces and shrinks the lines so that all of it lies in here; the Helvetica
+# fast path stays inside by its fonts' /FontBBox at the sizes it draws.
+# The least room, in 1/1000 pt, between a field's box and the box of the next column
+# (section | row | seat, price | order_id), the QR code and the header's STAGEDOOR: a
+# right-aligned value must not read as one phrase with its neighbour.
+MIN_GAP = 10000
+FIELD_INK: tuple[tuple[int, int], ...] = (
+    (251000, 285000),   # event
+    (217500, 237700),   # venue: above DATE / TIME (212), below VENUE (238)
+    (191500, 211700),   # starts_at: above SECTION (186)
+    (165500, 185700),   # section
+    (165500, 185700),   # row
+    (165500, 185700),   # seat
+    (139500, 159700),   # buyer: above PRICE (134)
+    (113500, 133700),   # price
+    (113500, 133700),   # order_id
+    (86000, 107700),    # admission_code: above the small print's first line
+    (14000, 85000),     # small print
+)
 
 # Advance widths (1/1000 em) of the standard Helvetica and Helvetica-Bold by byte of the
 # fonts' encoding (WinAnsi + the EXTRA_GLYPHS codes 1-31, 127, 129, 141, 143, 144): the

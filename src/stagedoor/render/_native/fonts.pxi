@@ -54,6 +54,7 @@ cdef struct GlyphProc:
     char* obj                   # "<< /Length .. >>\nstream\n..\nendstream\nendobj\n"
     int objlen
     int width                   # advance, 1/1000 em
+    int x0, y0, x1, y1          # its outline's box as its d1 gives it (all 0: no ink)
 
 cdef struct Face:
     char* path

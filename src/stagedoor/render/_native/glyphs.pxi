@@ -89,6 +89,7 @@ cdef GlyphProc* make_proc(Face* f, unsigned int gid) noexcept nogil:
     cdef GlyphProc* g
     cdef int width = hb_font_get_glyph_h_advance(f.font, gid), use_z = 0
     cdef uLong bound
+    cdef int bx0 = 0, by0 = 0, bx1 = 0, by1 = 0
     memset(&path, 0, sizeof(Buf))
     memset(&head, 0, sizeof(Buf))
     memset(&obj, 0, sizeof(Buf))
@@ -100,13 +101,18 @@ cdef GlyphProc* make_proc(Face* f, unsigned int gid) noexcept nogil:
     buf_int(&head, width)
     buf_puts(&head, b" 0 ")
     if pen.any:
-        buf_int(&head, <long>pen.x0 - 1)
+        # the layout measures the ink by this box (layout.pxi, line_ink)
+        bx0 = <int>(<long>pen.x0 - 1)
+        by0 = <int>(<long>pen.y0 - 1)
+        bx1 = <int>(<long>pen.x1 + 1)
+        by1 = <int>(<long>pen.y1 + 1)
+        buf_int(&head, bx0)
         buf_byte(&head, b' ')
-        buf_int(&head, <long>pen.y0 - 1)
+        buf_int(&head, by0)
         buf_byte(&head, b' ')
-        buf_int(&head, <long>pen.x1 + 1)
+        buf_int(&head, bx1)
         buf_byte(&head, b' ')
-        buf_int(&head, <long>pen.y1 + 1)
+        buf_int(&head, by1)
         buf_puts(&head, b" d1\n")
         buf_put(&head, path.data, path.len)
         buf_puts(&head, b"f\n")
@@ -157,6 +163,10 @@ cdef GlyphProc* make_proc(Face* f, unsigned int gid) noexcept nogil:
     free(obj.data)
     g.objlen = <int>obj.len
     g.width = width
+    g.x0 = bx0
+    g.y0 = by0
+    g.x1 = bx1
+    g.y1 = by1
     return g
 
 

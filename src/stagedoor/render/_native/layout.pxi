@@ -1,34 +1,57 @@
 # Included by stagedoor/_render.pyx.  Layout of a shaped field in its box.
 #
-# Every field has a box (tables.FIELD_BOXES: left, right, baseline, size, weight, lines):
-# the text is drawn at its size when it fits; else shrunk to fit, down to 6 pt (the small
-# print, 5 pt, is never shrunk); else wrapped at the UAX #14 break opportunities
-# libunibreak gives, and inside Thai at the word boundaries of libthai's dictionary
-# (thai.pxi; Lao, Khmer and Myanmar words have no breaks without a dictionary: those are
-# cut at a character cluster), at most FIELD_BOX lines; what still does not fit ends
-# in an ellipsis, and the field's full text is in its /ActualText.  A right-to-left
-# paragraph is aligned right.  stagedoor.render.shaped.layout_field makes the same
-# decisions (the tests compare the files byte for byte).
+# Every field has a box (tables.FIELD_BOXES: left, right, baseline, size, weight, lines;
+# tables.FIELD_INK: bottom and top): the text is drawn at its size when it fits; else
+# shrunk to fit, down to 6 pt (the small print, 5 pt, is never shrunk); else wrapped at
+# the UAX #14 break opportunities libunibreak gives, and inside Thai at the word
+# boundaries of libthai's dictionary (thai.pxi; Lao, Khmer and Myanmar words have no
+# breaks without a dictionary: those are cut at a grapheme cluster boundary, never
+# inside a conjunct: boundary()), at most FIELD_BOX lines; what still does not fit ends
+# in an ellipsis, cut the same way, and the field's full text is in its /ActualText.
+#
+# What fits is measured by the ink, not the advances: each glyph's outline box (the
+# d1 box of its Type 3 procedure, glyphs.pxi) at its pen position and HarfBuzz offsets
+# (line_ink).  Across, a line's ink must fit the box's width; a right-to-left paragraph
+# ends its ink at the right edge, a left-to-right one starts it at the left edge.  Up
+# and down, lines are spaced by their ink (at least LEAD, and LINE_GAP of air between
+# the ink of two lines), the block is moved into FIELD_INK, and a block taller than
+# that is laid out again at the size where it fits (fitting_size), and if that is still
+# too tall, drawn smaller as it is.  Runs of more than STREAM_SAFE marks are cut to
+# STREAM_SAFE first, so no cluster is a tower.  stagedoor.render.shaped.layout makes
+# the same decisions (the tests compare the files byte for byte).
 
 cdef extern from "hb.h" nogil:
     ctypedef enum hb_unicode_general_category_t:
         HB_UNICODE_GENERAL_CATEGORY_SPACING_MARK
         HB_UNICODE_GENERAL_CATEGORY_ENCLOSING_MARK
         HB_UNICODE_GENERAL_CATEGORY_NON_SPACING_MARK
+        HB_UNICODE_GENERAL_CATEGORY_LOWERCASE_LETTER
+        HB_UNICODE_GENERAL_CATEGORY_MODIFIER_LETTER
+        HB_UNICODE_GENERAL_CATEGORY_OTHER_LETTER
+        HB_UNICODE_GENERAL_CATEGORY_TITLECASE_LETTER
+        HB_UNICODE_GENERAL_CATEGORY_UPPERCASE_LETTER
     hb_unicode_general_category_t hb_unicode_general_category(hb_unicode_funcs_t* u,
                                                               hb_codepoint_t cp)
+    unsigned int hb_unicode_combining_class(hb_unicode_funcs_t* u, hb_codepoint_t cp)
 
 cdef enum:
     NTEXT = 11                  # the ten fields and the small print
     MAX_LINES = 12
     ELLIPSIS = 0x2026
+    STREAM_SAFE = 30            # UAX #15's stream-safe limit: at most 30 marks in a row
+    LEAD = 1200                 # the least distance between two baselines, 1/1000 em
+    LINE_GAP = 100              # the least air between the ink of two lines, 1/1000 em
 
 # tables.FIELD_BOXES: left, right, baseline (points), size (milli-points), bold, lines
 cdef int FIELD_BOX[NTEXT][6]
 cdef int MIN_SIZE = _tables.MIN_SIZE
+# tables.FIELD_INK: where the field's ink may go, bottom and top (milli-points)
+cdef int FIELD_INK[NTEXT][2]
 for _i in range(NTEXT):
     for _j in range(6):
         FIELD_BOX[_i][_j] = _tables.FIELD_BOXES[_i][_j]
+    FIELD_INK[_i][0] = _tables.FIELD_INK[_i][0]
+    FIELD_INK[_i][1] = _tables.FIELD_INK[_i][1]
 
 cdef const char* FIELD_COLOUR[NTEXT]
 FIELD_COLOUR[0] = b"1 1 1 rg"
@@ -41,6 +64,7 @@ cdef struct FLine:
     int g0
     int ng
     int width                   # 1/1000 em
+    int lo, bot, hi, top        # its ink, 1/1000 em from its origin (line_ink)
     long x                      # milli-points
     long y
 
@@ -59,6 +83,115 @@ cdef inline int is_mark(unsigned int cp) noexcept nogil:
             or k == HB_UNICODE_GENERAL_CATEGORY_ENCLOSING_MARK)
 
 
+cdef inline int is_letter(unsigned int cp) noexcept nogil:
+    cdef hb_unicode_general_category_t k = hb_unicode_general_category(UFUNCS, cp)
+    return (k == HB_UNICODE_GENERAL_CATEGORY_LOWERCASE_LETTER
+            or k == HB_UNICODE_GENERAL_CATEGORY_MODIFIER_LETTER
+            or k == HB_UNICODE_GENERAL_CATEGORY_OTHER_LETTER
+            or k == HB_UNICODE_GENERAL_CATEGORY_TITLECASE_LETTER
+            or k == HB_UNICODE_GENERAL_CATEGORY_UPPERCASE_LETTER)
+
+
+cdef int stream_safe(unsigned int* u, int n) noexcept nogil:
+    """Drop, in place, the marks past the STREAM_SAFE-th of a run (UAX #15's limit): a
+    name of nothing but combining marks stacks them into a tower, and the ink of one
+    cluster must stay boundable.  The new length."""
+    cdef int i, j = 0, run = 0
+    for i in range(n):
+        if is_mark(u[i]):
+            run += 1
+            if run > STREAM_SAFE:
+                continue
+        else:
+            run = 0
+        u[j] = u[i]
+        j += 1
+    return j
+
+
+cdef inline int jamo(unsigned int cp) noexcept nogil:
+    """Hangul syllable type for UAX #29: 1 L, 2 V, 3 T, 4 LV, 5 LVT, 0 none."""
+    if 0x1100 <= cp <= 0x115F or 0xA960 <= cp <= 0xA97C:
+        return 1
+    if 0x1160 <= cp <= 0x11A7 or 0xD7B0 <= cp <= 0xD7C6:
+        return 2
+    if 0x11A8 <= cp <= 0x11FF or 0xD7CB <= cp <= 0xD7FB:
+        return 3
+    if 0xAC00 <= cp <= 0xD7A3:
+        return 4 if (cp - 0xAC00) % 28 == 0 else 5
+    return 0
+
+
+cdef inline int extends(unsigned int cp) noexcept nogil:
+    """Grapheme_Cluster_Break Extend, SpacingMark or ZWJ as far as a cut needs them."""
+    return (is_mark(cp) or cp == 0x200C or cp == 0x200D or cp == 0x0E33 or cp == 0x0EB3
+            or 0x1F3FB <= cp <= 0x1F3FF or 0xE0020 <= cp <= 0xE007F)
+
+
+cdef inline int is_killer(unsigned int cp) noexcept nogil:
+    """Viramas that end a syllable visibly rather than join the next consonant into a
+    conjunct (Indic_Syllabic_Category Pure_Killer, and Sinhala's al-lakuna, which joins
+    only through a ZWJ): shaped.layout.KILLERS."""
+    return cp == 0x0E3A or cp == 0x0BCD or cp == 0x0DCA or cp == 0x0F84 or cp == 0x103A
+
+
+cdef int boundary(const unsigned int* u, int len_, int n) noexcept nogil:
+    """Whether a line or an ellipsis may cut u before u[n]: at an extended grapheme
+    cluster boundary (UAX #29: not before a mark or a joiner, not inside a Hangul
+    syllable's jamo, not after a ZWJ, not between the two regional indicators of a
+    flag) that is not inside an Indic conjunct (not after a virama, canonical
+    combining class 9, when a letter follows, but for the killers: is_killer).
+    shaped.layout.boundary in Python."""
+    cdef unsigned int c, b
+    cdef int jb, jc, k
+    if n <= 0 or n >= len_:
+        return 1
+    c = u[n]
+    b = u[n - 1]
+    if extends(c) or b == 0x200D:
+        return 0
+    if hb_unicode_combining_class(UFUNCS, b) == 9 and not is_killer(b) and is_letter(c):
+        return 0
+    jb = jamo(b)
+    jc = jamo(c)
+    if jb and jc and ((jb == 1 and jc != 3) or ((jb == 2 or jb == 4) and (jc == 2 or jc == 3))
+                      or ((jb == 3 or jb == 5) and jc == 3)):
+        return 0
+    if 0x1F1E6 <= b <= 0x1F1FF and 0x1F1E6 <= c <= 0x1F1FF:
+        k = n - 1
+        while k > 0 and 0x1F1E6 <= u[k - 1] <= 0x1F1FF:
+            k -= 1
+        return (n - k) % 2 == 0
+    return 1
+
+
+cdef int line_ink(TextCtx* c, int g0, int ng, int width, FLine* ln) noexcept nogil:
+    """The ink of glyphs g0..g0+ng-1 laid end to end: each glyph's outline box (its
+    Type 3 d1) at its pen position and offsets; the origin and the advance are always
+    inside.  -1: no memory."""
+    cdef int k, x = 0, gx, lo = 0, bot = 0, hi = 0, top = 0
+    cdef SGlyph* g
+    cdef GlyphProc* pr
+    for k in range(g0, g0 + ng):
+        g = &c.gv.g[k]
+        pr = glyph_proc(g.face, g.gid)
+        if pr == NULL:
+            return -1
+        if pr.x0 != 0 or pr.y0 != 0 or pr.x1 != 0 or pr.y1 != 0:
+            gx = x + g.xoff
+            lo = min(lo, gx + pr.x0)
+            hi = max(hi, gx + pr.x1)
+            bot = min(bot, g.yoff + pr.y0)
+            top = max(top, g.yoff + pr.y1)
+        x += g.adv
+    ln.lo = lo
+    ln.bot = bot
+    ln.hi = max(hi, x)
+    ln.top = top
+    ln.width = width
+    return 0
+
+
 cdef int shaped_line(TextCtx* c, Para* p, int s, int e, FLine* ln) noexcept nogil:
     """Shape p[s:e] into the order's glyphs and register them; -1: no memory."""
     cdef int g0 = c.gv.n
@@ -67,26 +200,27 @@ cdef int shaped_line(TextCtx* c, Para* p, int s, int e, FLine* ln) noexcept nogi
         return -1
     ln.g0 = g0
     ln.ng = c.gv.n - g0
-    ln.width = w
-    return 0
+    return line_ink(c, g0, ln.ng, w, ln)
 
 
 cdef int ellipsised(TextCtx* c, int s, int e, int limit, FLine* ln) noexcept nogil:
-    """The longest start of c.p[s:e] that fits limit with an ellipsis after it."""
+    """The longest start of c.p[s:e] whose ink fits limit with an ellipsis after it."""
     cdef Para* p = &c.p
     cdef int lo = s, hi = e, mid, w, g0 = c.gv.n, n, best = s
     cdef unsigned int* t
+    cdef FLine probe
     if e - s + 1 > c.tmpcap:
         t = <unsigned int*>realloc(c.tmp, (e - s + 1) * sizeof(unsigned int))
         if t == NULL:
             return -1
         c.tmp = t
         c.tmpcap = e - s + 1
-    # binary search on the cut; never inside a cluster of marks, trailing spaces dropped
+    # binary search on the cut; only at a cluster boundary (boundary()), trailing
+    # spaces dropped
     while lo <= hi:
         mid = (lo + hi) // 2
         n = mid
-        while n > s and n < e and is_mark(p.u[n]):
+        while n > s and n < e and not boundary(p.u, p.n, n):
             n -= 1
         while n > s and p.u[n - 1] == 32:
             n -= 1
@@ -95,10 +229,10 @@ cdef int ellipsised(TextCtx* c, int s, int e, int limit, FLine* ln) noexcept nog
         if para_init(&c.p2, c.tmp, n - s + 1, p.bold, c.han, c.nhan) != 0:
             return -1
         w = shape_line(&c.p2, c.hb, 0, n - s + 1, &c.gv)
-        c.gv.n = g0
-        if w < 0:
+        if w < 0 or line_ink(c, g0, c.gv.n - g0, w, &probe) != 0:
             return -1
-        if w <= limit:
+        c.gv.n = g0
+        if probe.hi - probe.lo <= limit:
             best = n
             lo = mid + 1
         else:
@@ -110,40 +244,42 @@ cdef int ellipsised(TextCtx* c, int s, int e, int limit, FLine* ln) noexcept nog
     return shaped_line(c, &c.p2, 0, best - s + 1, ln)
 
 
-cdef int layout_field(TextCtx* c, int f, const unsigned int* u, int n,
-                      FieldOut* out) noexcept nogil:
-    """Shape field f (text u[:n], NFC) and fit it in its box; -1: no memory."""
+cdef int layout_lines(TextCtx* c, int f, const unsigned int* u, int n, int size,
+                      int count, FieldOut* out) noexcept nogil:
+    """Across: field f at size on one line, else shrunk, else wrapped, else cut, by the
+    lines' ink (not only their advances); sets out.size, out.nlines and, in out.actual,
+    whether text was lost.  count: add the missing characters to the font stats.
+    -1: no memory.  shaped.layout._fit in Python."""
     cdef Para* p = &c.p
     cdef int x0 = FIELD_BOX[f][0] * 1000, x1 = FIELD_BOX[f][1] * 1000
-    cdef int size = FIELD_BOX[f][3], bold = FIELD_BOX[f][4], maxl = FIELD_BOX[f][5]
+    cdef int bold = FIELD_BOX[f][4], maxl = FIELD_BOX[f][5]
     cdef int g0 = c.gv.n, w, i, start, end, last, nl = 0, limit, k
-    cdef long box = x1 - x0, acc, lead, centre
+    cdef long box = x1 - x0, acc, span
     cdef int* adv
     cdef int lossy = 0
-    cdef SGlyph* g
-    out.shaped = 1
     out.nlines = 0
     if para_init(p, u, n, bold, c.han, c.nhan) != 0:
         return -1
     if p.missing:
         lossy = 1
-        for i in range(n):
-            if p.face[i] < 0:
-                sd_add_long(&MISSING_GLYPHS, 1)
+        if count:
+            for i in range(n):
+                if p.face[i] < 0:
+                    sd_add_long(&MISSING_GLYPHS, 1)
     w = shape_line(p, c.hb, 0, n, &c.gv)
-    if w < 0:
+    if w < 0 or line_ink(c, g0, c.gv.n - g0, w, &out.line[0]) != 0:
         return -1
-    if <long>w * size // 1000 > box:
-        if size > MIN_SIZE and <long>w * MIN_SIZE // 1000 <= box:
-            size = <int>(box * 1000 // w) // 10 * 10      # shrunk, in 1/100 pt steps
+    span = out.line[0].hi - out.line[0].lo
+    if span * size // 1000 > box:
+        if size > MIN_SIZE and span * MIN_SIZE // 1000 <= box:
+            size = <int>(box * 1000 // span) // 10 * 10      # shrunk, in 1/100 pt steps
         elif size > MIN_SIZE:
             size = MIN_SIZE
-    if <long>w * size // 1000 <= box:
+    if span * size // 1000 <= box:
         if register_glyphs(c, g0, u) != 0:
             return -1
         out.line[0].g0 = g0
         out.line[0].ng = c.gv.n - g0
-        out.line[0].width = w
         nl = 1
     else:
         # wrap: greedy over the break opportunities, by the advances of the whole line
@@ -177,15 +313,18 @@ cdef int layout_field(TextCtx* c, int f, const unsigned int* u, int n,
                 end = last
             else:
                 end = i                                   # no opportunity: cut
-                while end > start + 1 and is_mark(u[end]):
+                while end > start + 1 and not boundary(u, n, end):
                     end -= 1
+                if not boundary(u, n, end):
+                    # one cluster wider than the line: the whole of it (then cut below)
+                    end = i
+                    while end < n and not boundary(u, n, end):
+                        end += 1
             k = end
             while k > start and u[k - 1] == 32:
                 k -= 1
             if nl == maxl - 1 and end < n:
                 # the last line there is room for: the rest, with an ellipsis
-                while end < n and u[end] == 32:
-                    end += 1
                 if ellipsised(c, start, n, limit, &out.line[nl]) != 0:
                     free(adv)
                     return -1
@@ -196,7 +335,7 @@ cdef int layout_field(TextCtx* c, int f, const unsigned int* u, int n,
             if shaped_line(c, p, start, k, &out.line[nl]) != 0:
                 free(adv)
                 return -1
-            if out.line[nl].width > limit:
+            if out.line[nl].hi - out.line[nl].lo > limit:
                 # shaping made it wider than the estimate: cut it
                 c.gv.n = out.line[nl].g0
                 if ellipsised(c, start, k, limit, &out.line[nl]) != 0:
@@ -208,8 +347,101 @@ cdef int layout_field(TextCtx* c, int f, const unsigned int* u, int n,
         free(adv)
     out.nlines = nl
     out.size = size
-    # /ActualText: always when glyphs leave text out (an ellipsis, a replacement mark);
-    # else for left-to-right text with clusters that are not one glyph per character
+    out.actual = lossy
+    return 0
+
+
+cdef inline long line_off(const FieldOut* fo, int i) noexcept nogil:
+    """Line i's baseline below the first's, 1/1000 em: at least LEAD apart, and more
+    where the ink of one line would come within LINE_GAP of the next's."""
+    cdef long o = 0
+    cdef int k
+    for k in range(1, i + 1):
+        o += max(<int>LEAD, fo.line[k].top - fo.line[k - 1].bot + <int>LINE_GAP)
+    return o
+
+
+cdef int fitting_size(int f, const FieldOut* fo, int size) noexcept nogil:
+    """size, or the largest smaller one (in 1/100 pt steps) at which the lines' ink fits
+    the field's box from bottom to top (FIELD_INK)."""
+    cdef long o = 0, hi = 0, lo = 0, height, room = FIELD_INK[f][1] - FIELD_INK[f][0] - 10
+    cdef int i
+    if fo.nlines == 0:
+        return size
+    for i in range(fo.nlines):
+        if i > 0:
+            o += max(<int>LEAD, fo.line[i].top - fo.line[i - 1].bot + <int>LINE_GAP)
+        if i == 0 or fo.line[i].top - o > hi:
+            hi = fo.line[i].top - o
+        if i == 0 or fo.line[i].bot - o < lo:
+            lo = fo.line[i].bot - o
+    height = hi - lo
+    if height * size // 1000 <= room:
+        return size
+    # never 0: a size is divided by (layout_lines' limit)
+    return min(size, max(10, <int>(room * 1000 // height) // 10 * 10))
+
+
+cdef void place_lines(int f, FieldOut* fo, int rtl) noexcept nogil:
+    """Right-aligned by the ink when the paragraph is right to left, else the ink from
+    the left edge; the block centred on the x-height middle of the field's one-line
+    position (the small print hangs from its first baseline), then moved into its box
+    (FIELD_INK).  shaped.layout._place in Python."""
+    cdef long x0 = FIELD_BOX[f][0] * 1000, x1 = FIELD_BOX[f][1] * 1000, y0, y, t, bt
+    cdef long ink_top = 0, ink_bot = 0, size = fo.size
+    cdef int i
+    if fo.nlines == 0:
+        return
+    if f == NTEXT - 1:
+        y0 = FIELD_BOX[f][2] * 1000
+    else:
+        y0 = (FIELD_BOX[f][2] * 1000 + FIELD_BOX[f][3] * 35 // 100 - size * 35 // 100
+              + line_off(fo, fo.nlines - 1) * size // 1000 // 2)
+    for i in range(fo.nlines):
+        y = y0 - line_off(fo, i) * size // 1000
+        t = y + fo.line[i].top * size // 1000
+        bt = y + fo.line[i].bot * size // 1000           # toward zero (cdivision)
+        if i == 0 or t > ink_top:
+            ink_top = t
+        if i == 0 or bt < ink_bot:
+            ink_bot = bt
+    if ink_top > FIELD_INK[f][1]:
+        y0 -= ink_top - FIELD_INK[f][1]
+    elif ink_bot < FIELD_INK[f][0]:
+        y0 += FIELD_INK[f][0] - ink_bot
+    for i in range(fo.nlines):
+        if rtl:
+            fo.line[i].x = x1 - fo.line[i].hi * size // 1000
+        else:
+            fo.line[i].x = x0 - fo.line[i].lo * size // 1000      # toward zero (cdivision)
+        fo.line[i].y = y0 - line_off(fo, i) * size // 1000
+
+
+cdef int layout_field(TextCtx* c, int f, const unsigned int* u, int n,
+                      FieldOut* out) noexcept nogil:
+    """Shape field f (text u[:n], NFC) and fit it in its box; -1: no memory.
+
+    Across by layout_lines; up and down by the ink: when the lines' ink is taller than
+    the field's box (FIELD_INK), laid out again at the size where it fits (it may then
+    take fewer lines), and if that is still too tall, the same lines smaller."""
+    cdef Para* p = &c.p
+    cdef int g0 = c.gv.n, i, k, size, need, lossy, safe
+    cdef SGlyph* g
+    out.shaped = 1
+    # the field's own UTF-32 (text.pxi, shaped_fill): its marks bounded in place
+    safe = stream_safe(<unsigned int*>u, n)
+    if layout_lines(c, f, u, safe, FIELD_BOX[f][3], 1, out) != 0:
+        return -1
+    need = fitting_size(f, out, out.size)
+    if need < out.size:
+        c.gv.n = g0
+        if layout_lines(c, f, u, safe, need, 0, out) != 0:
+            return -1
+        out.size = fitting_size(f, out, out.size)
+    lossy = out.actual or safe != n
+    # /ActualText: always when glyphs leave text out (an ellipsis, a replacement mark,
+    # marks past the stream-safe limit); else for left-to-right text with clusters that
+    # are not one glyph per character
     # (ligatures; Thai and Devanagari reorder vowel signs, which the ToUnicode map alone
     # cannot undo), but not for right-to-left text: poppler
     # spreads an ActualText over the span's glyphs left to right and then reverses it
@@ -219,23 +451,12 @@ cdef int layout_field(TextCtx* c, int f, const unsigned int* u, int n,
     # /ActualText either; poppler drops or reorders marks it finds stacked)
     out.actual = lossy
     if not lossy and not p.any_rtl:
-        for i in range(nl):
+        for i in range(out.nlines):
             for k in range(out.line[i].g0, out.line[i].g0 + out.line[i].ng):
                 g = &c.gv.g[k]
                 if g.cn != 1 or g.adv == 0 or g.xoff != 0 or g.yoff != 0:
                     out.actual = 1
-    # placement: right-aligned when the paragraph is right to left; lines centred on
-    # the x-height middle of the field's one-line position (the small print hangs from
-    # its first baseline)
-    lead = size * 6 // 5
-    centre = FIELD_BOX[f][2] * 1000 + FIELD_BOX[f][3] * 35 // 100
-    for i in range(nl):
-        acc = <long>out.line[i].width * size // 1000
-        out.line[i].x = (x1 - acc) if p.rtl else x0
-        if f == NTEXT - 1:
-            out.line[i].y = FIELD_BOX[f][2] * 1000 - i * lead
-        else:
-            out.line[i].y = centre - size * 35 // 100 + ((nl - 1) * lead) // 2 - i * lead
+    place_lines(f, out, p.rtl)
     return 0
 
 

@@ -39,6 +39,7 @@ class Face:
     state: int = 0
     nglyphs: int = 0
     procs: dict[int, tuple[bytes, int]] = field(default_factory=dict)
+    inks: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
 
     def open(self) -> bool:
         if self.state == 0:
@@ -135,8 +136,19 @@ class Fonts:
             gid = 0
         cached = f.procs.get(gid)
         if cached is None:
-            cached = f.procs[gid] = _make_proc(f.font, gid)
+            obj, width, f.inks[gid] = _make_proc(f.font, gid)
+            cached = f.procs[gid] = obj, width
         return cached
+
+    def ink(self, face: int, gid: int) -> tuple[int, int, int, int]:
+        """The glyph's outline box as its procedure's d1 gives it (1/1000 em, one unit
+        of slack each way; all 0 for a glyph without ink): what the layout measures."""
+        f = self.faces[face]
+        if gid >= f.nglyphs:
+            gid = 0
+        if gid not in f.inks:
+            self.proc(face, gid)
+        return f.inks[gid]
 
 
 class Pen:
@@ -175,17 +187,17 @@ class Pen:
         self.out.append(b"h\n")
 
 
-def _make_proc(font: Any, gid: int) -> tuple[bytes, int]:
+def _make_proc(font: Any, gid: int) -> tuple[bytes, int, tuple[int, int, int, int]]:
     hb = harfbuzz()
     width = hb.hb_font_get_glyph_h_advance(font, gid)
     pen = Pen()
     draw_glyph(font, gid, pen)
+    box = (0, 0, 0, 0)
     if pen.pts:
         xs = [p[0] for p in pen.pts]
         ys = [p[1] for p in pen.pts]
-        head = (b"%d 0 %d %d %d %d d1\n" % (width, int(min(xs)) - 1, int(min(ys)) - 1,
-                                           int(max(xs)) + 1, int(max(ys)) + 1)
-                + b"".join(pen.out) + b"f\n")
+        box = (int(min(xs)) - 1, int(min(ys)) - 1, int(max(xs)) + 1, int(max(ys)) + 1)
+        head = b"%d 0 %d %d %d %d d1\n" % (width, *box) + b"".join(pen.out) + b"f\n"
     else:
         head = b"%d 0 0 0 0 0 d1\n" % width
     z = zlib.compressobj(9, zlib.DEFLATED, 15, 8)
@@ -194,7 +206,7 @@ def _make_proc(font: Any, gid: int) -> tuple[bytes, int]:
         obj = b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(data) + data
     else:
         obj = b"<< /Length %d >>\nstream\n" % len(head) + head
-    return obj + b"\nendstream\nendobj\n", width
+    return obj + b"\nendstream\nendobj\n", width, box
 
 
 @functools.cache

@@ -1,5 +1,7 @@
 """The order's glyph registry (type3.pxi) and a field's layout: shrink to the floor
-size, then wrap or ellipsise (layout.pxi)."""
+size, then wrap or ellipsise at cluster boundaries, all measured by the ink of the
+glyphs, then placed and if need be shrunk so that the ink stays in the field's box
+(layout.pxi says how)."""
 
 from __future__ import annotations
 
@@ -49,12 +51,30 @@ def register(fs: Fonts, reg: Registry, glyphs: list[Glyph], u: list[int]) -> Non
 
 # -- layout (layout.pxi) -----------------------------------------------------------------
 
+STREAM_SAFE = 30        # UAX #15's stream-safe limit: at most 30 marks in a row are drawn
+LEAD = 1200             # the least distance between two baselines, 1/1000 em
+LINE_GAP = 100          # the least air between the ink of two lines, 1/1000 em
+ZWNJ, ZWJ = 0x200C, 0x200D
+# Viramas (canonical combining class 9) that end a syllable visibly rather than join
+# the next consonant into a conjunct (Indic_Syllabic_Category Pure_Killer, and Sinhala's
+# al-lakuna, which joins only through a ZWJ): a cut may follow them
+KILLERS = (0x0E3A, 0x0BCD, 0x0DCA, 0x0F84, 0x103A)
+
+
 @dataclass
 class Line:
     glyphs: list[Glyph]
     width: int
+    lo: int = 0         # the ink: left (<= 0), bottom (<= 0), right (>= width), top
+    bot: int = 0        # (>= 0), 1/1000 em from the line's origin on its baseline
+    hi: int = 0
+    top: int = 0
     x: int = 0
     y: int = 0
+
+    @property
+    def span(self) -> int:
+        return self.hi - self.lo
 
 
 @dataclass
@@ -68,10 +88,102 @@ def _is_mark(cp: int) -> bool:
     return unicodedata.category(chr(cp)) in MARK_CATEGORIES
 
 
+def tdiv(a: int, b: int) -> int:
+    """a / b truncated toward zero, as C divides (the extension builds with cdivision)."""
+    q = abs(a) // b
+    return -q if a < 0 else q
+
+
+def stream_safe(u: list[int]) -> list[int]:
+    """u without the marks past the 30th of a run (is_mark in layout.pxi): a name of
+    nothing but combining marks stacks them into a tower, and the ink of one cluster
+    must stay boundable."""
+    out: list[int] = []
+    run = 0
+    for c in u:
+        if _is_mark(c):
+            run += 1
+            if run > STREAM_SAFE:
+                continue
+        else:
+            run = 0
+        out.append(c)
+    return out
+
+
+def _jamo(cp: int) -> int:
+    """Hangul syllable type for UAX #29: 1 L, 2 V, 3 T, 4 LV, 5 LVT, 0 none."""
+    if 0x1100 <= cp <= 0x115F or 0xA960 <= cp <= 0xA97C:
+        return 1
+    if 0x1160 <= cp <= 0x11A7 or 0xD7B0 <= cp <= 0xD7C6:
+        return 2
+    if 0x11A8 <= cp <= 0x11FF or 0xD7CB <= cp <= 0xD7FB:
+        return 3
+    if 0xAC00 <= cp <= 0xD7A3:
+        return 4 if (cp - 0xAC00) % 28 == 0 else 5
+    return 0
+
+
+def _extends(cp: int) -> bool:
+    """Grapheme_Cluster_Break Extend, SpacingMark or ZWJ (UAX #29 GB9, GB9a), as far as
+    a cut needs them: marks, ZWNJ/ZWJ, emoji modifiers, tag characters, Thai and Lao
+    SARA AM."""
+    return (_is_mark(cp) or cp in (ZWNJ, ZWJ, 0x0E33, 0x0EB3) or 0x1F3FB <= cp <= 0x1F3FF
+            or 0xE0020 <= cp <= 0xE007F)
+
+
+def boundary(u: list[int], n: int) -> bool:
+    """Whether a line or an ellipsis may cut u before u[n]: at an extended grapheme
+    cluster boundary (UAX #29: not before a mark or a joiner, not inside a Hangul
+    syllable's jamo, not after a ZWJ, not between the two regional indicators of a
+    flag) that is not inside an Indic conjunct (not after a virama, canonical combining
+    class 9, when a letter follows, but for the KILLERS).  boundary() in layout.pxi."""
+    if n <= 0 or n >= len(u):
+        return True
+    c, b = u[n], u[n - 1]
+    if _extends(c) or b == ZWJ:
+        return False
+    if (unicodedata.combining(chr(b)) == 9 and b not in KILLERS
+            and unicodedata.category(chr(c))[0] == "L"):
+        return False
+    jb, jc = _jamo(b), _jamo(c)
+    if jb and jc and ((jb == 1 and jc != 3) or (jb in (2, 4) and jc in (2, 3))
+                      or (jb in (3, 5) and jc == 3)):
+        return False
+    if 0x1F1E6 <= b <= 0x1F1FF and 0x1F1E6 <= c <= 0x1F1FF:
+        k = n - 1
+        while k > 0 and 0x1F1E6 <= u[k - 1] <= 0x1F1FF:
+            k -= 1
+        return (n - k) % 2 == 0
+    return True
+
+
+def _ink(fs: Fonts, glyphs: list[Glyph]) -> tuple[int, int, int, int]:
+    """(left, bottom, right, top) of the ink of a line of glyphs, 1/1000 em from its
+    origin: each glyph's outline box (its Type 3 d1 box) at its pen position and
+    offsets; the origin and the advance are always inside.  line_ink in layout.pxi."""
+    x = lo = bot = top = hi = 0
+    for g in glyphs:
+        x0, y0, x1, y1 = fs.ink(g.face, g.gid)
+        if x0 or y0 or x1 or y1:
+            gx = x + g.xoff
+            lo = min(lo, gx + x0)
+            hi = max(hi, gx + x1)
+            bot = min(bot, g.yoff + y0)
+            top = max(top, g.yoff + y1)
+        x += g.adv
+    return lo, bot, max(hi, x), top
+
+
+def _line(fs: Fonts, glyphs: list[Glyph], w: int) -> Line:
+    lo, bot, hi, top = _ink(fs, glyphs)
+    return Line(glyphs, w, lo, bot, hi, top)
+
+
 def _shaped(fs: Fonts, reg: Registry, p: Para, s: int, e: int) -> Line:
     glyphs, w = shape_line(fs, p, s, e)
     register(fs, reg, glyphs, p.u)
-    return Line(glyphs, w)
+    return _line(fs, glyphs, w)
 
 
 def _ellipsised(fs: Fonts, reg: Registry, p: Para, s: int, e: int, limit: int,
@@ -80,13 +192,13 @@ def _ellipsised(fs: Fonts, reg: Registry, p: Para, s: int, e: int, limit: int,
     while lo <= hi:
         mid = (lo + hi) // 2
         n = mid
-        while s < n < e and _is_mark(p.u[n]):
+        while s < n < e and not boundary(p.u, n):
             n -= 1
         while n > s and p.u[n - 1] == 32:
             n -= 1
         t = [*p.u[s:n], ELLIPSIS]
-        _, w = shape_line(fs, para(fs, t, p.bold, han), 0, len(t))
-        if w <= limit:
+        glyphs, w = shape_line(fs, para(fs, t, p.bold, han), 0, len(t))
+        if _line(fs, glyphs, w).span <= limit:
             best = n
             lo = mid + 1
         else:
@@ -95,22 +207,26 @@ def _ellipsised(fs: Fonts, reg: Registry, p: Para, s: int, e: int, limit: int,
     return _shaped(fs, reg, para(fs, t, p.bold, han), 0, len(t))
 
 
-def layout_field(fs: Fonts, reg: Registry, f: int, u: list[int], han: list[int]) -> FieldOut:
-    x0, x1, base_y, size, bold, maxl = tables.FIELD_BOXES[f]
-    x0, x1 = x0 * 1000, x1 * 1000
-    box = x1 - x0
+def _fit(fs: Fonts, reg: Registry, f: int, u: list[int], han: list[int],
+         size: int) -> tuple[int, list[Line], bool, Para]:
+    """Across: one line at size, else shrunk, else wrapped, else cut (layout_lines in
+    layout.pxi).  Widths are the lines' ink, not only their advances."""
+    x0, x1, _, _, bold, maxl = tables.FIELD_BOXES[f]
+    box = (x1 - x0) * 1000
     p = para(fs, u, bold, han)
     lossy = p.missing
     glyphs, w = shape_line(fs, p, 0, len(u))
-    if w * size // 1000 > box:
-        if size > tables.MIN_SIZE and w * tables.MIN_SIZE // 1000 <= box:
-            size = box * 1000 // w // 10 * 10
+    whole = _line(fs, glyphs, w)
+    span = whole.span
+    if span * size // 1000 > box:
+        if size > tables.MIN_SIZE and span * tables.MIN_SIZE // 1000 <= box:
+            size = box * 1000 // span // 10 * 10
         elif size > tables.MIN_SIZE:
             size = tables.MIN_SIZE
     lines: list[Line] = []
-    if w * size // 1000 <= box:
+    if span * size // 1000 <= box:
         register(fs, reg, glyphs, u)
-        lines.append(Line(glyphs, w))
+        lines.append(whole)
     else:
         limit = box * 1000 // size
         brk = thai_breaks(u, p.brk)
@@ -136,8 +252,13 @@ def layout_field(fs: Fonts, reg: Registry, f: int, u: list[int], han: list[int])
                 end = last
             else:
                 end = i
-                while end > start + 1 and _is_mark(u[end]):
+                while end > start + 1 and not boundary(u, end):
                     end -= 1
+                if not boundary(u, end):
+                    # one cluster wider than the line: the whole of it (then cut below)
+                    end = i
+                    while end < n and not boundary(u, end):
+                        end += 1
             k = end
             while k > start and u[k - 1] == 32:
                 k -= 1
@@ -146,20 +267,76 @@ def layout_field(fs: Fonts, reg: Registry, f: int, u: list[int], han: list[int])
                 lossy = True
                 break
             line = _shaped(fs, reg, p, start, k)
-            if line.width > limit:
+            if line.span > limit:
                 line = _ellipsised(fs, reg, p, start, k, limit, han)
                 lossy = True
             lines.append(line)
             start = end
-    lead = size * 6 // 5
-    centre = base_y * 1000 + tables.FIELD_BOXES[f][3] * 35 // 100
-    nl = len(lines)
-    for i, line in enumerate(lines):
-        line.x = (x1 - line.width * size // 1000) if p.rtl else x0
-        if f == NTEXT - 1:
-            line.y = base_y * 1000 - i * lead
-        else:
-            line.y = centre - size * 35 // 100 + ((nl - 1) * lead) // 2 - i * lead
+    return size, lines, lossy, p
+
+
+def _offsets(lines: list[Line]) -> list[int]:
+    """Each line's baseline below the first's, 1/1000 em: at least LEAD apart, and more
+    where the ink of one line would come within LINE_GAP of the next's."""
+    offs = [0]
+    for i in range(1, len(lines)):
+        offs.append(offs[-1] + max(LEAD, lines[i].top - lines[i - 1].bot + LINE_GAP))
+    return offs
+
+
+def _fitting_size(f: int, lines: list[Line], size: int) -> int:
+    """size, or the largest smaller one (in 1/100 pt steps) at which the lines' ink fits
+    the field's box from bottom to top (tables.FIELD_INK)."""
+    bottom, top = tables.FIELD_INK[f]
+    if not lines:
+        return size
+    offs = _offsets(lines)
+    height = (max(ln.top - o for o, ln in zip(offs, lines, strict=True))
+              - min(ln.bot - o for o, ln in zip(offs, lines, strict=True)))
+    if height * size // 1000 <= top - bottom - 10:
+        return size
+    # never 0: a size is divided by (_fit's limit)
+    return min(size, max(10, (top - bottom - 10) * 1000 // height // 10 * 10))
+
+
+def layout_field(fs: Fonts, reg: Registry, f: int, u: list[int], han: list[int]) -> FieldOut:
+    safe = stream_safe(u)
+    size, lines, lossy, p = _fit(fs, reg, f, safe, han, tables.FIELD_BOXES[f][3])
+    need = _fitting_size(f, lines, size)
+    if need < size:
+        # too tall: again at the size whose ink fits (it may now take fewer lines), and
+        # if that is still too tall, the same lines smaller
+        size, lines, lossy, p = _fit(fs, reg, f, safe, han, need)
+        size = _fitting_size(f, lines, size)
+    lossy = lossy or len(safe) != len(u)
+    _place(f, lines, size, p.rtl)
     multi = any(g.cn != 1 or g.adv == 0 or g.xoff or g.yoff
                 for line in lines for g in line.glyphs)
     return FieldOut(size, lines, lossy or (not p.any_rtl and multi))
+
+
+def _place(f: int, lines: list[Line], size: int, rtl: bool) -> None:
+    """place_lines in layout.pxi: right-aligned when the paragraph is right to left, by
+    the ink; the block centred on the x-height middle of the field's one-line position
+    (the small print hangs from its first baseline), then moved into its box."""
+    x0, x1, base_y, size0, _, _ = tables.FIELD_BOXES[f]
+    x0, x1 = x0 * 1000, x1 * 1000
+    bottom, top = tables.FIELD_INK[f]
+    if not lines:
+        return
+    offs = _offsets(lines)
+    if f == NTEXT - 1:
+        y0 = base_y * 1000
+    else:
+        y0 = base_y * 1000 + size0 * 35 // 100 - size * 35 // 100 + offs[-1] * size // 1000 // 2
+    ink_top = max(y0 - offs[i] * size // 1000 + ln.top * size // 1000
+                  for i, ln in enumerate(lines))
+    ink_bot = min(y0 - offs[i] * size // 1000 + tdiv(ln.bot * size, 1000)
+                  for i, ln in enumerate(lines))
+    if ink_top > top:
+        y0 -= ink_top - top
+    elif ink_bot < bottom:
+        y0 += bottom - ink_bot
+    for i, line in enumerate(lines):
+        line.x = (x1 - line.hi * size // 1000) if rtl else (x0 - tdiv(line.lo * size, 1000))
+        line.y = y0 - offs[i] * size // 1000

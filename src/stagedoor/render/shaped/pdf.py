@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from .faces import Fonts
-from .layout import FieldOut, Registry
+from .layout import FieldOut, Registry, tdiv
 
 COLOURS = (b"1 1 1 rg",) + (b"0 0 0 rg",) * 9 + (b"0.3 0.3 0.3 rg",)
 TAG_SPACE = 26 ** 6
@@ -39,7 +39,8 @@ def field_ops(fs: Fonts, fo: FieldOut, f: int) -> bytes:
                     cur = font
                 if g.yoff != rise:
                     rise = g.yoff
-                    out.append(b" " + _milli(rise * fo.size // 1000) + b" Ts")
+                    # toward zero, as C divides (the extension builds with cdivision)
+                    out.append(b" " + _milli(tdiv(rise * fo.size, 1000)) + b" Ts")
                 out.append(b" [")
                 inhex = False
             adjust = pend + g.xoff

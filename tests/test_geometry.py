@@ -1,0 +1,273 @@
+"""Nothing on a ticket page collides: checked geometrically, glyph by glyph.
+
+tests/pdfglyphs.py reads every glyph's box back from the PDF (a Type 3 glyph's is its
+procedure's d1 box, the outline's; Helvetica's is its advance and /FontBBox).  Over the
+corpus -- every sample of src/stagedoor/demo/scripts/ and, from bench/ticket_corpus.py,
+one ticket per script family with its hardest text (Myanmar, Lao, Khmer and Thai
+stacks, Vietnamese capitals with two diacritics, Sinhala, conjuncts, right-to-left
+values in the narrow columns, names of 40-80 combining marks and nothing else) --
+every glyph of a field lies in that field's box (tables.FIELD_BOXES across,
+tables.FIELD_INK up and down), the boxes keep clear of the labels, of each other, of
+the STAGEDOOR mark and of the QR code, and the lines of a wrapped field do not overlap.
+Both renderers give the same bytes for every order here.  And, taking nothing on trust
+from the file, pdftoppm's rendering of each family page has no ink outside the boxes
+and labels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import unicodedata
+from pathlib import Path
+
+import pytest
+from bench import ticket_corpus
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.pdfglyphs import page_glyphs
+
+from stagedoor import _render
+from stagedoor.render import fonts, tables
+from stagedoor.render import reference as render
+from stagedoor.render.order import Order
+from stagedoor.render.shaped import faces, layout
+
+SAMPLES = Path(__file__).resolve().parent.parent / "src" / "stagedoor" / "demo" / "scripts"
+CORPUS: dict[str, Order] = {
+    **{f"sample-{p.stem}": Order.from_json(p.read_bytes()) for p in sorted(SAMPLES.glob("*.json"))},
+    **ticket_corpus.orders(),
+}
+EPS = 0.01              # points: the milli-point rounding of positions and text rise
+BRAND_X = 340           # the header's STAGEDOOR starts here (tables.STATIC_CONTENT)
+QR = (288, 130, 404, 246)
+LABEL_TOPS = 4.67       # 6.5 pt Helvetica capitals
+LABELS = [(24, 238, "VENUE"), (24, 212, "DATE / TIME"), (24, 186, "SECTION"), (130, 186, "ROW"),
+          (180, 186, "SEAT"), (24, 160, "BUYER"), (24, 134, "PRICE"), (130, 134, "ORDER"),
+          (24, 108, "ADMISSION CODE")]
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, bytes]:
+    return {name: _render.render_order(order) for name, order in CORPUS.items()}
+
+
+def _box(f: int) -> tuple[float, float, float, float]:
+    x0, x1 = tables.FIELD_BOXES[f][:2]
+    bottom, top = tables.FIELD_INK[f]
+    return x0, bottom / 1000, x1, top / 1000
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_no_glyph_lies_outside_its_field_box(rendered: dict[str, bytes], name: str) -> None:
+    data = rendered[name]
+    assert data == render.render_order(CORPUS[name])
+    pages = page_glyphs(data)
+    assert len(pages) == len(CORPUS[name].tickets)
+    for k, glyphs in enumerate(pages):
+        assert glyphs, "nothing drawn"
+        outside = []
+        for g in glyphs:
+            if g.field < 0:
+                continue                      # the labels and the STAGEDOOR mark
+            bx0, by0, bx1, by1 = _box(g.field)
+            if not (g.x0 >= bx0 - EPS and g.x1 <= bx1 + EPS and g.y0 >= by0 - EPS
+                    and g.y1 <= by1 + EPS):
+                outside.append((ticket_field(g.field), round(g.x0, 2), round(g.y0, 2),
+                                round(g.x1, 2), round(g.y1, 2), (bx0, by0, bx1, by1)))
+        assert not outside, f"page {k + 1}: {len(outside)} glyphs outside: {outside[:6]}"
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_the_lines_of_a_field_do_not_overlap(rendered: dict[str, bytes], name: str) -> None:
+    for glyphs in page_glyphs(rendered[name]):
+        lines: dict[tuple[int, int], list[float]] = {}
+        for g in glyphs:
+            if g.field < 0:
+                continue
+            lo_hi = lines.setdefault((g.field, g.line), [g.y0, g.y1])
+            lo_hi[0], lo_hi[1] = min(lo_hi[0], g.y0), max(lo_hi[1], g.y1)
+        for (f, i), (lo, _) in lines.items():
+            below = lines.get((f, i + 1))
+            if below is not None:
+                assert below[1] <= lo + EPS, (ticket_field(f), i, lo, below)
+
+
+def ticket_field(f: int) -> str:
+    return tables.FIELDS[f][0] if f < len(tables.FIELDS) else "small_print"
+
+
+def test_the_boxes_keep_clear_of_labels_brand_qr_and_each_other() -> None:
+    boxes = [_box(f) for f in range(len(tables.FIELD_BOXES))]
+    gap = tables.MIN_GAP / 1000
+    for f, (x0, y0, x1, y1) in enumerate(boxes):
+        assert x0 < x1 and y0 < y1
+        for g, (u0, v0, u1, v1) in enumerate(boxes):
+            if g != f and v0 < y1 and y0 < v1:           # side by side: a gap between
+                assert u1 + gap <= x0 or x1 + gap <= u0, (ticket_field(f), ticket_field(g))
+        for lx, ly, text in LABELS:
+            width = sum(tables.HELVETICA_WIDTHS[ord(c)] for c in text) * 6.5 / 1000
+            if lx < x1 and x0 < lx + width:
+                assert y1 <= ly or y0 >= ly + LABEL_TOPS, (ticket_field(f), text)
+        if y1 > QR[1] and y0 < QR[3]:
+            assert x1 + gap <= QR[0], ticket_field(f)
+    _, ey0, ex1, ey1 = boxes[0]
+    assert ex1 + gap <= BRAND_X and ey0 >= 250 and ey1 <= 286
+
+
+def test_right_to_left_values_end_clear_of_the_next_column() -> None:
+    """An Arabic section beside its row number, a Persian price beside the order number,
+    an Arabic event beside the STAGEDOOR mark: measured on the page."""
+    order = ticket_corpus.family_order("arabic-hebrew")
+    glyphs = page_glyphs(_render.render_order(order))[0]
+
+    def extent(f: int) -> tuple[float, float]:
+        xs = [(g.x0, g.x1) for g in glyphs if g.field == f]
+        return min(x for x, _ in xs), max(x for _, x in xs)
+
+    gap = tables.MIN_GAP / 1000
+    names = [n for n, _ in tables.FIELDS]
+    section, row = extent(names.index("section")), extent(names.index("row"))
+    price, order_id = extent(names.index("price")), extent(names.index("order_id"))
+    assert section[1] + gap <= row[0] + EPS, (section, row)
+    assert price[1] + gap <= order_id[0] + EPS, (price, order_id)
+    assert extent(names.index("event"))[1] + gap <= BRAND_X, extent(0)
+
+
+# -- cuts: never inside a grapheme cluster or an Indic conjunct ---------------------------
+
+CONJUNCT_WORDS = {"Deva": "नई दिल्ली ", "Beng": "স্ক্র্যাপ শ্রী ", "Sinh": "ශ්‍රී ලංකා ",
+                  "Mymr": "ညွှန့်ညွှန့် ", "Khmr": "ស្ត្រី ខ្ញុំ "}
+
+
+def _cuts(text: str) -> list[tuple[int, ...]]:
+    """The text drawn on each line of the venue field before its end or its ellipsis
+    (the reference's layout; the renderers' bytes are compared above)."""
+    plan = fonts.current()
+    fs = faces.fonts_for(plan)
+    reg = layout.Registry()
+    fo = layout.layout_field(fs, reg, 1, [ord(c) for c in text], [])
+    out = []
+    for line in fo.lines:
+        texts = [reg.entries[g.code][2] for g in line.glyphs if g.cn]
+        if (layout.ELLIPSIS,) in texts:
+            texts = texts[:texts.index((layout.ELLIPSIS,))]
+        out.append(tuple(c for t in texts for c in t))
+    return out
+
+
+@pytest.mark.parametrize("script", sorted(CONJUNCT_WORDS))
+def test_a_cut_or_an_ellipsis_never_leaves_a_dangling_virama(script: str) -> None:
+    """Unspaced text, so lines and the ellipsis fall by width, at every offset into the
+    words: no line ends in a virama (नई दिल्… was what the ellipsis left)."""
+    word = CONJUNCT_WORDS[script].replace(" ", "")
+    seen = 0
+    for pad in range(12):
+        text = "A" * pad + word * 60
+        for drawn in _cuts(text):
+            seen += 1
+            last = chr(drawn[-1])
+            assert unicodedata.combining(last) != 9 or drawn[-1] in layout.KILLERS, (
+                pad, "".join(map(chr, drawn[-6:])))
+            assert last not in "\u200c\u200d", (pad, "".join(map(chr, drawn[-6:])))
+    assert seen >= 12
+
+
+def test_a_cut_never_separates_a_mark_or_a_jamo_from_its_cluster() -> None:
+    u = [ord(c) for c in "e\u0301\u1100\u1161\u11a8a\u0915\u094d\u0937x"]
+    allowed = [i for i in range(1, len(u)) if layout.boundary(u, i)]
+    assert allowed == [2, 5, 6, 9], allowed
+
+
+def test_mark_runs_are_bounded_by_the_stream_safe_limit() -> None:
+    u = [0x41] + [0x301] * 80 + [0x42] + [0x316] * 10
+    bounded = layout.stream_safe(u)
+    assert bounded == [0x41] + [0x301] * layout.STREAM_SAFE + [0x42] + [0x316] * 10
+
+
+# -- the same, from the rendered image: poppler draws, nothing is taken on trust ---------
+
+DPI = 100
+
+
+def _px(v: float) -> int:
+    return round(v * DPI / 72)
+
+
+@pytest.mark.parametrize("name", sorted(ticket_corpus.FAMILIES))
+def test_no_ink_outside_the_boxes_in_the_rendered_page(rendered: dict[str, bytes], name: str,
+                                                       tmp_path: Path) -> None:
+    """pdftoppm renders the page; every dark pixel of the white part of the ticket
+    lies in a field's box, a label, the QR code or the border, and every light pixel
+    of the header bar in the event's box or the STAGEDOOR mark (1 pt of anti-aliasing
+    allowed around each)."""
+    stray = stray_pixels(rendered[name], tmp_path)
+    assert not stray, f"{len(stray)} stray pixels, e.g. {stray[:8]}"
+
+
+def stray_pixels(data: bytes, tmp_path: Path) -> list[tuple[int, int]]:
+    """The pixels of page 1 drawn where nothing may be (see the test above)."""
+    from PIL import Image
+
+    pdf = tmp_path / "t.pdf"
+    pdf.write_bytes(data)
+    subprocess.run(["pdftoppm", "-gray", "-r", str(DPI), "-f", "1", "-l", "1", "-singlefile",
+                    "-png", str(pdf), str(tmp_path / "p")], check=True)
+    with Image.open(tmp_path / "p.png") as page:
+        im = page.convert("L")
+    _, h = im.size
+    px = im.load()
+
+    def area(x0: float, y0: float, x1: float, y1: float) -> tuple[int, int, int, int]:
+        """PDF points (y up) to a pixel box (y down), grown by 1 pt."""
+        return _px(x0 - 1), h - _px(y1 + 1), _px(x1 + 1), h - _px(y0 - 1)
+
+    white_ok = [area(*_box(f)) for f in range(1, len(tables.FIELD_BOXES))]
+    for lx, ly, text in LABELS:
+        width = sum(tables.HELVETICA_WIDTHS[ord(c)] for c in text) * 6.5 / 1000
+        white_ok.append(area(lx, ly - 1.5, lx + width, ly + LABEL_TOPS + 0.5))
+    white_ok.append(area(*QR))
+    bar_ok = [area(*_box(0)), area(BRAND_X, 262, 404, 271)]
+
+    def inside(x: int, y: int, boxes: list[tuple[int, int, int, int]]) -> bool:
+        return any(a <= x <= c and b <= y <= d for a, b, c, d in boxes)
+
+    stray = []
+    top_bar, bottom_bar = h - _px(286) + 2, h - _px(250) - 2
+    for y in range(h - _px(286) + 2, h - _px(12) - 2):
+        for x in range(_px(12) + 2, _px(408) - 2):
+            v = px[x, y]
+            if top_bar <= y <= bottom_bar:
+                if v > 128 and not inside(x, y, bar_ok):
+                    stray.append((x, y))
+            elif bottom_bar + 3 < y and v < 160 and not inside(x, y, white_ok):
+                stray.append((x, y))
+    return stray
+
+
+# -- and on random text of every family, marks and joiners mixed in ------------------------
+
+_LETTERS = "".join(sorted({c for fields in ticket_corpus.FAMILIES.values()
+                           for text in fields.values() for c in text
+                           if not 0x1F1E6 <= ord(c) <= 0x1F1FF}))
+_MARKS = ("\u0301\u0323\u0336\u0345\u0489\u064b\u0651\u0670\u093c\u094d\u0e31\u0e49\u0e4c"
+          "\u0eb1\u0ec8\u1039\u103a\u17d2\u200c\u200d\u05b4\u0bcd")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.text(alphabet=_LETTERS + _MARKS + "  ", min_size=1, max_size=90),
+                min_size=5, max_size=5))
+def test_random_text_stays_in_its_box(values: list[str]) -> None:
+    event, venue, section, buyer, price = values
+    order = ticket_corpus.family_order("cjk")
+    t = dataclasses.replace(order.tickets[0], event=event, venue=venue, section=section,
+                            buyer=buyer, price=price, row=section[:4], seat=buyer[:6],
+                            small_print=venue * 3)
+    order = Order(order_id=t.order_id, tickets=(t,))
+    data = _render.render_order(order)
+    assert data == render.render_order(order)
+    for g in page_glyphs(data)[0]:
+        if g.field >= 0:
+            bx0, by0, bx1, by1 = _box(g.field)
+            assert (g.x0 >= bx0 - EPS and g.x1 <= bx1 + EPS and g.y0 >= by0 - EPS
+                    and g.y1 <= by1 + EPS), (ticket_field(g.field), g)
