@@ -92,7 +92,7 @@ cdef int ellipsised(TextCtx* c, int s, int e, int limit, FLine* ln) noexcept nog
             n -= 1
         memcpy(c.tmp, p.u + s, (n - s) * sizeof(unsigned int))
         c.tmp[n - s] = ELLIPSIS
-        if para_init(&c.p2, c.tmp, n - s + 1, p.bold, c.han, c.nhan) != 0:
+        if para_init(&c.p2, c.tmp, n - s + 1, p.bold, c.of) != 0:
             return -1
         w = shape_line(&c.p2, c.hb, 0, n - s + 1, &c.gv)
         c.gv.n = g0
@@ -105,7 +105,7 @@ cdef int ellipsised(TextCtx* c, int s, int e, int limit, FLine* ln) noexcept nog
             hi = mid - 1
     memcpy(c.tmp, p.u + s, (best - s) * sizeof(unsigned int))
     c.tmp[best - s] = ELLIPSIS
-    if para_init(&c.p2, c.tmp, best - s + 1, p.bold, c.han, c.nhan) != 0:
+    if para_init(&c.p2, c.tmp, best - s + 1, p.bold, c.of) != 0:
         return -1
     return shaped_line(c, &c.p2, 0, best - s + 1, ln)
 
@@ -123,7 +123,7 @@ cdef int layout_field(TextCtx* c, int f, const unsigned int* u, int n,
     cdef SGlyph* g
     out.shaped = 1
     out.nlines = 0
-    if para_init(p, u, n, bold, c.han, c.nhan) != 0:
+    if para_init(p, u, n, bold, c.of) != 0:
         return -1
     if p.missing:
         lossy = 1

@@ -67,6 +67,23 @@ class Face:
                                                             ctypes.byref(gid)) else None
 
 
+@dataclass(frozen=True)
+class OrderFonts:
+    """An order's choice of faces and shaping language (han_array in _render.pyx):
+    the Han faces by its locale, its language's faces per script, its BCP 47 tag."""
+    han: list[int]
+    pref: list[tuple[str, int]] = field(default_factory=list)
+    lang: str = ""
+
+    @classmethod
+    def of(cls, plan: fonts.FontPlan, locale: str, kana: bool) -> OrderFonts:
+        pref = fonts.language_faces(plan, locale)
+        return cls(fonts.han_faces(plan, locale, kana),
+                   [(pref[i].to_bytes(4, "big").decode(), pref[i + 1])
+                    for i in range(0, len(pref), 2)],
+                   fonts.shaping_language(locale))
+
+
 class Fonts:
     """The configured faces (a fonts.FontPlan), opened on first use."""
 
@@ -78,15 +95,21 @@ class Fonts:
     def has(self, i: int, cp: int) -> int | None:
         return self.faces[i].glyph(cp)
 
-    def pick(self, cp: int, script: str, prev: int, han: list[int],
+    def pick(self, cp: int, script: str, prev: int, of: OrderFonts,
              bold: int) -> tuple[int, int]:
         """pick_face in fonts.pxi."""
         if prev >= 0 and script in ("Zyyy", "Zinh"):
             gid = self.faces[prev].glyph(cp)
             if gid is not None:
                 return prev, gid
+        for tag, n in of.pref:
+            if tag == script:
+                f = self.faces[n].bold if bold else n
+                gid = self.has(f, cp)
+                if gid is not None:
+                    return f, gid
         if script in HAN_SCRIPTS:
-            for n in han:
+            for n in of.han:
                 f = self.faces[n].bold if bold else n
                 gid = self.has(f, cp)
                 if gid is not None:

@@ -7,7 +7,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from .. import tables
-from .faces import Fonts
+from .faces import Fonts, OrderFonts
 from .libs import thai_breaks
 from .para import Glyph, Para, para, shape_line
 
@@ -75,7 +75,7 @@ def _shaped(fs: Fonts, reg: Registry, p: Para, s: int, e: int) -> Line:
 
 
 def _ellipsised(fs: Fonts, reg: Registry, p: Para, s: int, e: int, limit: int,
-                han: list[int]) -> Line:
+                han: OrderFonts | list[int]) -> Line:
     lo, hi, best = s, e, s
     while lo <= hi:
         mid = (lo + hi) // 2
@@ -95,7 +95,8 @@ def _ellipsised(fs: Fonts, reg: Registry, p: Para, s: int, e: int, limit: int,
     return _shaped(fs, reg, para(fs, t, p.bold, han), 0, len(t))
 
 
-def layout_field(fs: Fonts, reg: Registry, f: int, u: list[int], han: list[int]) -> FieldOut:
+def layout_field(fs: Fonts, reg: Registry, f: int, u: list[int],
+                 han: OrderFonts | list[int]) -> FieldOut:
     x0, x1, base_y, size, bold, maxl = tables.FIELD_BOXES[f]
     x0, x1 = x0 * 1000, x1 * 1000
     box = x1 - x0
