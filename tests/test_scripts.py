@@ -570,3 +570,23 @@ def test_the_order_language_selects_localized_forms() -> None:
         assert out[loc] == render.render_order(order), loc
     assert out["sr"] != out["ru"]
     assert out["mk"] != out["ru"]
+
+
+ENGLAND = "\U0001f3f4\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f"
+SCOTLAND = "\U0001f3f4\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"
+
+
+def test_tag_sequence_flags_print_the_flag_and_no_replacement_marks(tmp_path: Path) -> None:
+    """The England and Scotland flags are a black flag and tag characters no font has:
+    the tags are default ignorable, so they are hidden with the flag's face (they
+    printed as six U+FFFD each); the text layer keeps them."""
+    base = load("latin").tickets[0]
+    text = f"England {ENGLAND} v Scotland {SCOTLAND}"
+    order = Order(order_id=base.order_id, tickets=(dataclasses.replace(base, event=text),))
+    before = _render.missing_glyphs()
+    data = _render.render_order(order)
+    assert _render.missing_glyphs() == before
+    assert data == render.render_order(order)
+    pdf = tmp_path / "flags.pdf"
+    pdf.write_bytes(data)
+    assert norm(field_text(pdf, 1, 0)) == norm(text)

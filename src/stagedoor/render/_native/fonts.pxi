@@ -173,6 +173,19 @@ cdef enum:
     OF_NHAN = 1
 
 
+cdef inline int is_default_ignorable(Py_UCS4 c) noexcept nogil:
+    """Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt; stable by
+    policy), as faces.DEFAULT_IGNORABLE in the reference renderer."""
+    if c < 0xAD:
+        return 0
+    return (c == 0xAD or c == 0x34F or c == 0x61C or 0x115F <= c <= 0x1160
+            or 0x17B4 <= c <= 0x17B5 or 0x180B <= c <= 0x180F or 0x200B <= c <= 0x200F
+            or 0x202A <= c <= 0x202E or 0x2060 <= c <= 0x206F or c == 0x3164
+            or 0xFE00 <= c <= 0xFE0F or c == 0xFEFF or c == 0xFFA0
+            or 0xFFF0 <= c <= 0xFFF8 or 0x1BCA0 <= c <= 0x1BCA3
+            or 0x1D173 <= c <= 0x1D17A or 0xE0000 <= c <= 0xE0FFF)
+
+
 cdef int pick_face(Py_UCS4 cp, hb_script_t script, int prev, const int* of,
                    int bold, unsigned int* gid) noexcept nogil:
     """The face for cp: the previous character's face when it has it and cp belongs to no
@@ -211,6 +224,12 @@ cdef int pick_face(Py_UCS4 cp, hb_script_t script, int prev, const int* of,
         if face_has(f, cp, gid):
             return f
     if prev >= 0 and hb_font_get_nominal_glyph(FACES[prev].font, cp, gid):
+        return prev
+    if prev >= 0 and is_default_ignorable(cp):
+        # invisible by definition (tag characters of a flag, variation selectors): it
+        # stays with its neighbour, and HarfBuzz, finding no glyph for it, hides it;
+        # not a replacement mark (the England flag printed as the flag and six of them)
+        gid[0] = 0
         return prev
     # last, any configured face (a sign like the baht sign is Common but only the Thai
     # font has it); this opens faces, which only a character missing above pays for

@@ -28,6 +28,20 @@ def _round(v: float) -> int:
     return int(v + 0.5) if v >= 0 else -int(-v + 0.5)
 
 
+# Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt), as
+# is_default_ignorable in fonts.pxi: a character no face has that is one of these stays
+# with its neighbour's face (HarfBuzz hides it) instead of printing a replacement mark
+DEFAULT_IGNORABLE = ((0xAD, 0xAD), (0x34F, 0x34F), (0x61C, 0x61C), (0x115F, 0x1160),
+                     (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E),
+                     (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
+                     (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+                     (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
+
+
+def default_ignorable(cp: int) -> bool:
+    return any(lo <= cp <= hi for lo, hi in DEFAULT_IGNORABLE)
+
+
 # -- faces ------------------------------------------------------------------------------
 
 @dataclass
@@ -128,6 +142,8 @@ class Fonts:
             gid = self.faces[prev].glyph(cp)
             if gid is not None:
                 return prev, gid
+            if default_ignorable(cp):
+                return prev, 0
         for f in range(len(self.faces)):
             gid = self.has(f, cp)
             if gid is not None:
