@@ -408,22 +408,24 @@ def face_covers(int face, str text):
                                                                       ord(ch), &gid))
 
 
+cdef dict _LANG_INDEX = {}
+
+
 def language_index(str tag):
     """The index of the HarfBuzz language of a BCP 47 tag in LANGS (0 for ""), added on
-    first use (under the GIL: render threads only read entries added before)."""
+    first use (under the GIL: render threads only read entries added before).  At most
+    MAX_LANGS - 1 distinct tags a process (a locale is order data): HarfBuzz keeps every
+    language it is asked for, so later ones shape without a language."""
     global NLANGS
-    cdef bytes b = tag.encode("ascii", "replace")
-    cdef hb_language_t lang
-    cdef int i
-    if not b:
+    cdef bytes b
+    idx = _LANG_INDEX.get(tag)
+    if idx is not None:
+        return idx
+    if not tag or NLANGS >= MAX_LANGS:
         return 0
-    lang = hb_language_from_string(b, len(b))
-    for i in range(1, NLANGS):
-        if LANGS[i] == lang:
-            return i
-    if NLANGS >= MAX_LANGS:
-        return 0            # more distinct locales than slots: shaped without a language
-    LANGS[NLANGS] = lang
+    b = tag.encode("ascii", "replace")
+    LANGS[NLANGS] = hb_language_from_string(b, len(b))
+    _LANG_INDEX[tag] = NLANGS
     NLANGS += 1
     return NLANGS - 1
 
