@@ -590,3 +590,27 @@ def test_tag_sequence_flags_print_the_flag_and_no_replacement_marks(tmp_path: Pa
     pdf = tmp_path / "flags.pdf"
     pdf.write_bytes(data)
     assert norm(field_text(pdf, 1, 0)) == norm(text)
+
+
+def test_coverage_reads_the_same_without_the_extension(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """installed.scan through fontTools (a worker without the extension) finds the same
+    faces for the same scripts as through HarfBuzz; -Bold files are not scanned."""
+    from stagedoor.render import installed
+
+    noto = Path("/usr/share/fonts/truetype/noto")
+    for name in ("NotoSerifTibetan-Regular.ttf", "NotoSansCherokee-Regular.ttf",
+                 "NotoSansThaana-Regular.ttf", "NotoSansThaana-Bold.ttf"):
+        (tmp_path / name).symlink_to(noto / name)
+    native = installed.scan((str(tmp_path),))
+    monkeypatch.setattr(installed, "_native", lambda: None)
+    installed.scan.cache_clear()
+    try:
+        pure = installed.scan((str(tmp_path),))
+    finally:
+        installed.scan.cache_clear()
+    assert native.faces == pure.faces
+    assert {t: [Path(p).name for p, _, _ in f] for t, f in native.faces.items()
+            if t in ("Tibt", "Cher", "Thaa")} == {
+        "Tibt": ["NotoSerifTibetan-Regular.ttf"], "Cher": ["NotoSansCherokee-Regular.ttf"],
+        "Thaa": ["NotoSansThaana-Regular.ttf"]}
