@@ -15,6 +15,7 @@ from stagedoor.config import ConfigError, Settings
 from stagedoor.demo.orders import demo_order
 from stagedoor.handlers import load_registry
 from stagedoor.handlers.orders import put_orders_sync
+from stagedoor.render.order import Order
 from stagedoor.stream.queue import ensure_group_sync
 
 FAST = {"block_ms": 100, "reclaim_interval": 0.05, "retry_backoff": 0.001}
@@ -175,7 +176,9 @@ async def test_render_warns_of_missing_fonts_and_counts_missing_glyphs(
     put_orders_sync(sync_redis, settings, [order])
     add_jobs(settings, "render_tickets", [8801])
     before = _render.font_stats()["missing_glyphs"]
-    s = settings.replace(**FAST, render_fonts=["Cyrl=NoSuchCyrillic-Regular.ttf"])
+    # only the configured fonts: the installed ones are not searched for Cyrillic
+    s = settings.replace(**FAST, render_fonts=["Cyrl=NoSuchCyrillic-Regular.ttf"],
+                         render_font_discover=0)
     try:
         with caplog.at_level("WARNING"):
             async with running(s, load_registry()) as w:
@@ -190,3 +193,33 @@ async def test_render_warns_of_missing_fonts_and_counts_missing_glyphs(
     assert w.stats.counters["missing_glyphs"]["render_tickets"] >= 2
     text = pdf_text(Path(settings.tickets_dir) / "order-8801.pdf")
     assert "Анна" in text and "Лебедева" in text          # drawn by the fallback font
+
+
+async def test_an_order_no_font_covers_is_printed_warned_of_and_counted(
+        settings: Settings, sync_redis: redis.Redis, caplog: pytest.LogCaptureFixture) -> None:
+    """Tibetan prints (its face is found among the installed fonts); Vithkuqi, which no
+    installed font has, prints as replacement marks, and the worker logs the order id
+    with the script and counts the order in missing_glyph_orders; at boot it warns of
+    the scripts no face covers."""
+    from stagedoor import _render
+
+    base = demo_order(8802).tickets[0]
+    order = Order(order_id=8802, tickets=(dataclasses.replace(
+        base, buyer="བཀྲ་ཤིས \U00010570\U00010571"),))
+    clean = Order(order_id=8803, tickets=(dataclasses.replace(base, buyer="བཀྲ་ཤིས"),))
+    put_orders_sync(sync_redis, settings, [order, clean])
+    add_jobs(settings, "render_tickets", [8802, 8803])
+    before = _render.missing_glyphs()
+    with caplog.at_level("WARNING"):
+        async with running(settings.replace(**FAST), load_registry()) as w:
+            await eventually(lambda: w.stats.total("handled") == 2, what="rendered")
+    assert _render.missing_glyphs() - before == 2            # the two Vithkuqi letters
+    lines = [r.getMessage() for r in caplog.records]
+    per_order = [m for m in lines if "printed with replacement marks" in m]
+    assert per_order == ["order 8802 printed with replacement marks: no font has Vith (2)"], lines
+    assert w.stats.counters["missing_glyph_orders"]["render_tickets"] == 1
+    boot = [m for m in lines if "scripts have no font" in m]
+    assert len(boot) == 1 and " Vith" in boot[0], lines
+    assert "Tibt" not in boot[0]
+    text = pdf_text(Path(settings.tickets_dir) / "order-8803.pdf")
+    assert "བཀྲ་ཤིས" in text.replace(" ", "")

@@ -113,8 +113,9 @@ def test_check_fonts_lists_every_script(capsys: pytest.CaptureFixture[str]) -> N
 def test_check_fonts_names_the_scripts_a_missing_font_leaves_out(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     try:
-        code = main(["render", "--check-fonts", "--render-fonts",
-                     "Thai=NoSuchThai-Regular.ttf", "--render-fonts",
+        # only the configured fonts (render_font_discover 0): nothing else draws Thai
+        code = main(["render", "--check-fonts", "--render-font-discover", "0",
+                     "--render-fonts", "Thai=NoSuchThai-Regular.ttf", "--render-fonts",
                      "Cyrl=NotoSans-Regular.ttf", "--render-font-fallback", "NotoSans-Regular.ttf",
                      "--render-han-order", "ja"])
     finally:
@@ -127,6 +128,41 @@ def test_check_fonts_names_the_scripts_a_missing_font_leaves_out(
     err = captured.err.strip().splitlines()
     assert len(err) == 1
     assert "NoSuchThai-Regular.ttf" in err[0] and "Thai" in err[0]
+
+
+def test_check_fonts_checks_every_script_unicode_defines(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Every script of Unicode's data gets a row (not a hand-kept sample list): the ones
+    that printed as replacement marks before issue 25 are drawn by their Noto faces,
+    found from the fonts' own cmaps; scripts no installed font has are named."""
+    from stagedoor.render import installed
+
+    assert main(["render", "--check-fonts"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line.split()[1:] for line in out[:-1]}
+    assert set(rows) >= set(installed.script_samples())
+    for tag, face in (("Tibt", "NotoSerifTibetan"), ("Syrc", "NotoSansSyriac"),
+                      ("Thaa", "NotoSansThaana"), ("Mong", "NotoSansMongolian"),
+                      ("Cher", "NotoSansCherokee"), ("Cans", "NotoSansCanadianAboriginal"),
+                      ("Tfng", "NotoSansTifinagh-")):
+        assert rows[tag][0].startswith(face) and rows[tag][-1] == "ok", (tag, rows[tag])
+    none = [tag for tag, row in rows.items() if row[-1] == "FONT"]
+    assert out[-1].endswith("none for: " + (" ".join(none) or "-")), out[-1]
+
+
+def test_a_configured_font_that_is_missing_is_named_but_an_installed_one_draws(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        code = main(["render", "--check-fonts", "--render-fonts",
+                     "Thai=NoSuchThai-Regular.ttf"])
+    finally:
+        from stagedoor.render import fonts
+        fonts.use(fonts.plan())
+    captured = capsys.readouterr()
+    assert code == 0
+    rows = {line.split()[0]: line for line in captured.out.splitlines()}
+    assert "NotoSansThai-Regular.ttf" in rows["Thai"] and rows["Thai"].endswith("ok")
+    assert "NoSuchThai-Regular.ttf" in captured.err
 
 
 def test_a_bad_font_setting_is_exit_78(capsys: pytest.CaptureFixture[str]) -> None:

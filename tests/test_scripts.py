@@ -52,7 +52,12 @@ OCR_MAX = 0.2
 # come out in drawing order, and poppler drops Thai marks stacked over one consonant
 # ("ชั้นล่าง" -> "ชนล่าง"); Arabic and the mixed-direction sample come out exact but
 # for a space poppler drops where the direction changes (the CER does not count spaces)
-NEAR = {"arabic": 0.0, "mixed": 0.0, "devanagari": 0.1, "thai": 0.25}
+NEAR = {"arabic": 0.0, "mixed": 0.0, "devanagari": 0.1, "thai": 0.25,
+        # through ToUnicode alone a Tibetan vowel sign comes before its consonant (drawing
+        # order, as Devanagari); Thaana and Urdu (Nastaliq) fields come apart: their marks
+        # detached, some Nastaliq glyphs without a ToUnicode entry (issue 25's text-layer
+        # item, not this sample's: it is here for the faces)
+        "tibetan": 0.15, "thaana": 0.65, "urdu": 0.8}
 BIDI_MARKS = re.compile("[\u200e\u200f\u202a-\u202e]")
 
 
@@ -255,8 +260,9 @@ def test_the_ocr_check_fails_when_the_glyphs_are_wrong(tmp_path: Path) -> None:
     order = load("cyrillic")
     before = _render.font_stats()["missing_glyphs"]
     try:
+        # only the Arabic font: not derived from what is installed (discover=False)
         fonts.use(fonts.plan(fonts={"Arab": "NotoSansArabic-Regular.ttf"}, fallback=(),
-                             han={}))
+                             han={}, lang={}, discover=False))
         data = _render.render_order(order)
         assert data == render.render_order(order)
         missing = _render.font_stats()["missing_glyphs"] - before
@@ -491,3 +497,120 @@ def test_no_font_handle_crosses_fork() -> None:
     out = subprocess.run([sys.executable, "-c", FORKED, str(SAMPLES / "japanese.json")],
                          check=True, capture_output=True, text=True).stdout
     assert out.strip() == "0"
+
+
+# -- every script with an installed face prints (issue 25) ------------------------------------
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_character_of_a_sample_prints_as_a_replacement_mark(rendered: dict[str, bytes],
+                                                               name: str) -> None:
+    """Before the faces came from the fonts' own coverage, Tibetan, Syriac, Thaana,
+    Mongolian, Cherokee, Canadian syllabics and Tifinagh printed as rows of U+FFFD."""
+    before = _render.missing_glyphs()
+    data = _render.render_order(load(name))
+    assert _render.missing_glyphs() == before, name
+    assert data == rendered[name]
+
+
+def every_script_order() -> tuple[Order, list[str]]:
+    """One ticket per script Unicode defines that an installed face covers, its buyer a
+    few of the script's letters (Unicode's data, installed.script_samples)."""
+    from stagedoor import config
+    from stagedoor.render import installed
+
+    cov = installed.scan(tuple(config.FONT_DIRS))
+    samples = installed.script_samples()
+    tags = sorted(t for t in samples if t in cov.faces or t in fonts.HAN_SCRIPTS)
+    base = load("latin").tickets[0]
+    tickets = tuple(dataclasses.replace(base, buyer=samples[t], seat=t) for t in tags)
+    return Order(order_id=base.order_id, tickets=tickets), tags
+
+
+def test_every_script_with_an_installed_face_prints(tmp_path: Path) -> None:
+    """Every script an installed font covers (~150 with fonts-noto-core) prints without
+    a replacement mark, the text reads back, and both renderers agree."""
+    order, tags = every_script_order()
+    assert len(tags) > 120, tags
+    before = _render.missing_glyphs()
+    data = _render.render_order(order)
+    assert _render.missing_glyphs() == before
+    assert data == render.render_order(order)
+    pdf = tmp_path / "all.pdf"
+    pdf.write_bytes(data)
+    buyer = FIELDS.index("buyer")
+    for k, t in enumerate(order.tickets):
+        # the same characters: the order of a right-to-left run of letters that do not
+        # join is poppler's to choose (issue 25's text-layer item)
+        got = norm(field_text(pdf, k + 1, buyer)).replace(" ", "")
+        assert sorted(got) == sorted(norm(t.buyer)), (t.seat, got, t.buyer)
+
+
+def test_urdu_is_drawn_in_nastaliq_and_arabic_in_naskh(tmp_path: Path) -> None:
+    """The order's language picks the face of its script (render_lang_fonts: ur ->
+    Noto Nastaliq Urdu); without it Arabic letters take the Arabic faces."""
+    urdu = load("urdu")
+    names = [r[0].split("+")[-1] for r in pdffonts(_render.render_order(urdu), tmp_path)]
+    assert any("NotoNastaliqUrdu" in n for n in names), names
+    plain = dataclasses.replace(urdu, locale="")
+    names = [r[0].split("+")[-1] for r in pdffonts(_render.render_order(plain), tmp_path)]
+    assert not any("Nastaliq" in n for n in names), names
+    assert any("NotoSansArabic" in n for n in names), names
+    assert render.render_order(plain) == _render.render_order(plain)
+
+
+def test_the_order_language_selects_localized_forms() -> None:
+    """HarfBuzz shapes with the order's language: Serbian and Macedonian Cyrillic take
+    their own form of be (Noto's locl), Russian the default; both renderers agree."""
+    base = load("cyrillic")
+    out = {}
+    for loc in ("ru", "sr", "mk"):
+        order = dataclasses.replace(base, locale=loc, tickets=tuple(
+            dataclasses.replace(t, buyer="бгдпт Ђорђе") for t in base.tickets))
+        out[loc] = _render.render_order(order)
+        assert out[loc] == render.render_order(order), loc
+    assert out["sr"] != out["ru"]
+    assert out["mk"] != out["ru"]
+
+
+ENGLAND = "\U0001f3f4\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f"
+SCOTLAND = "\U0001f3f4\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"
+
+
+def test_tag_sequence_flags_print_the_flag_and_no_replacement_marks(tmp_path: Path) -> None:
+    """The England and Scotland flags are a black flag and tag characters no font has:
+    the tags are default ignorable, so they are hidden with the flag's face (they
+    printed as six U+FFFD each); the text layer keeps them."""
+    base = load("latin").tickets[0]
+    text = f"England {ENGLAND} v Scotland {SCOTLAND}"
+    order = Order(order_id=base.order_id, tickets=(dataclasses.replace(base, event=text),))
+    before = _render.missing_glyphs()
+    data = _render.render_order(order)
+    assert _render.missing_glyphs() == before
+    assert data == render.render_order(order)
+    pdf = tmp_path / "flags.pdf"
+    pdf.write_bytes(data)
+    assert norm(field_text(pdf, 1, 0)) == norm(text)
+
+
+def test_coverage_reads_the_same_without_the_extension(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """installed.scan through fontTools (a worker without the extension) finds the same
+    faces for the same scripts as through HarfBuzz; -Bold files are not scanned."""
+    from stagedoor.render import installed
+
+    noto = Path("/usr/share/fonts/truetype/noto")
+    for name in ("NotoSerifTibetan-Regular.ttf", "NotoSansCherokee-Regular.ttf",
+                 "NotoSansThaana-Regular.ttf", "NotoSansThaana-Bold.ttf"):
+        (tmp_path / name).symlink_to(noto / name)
+    native = installed.scan((str(tmp_path),))
+    monkeypatch.setattr(installed, "_native", lambda: None)
+    installed.scan.cache_clear()
+    try:
+        pure = installed.scan((str(tmp_path),))
+    finally:
+        installed.scan.cache_clear()
+    assert native.faces == pure.faces
+    assert {t: [Path(p).name for p, _, _ in f] for t, f in native.faces.items()
+            if t in ("Tibt", "Cher", "Thaa")} == {
+        "Tibt": ["NotoSerifTibetan-Regular.ttf"], "Cher": ["NotoSansCherokee-Regular.ttf"],
+        "Thaa": ["NotoSansThaana-Regular.ttf"]}

@@ -27,6 +27,18 @@ def font_stats() -> dict[str, int]:
 def face_covers(face: int, text: str) -> str:
     """The characters of text that face (a plan's face number) does not have."""
 
+def language_index(tag: str) -> int:
+    """The index of a BCP 47 tag's HarfBuzz language (0 for none)."""
+
+def font_faces(path: str) -> int:
+    """How many faces a font file has (0: unreadable)."""
+
+def face_unicodes(path: str, index: int) -> list[tuple[int, int]]:
+    """The code point ranges of a face's cmap."""
+
+def script_runs() -> list[tuple[int, int, str]]:
+    """Runs of code points of one script (HarfBuzz's data), unassigned left out."""
+
 class RenderPool:
     """`threads` C threads rendering orders into sinks (handlers/_durable.FileSink)
     without the GIL; an eventfd (`fd`) is readable when orders are done."""

@@ -162,8 +162,13 @@ cdef array.array han_array(object order, bint kana_seen):
     cache = _HAN_KANA if kana else _HAN
     arr = cache.get(locale)
     if arr is None:
+        # the layout pick_face reads (fonts.pxi): [language, nhan, han..., npref, pairs]
         from stagedoor.render import fonts
-        arr = cache[locale] = array.array("i", fonts.han_faces(_PLAN, locale, kana))
+        han = fonts.han_faces(_PLAN, locale, kana)
+        pref = fonts.language_faces(_PLAN, locale)
+        arr = array.array("i", [language_index(fonts.shaping_language(locale)), len(han),
+                                *han, len(pref) // 2, *pref])
+        cache[locale] = arr
     return arr
 
 
@@ -174,8 +179,7 @@ cdef struct Prepared:
     Py_ssize_t n
     Keep keep
     int shaped
-    const int* hanp
-    int nhan
+    const int* of           # the order's fonts (han_array), NULL when nothing is shaped
 
 
 cdef int prepare(object order, Prepared* pr) except -1:
@@ -190,6 +194,7 @@ cdef int prepare(object order, Prepared* pr) except -1:
     pr.n = n
     pr.shaped = NOT_SHAPED
     pr.keep.n = 0
+    pr.of = NULL
     pr.keep.cap = 36 * n    # 11 fields, each at most as read, as str and encoded; the QR
     pr.keep.p = <PyObject**>malloc(pr.keep.cap * sizeof(PyObject*))
     pr.tc = <TicketC*>malloc(n * sizeof(TicketC))
@@ -208,9 +213,7 @@ cdef int prepare(object order, Prepared* pr) except -1:
     if pr.shaped != NOT_SHAPED:
         arr = han_array(order, pr.shaped == SHAPED_KANA)
         keep_push(&pr.keep, arr)
-        pr.nhan = len(arr)
-        if pr.nhan:
-            pr.hanp = arr.data.as_ints
+        pr.of = arr.data.as_ints
     return 0
 
 
@@ -239,7 +242,7 @@ cdef int execute(Prepared* pr, Scratch** out) noexcept nogil:
     out[0] = s
     rc = shaped_fill(pr.tc, pr.n, &s.prep) if pr.shaped != NOT_SHAPED else 0
     if rc == 0:
-        rc = render_c(pr.tc, pr.n, s, pr.hanp, pr.nhan)
+        rc = render_c(pr.tc, pr.n, s, pr.of)
     return rc
 
 

@@ -71,6 +71,9 @@ FALLBACK_FONTS = ("NotoSans-Regular.ttf", "NotoSansSymbols-Regular.ttf",
 HAN_FONTS = (f"zh-Hans={_CJK}#2", f"zh-Hant={_CJK}#3", f"zh-HK={_CJK}#4", f"ja={_CJK}#0",
              f"ko={_CJK}#1")
 HAN_ORDER = ("zh-Hans", "zh-Hant", "ja", "ko")
+# faces an order's language (its locale's primary subtag) asks for: Urdu is written in
+# Nastaliq, the Arabic faces are Naskh
+LANG_FONTS = ("ur=Arab:NotoNastaliqUrdu-Regular.ttf",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +167,12 @@ class Settings:
     render_han_order: list[str] = _list_opt(
         "Han faces tried (by locale key) when an order has no locale; kana in an order "
         "puts ja first.", HAN_ORDER)
+    render_lang_fonts: list[str] = _list_opt(
+        "The face of a script for an order language (its locale's primary subtag): "
+        "lang=Script:file[#face], tried before the script's faces.", LANG_FONTS)
+    render_font_discover: int = _opt(
+        1, "1: derive the faces of every script from what the fonts in render_font_dirs "
+           "cover (render_fonts first); 0: only the configured fonts.", lo=0, hi=1)
     tickets_dir: str = _opt("var/tickets", "Where ticket PDFs are written.")
     idempotency_ttl: int = _opt(7 * 86_400, "Seconds a finished outbox_id is remembered.",
                                 lo=1)

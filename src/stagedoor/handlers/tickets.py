@@ -90,6 +90,40 @@ def _count_missing_glyphs(ctx: Context) -> None:
         ctx.stats.counters["missing_glyphs"]["render_tickets"] = missing
 
 
+def _missing_so_far() -> int:
+    """The native renderer's count of replacement marks drawn so far; -1 without it."""
+    from ..render import native_available
+
+    if not native_available():
+        return -1
+    from .._render import missing_glyphs
+
+    return int(missing_glyphs())
+
+
+def _uncovered_scripts(order: Order) -> dict[str, int]:
+    from ..render import fonts, tables
+
+    names = [name for name, _ in tables.FIELDS] + ["small_print"]
+    return fonts.uncovered(fonts.current(), "".join(
+        str(getattr(t, name)) for t in order.tickets for name in names))
+
+
+async def _warn_uncovered(ctx: Context, job: Job, order: Order, before: int) -> None:
+    """An order printed with replacement marks (characters no configured face has): a
+    warning naming the order and the scripts, counted as missing_glyph_orders.  Only
+    when the process's counter moved during this render (the check opens every face);
+    a concurrent order's marks move it too, and then this order is found clean."""
+    if before < 0 or _missing_so_far() == before:
+        return
+    lost = await ctx.to_thread(_uncovered_scripts, order)
+    if lost:
+        ctx.stats.inc("missing_glyph_orders", job.kind)
+        ctx.log.warning("order %d printed with replacement marks: no font has %s",
+                        job.order_id, ", ".join(f"{tag} ({n})" for tag, n in sorted(lost.items())),
+                        extra=log_extra(job))
+
+
 def _lean_scripts(ctx: Context) -> tuple[LeanScript, LeanScript]:
     scripts = ctx.state.get("render_scripts")
     if scripts is None:
@@ -215,6 +249,7 @@ async def render_tickets(job: Job, ctx: Context) -> None:
     status_s = status.decode() if status else "placed"
     rendered_s = rendered.decode() if rendered else None
     pool = _native_pool(ctx)
+    before = _missing_so_far()
     try:
         if pool is not None:
             stored, path = await _render_on_pool(ctx, pool, job.order_id, data, status_s,
@@ -231,6 +266,7 @@ async def render_tickets(job: Job, ctx: Context) -> None:
         await ctx.mark_done(job)
         return
     _count_missing_glyphs(ctx)
+    await _warn_uncovered(ctx, job, stored.order, before)
     if not await _order_script(ctx, finish, [order_key, done_key, lease_key],
                                [str(path), job.kind, ctx.settings.idempotency_ttl]):
         # A refund landed while we rendered: it could not see our file, so the

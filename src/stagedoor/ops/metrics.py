@@ -23,7 +23,9 @@ WAIT_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5
 COUNTERS = ("handled", "failed", "retried", "dead_lettered", "reclaimed", "deleted",
             "duplicates", "recovered",
             # characters no configured font has, drawn as a replacement mark (render)
-            "missing_glyphs")
+            "missing_glyphs",
+            # orders printed with such marks (the log names the order and scripts)
+            "missing_glyph_orders")
 # Counted per job kind; the others are per entry, before a kind is known (kind "").
 KIND_COUNTERS = ("handled", "failed", "retried", "dead_lettered", "duplicates")
 INVALID_KIND = "invalid"  # the label of entries whose kind is unknown or unparsable

@@ -1,8 +1,14 @@
-"""The renderer's fonts: which file draws which script, from the settings.
+"""The renderer's fonts: which file draws which script, from the installed fonts'
+coverage and the settings.
 
-Settings (config.py, docs/settings.md): `render_font_dirs` (where font files are looked
-up by name), `render_fonts` (per script, ISO 15924 code = font files in order of
-preference, separated by |), `render_font_fallback` (tried for any character its
+The script -> faces table is derived from what the installed fonts cover (installed.py:
+every regular face in `render_font_dirs`, its cmap counted per Unicode script, best
+coverage first), so a script is drawn as soon as a font for it is installed; no list
+of scripts is kept here.  The settings override it (config.py, docs/settings.md):
+`render_fonts` (per script, ISO 15924 code = font files in order of preference,
+separated by |: tried before the derived faces), `render_font_discover` (off: only the
+configured fonts), `render_lang_fonts` (per order language, the face of a script:
+Urdu in Nastaliq), `render_font_fallback` (tried for any character its
 script's fonts lack: symbols, emoji), `render_han_fonts` (the face for Han characters
 per locale) and `render_han_order` (the faces tried for Han when the order has no
 locale; kana in an order moves the Japanese face first).  The defaults are Noto
@@ -18,22 +24,22 @@ missing and which scripts that leaves without a font (one warning at boot), and
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .. import config
+from . import installed
 
 HAN_SCRIPTS = ("Hani", "Hira", "Kana", "Bopo")
+MAX_SCRIPT_FACES = 8        # as many as pick_face tries per script (fonts.pxi)
 
-# a few letters per script, for --check-fonts and the boot warning
-SAMPLES = {"Latn": "AaŞğ\u0131ẞệ", "Grek": "ΑαΩω", "Cyrl": "ЖжЯя", "Arab": "عربي",
-           "Hebr": "עברית", "Deva": "हिन्दी", "Thai": "ไทย", "Hang": "한국어",
-           "Hani": "中文漢字", "Hira": "ひらがな", "Kana": "カタカナ",
-           "Armn": "Հայ", "Geor": "ქართ", "Beng": "বাংলা", "Taml": "தமிழ்",
-           "Telu": "తెలుగు", "Knda": "ಕನ್ನಡ", "Mlym": "മലയാളം", "Gujr": "ગુજરાતી",
-           "Guru": "ਪੰਜਾਬੀ", "Orya": "ଓଡ଼ିଆ", "Sinh": "සිංහල", "Khmr": "ខ្មែរ",
-           "Laoo": "ລາວ", "Mymr": "မြန်မာ", "Ethi": "አማርኛ", "Zsye": "🎫😀★"}
+# Extra letters for --check-fonts beyond the few of each script that installed.py takes
+# from Unicode's own data: the letters a first sample misses (dotless i, capital sharp
+# s) and the symbols and emoji the fallback fonts are for.
+EXTRA_SAMPLES = {"Latn": "AaŞğ\u0131ẞệ", "Hang": "한국어", "Hani": "中文漢字",
+                 "Zsye": "🎫😀★"}
 
 
 @dataclass(frozen=True, slots=True, eq=False)   # compared (and cached) by identity
@@ -44,6 +50,9 @@ class FontPlan:
     han: dict[str, int]                          # locale key -> face number
     han_order: list[int]
     missing: dict[str, list[str]]                # file name -> scripts left without it
+    # language (primary subtag) -> [(script, face number)]: tried first for the script
+    lang: dict[str, list[tuple[str, int]]] = dataclasses.field(default_factory=dict)
+    configured: frozenset[str] = frozenset()     # the scripts render_fonts names
 
 
 def _pairs(entries: Sequence[str]) -> dict[str, str]:
@@ -61,7 +70,20 @@ def plan_for(settings: config.Settings) -> FontPlan:
     """The plan the settings describe (render_font_dirs, render_fonts, ...)."""
     return plan(settings.render_font_dirs, _pairs(settings.render_fonts),
                 settings.render_font_fallback, _pairs(settings.render_han_fonts),
-                settings.render_han_order)
+                settings.render_han_order, _lang_pairs(settings.render_lang_fonts),
+                bool(settings.render_font_discover))
+
+
+def _lang_pairs(entries: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+    """["ur=Arab:file", ...] -> {"ur": [("Arab", "file")]}."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for key, value in _pairs(entries).items():
+        script, sep, name = value.partition(":")
+        if not sep or len(script.strip()) != 4 or not name.strip():
+            raise config.ConfigError(f"language font {key}={value!r}: expected "
+                                     "LANG=Script:FILE (Script: ISO 15924, like Arab)")
+        out.setdefault(key.strip().lower(), []).append((script.strip().title(), name.strip()))
+    return out
 
 
 def _split(name: str) -> tuple[str, int]:
@@ -85,13 +107,19 @@ def plan(dirs: Sequence[str] = config.FONT_DIRS,
          fonts: Mapping[str, str] | None = None,
          fallback: Sequence[str] = config.FALLBACK_FONTS,
          han: Mapping[str, str] | None = None,
-         han_order: Sequence[str] = config.HAN_ORDER) -> FontPlan:
+         han_order: Sequence[str] = config.HAN_ORDER,
+         lang: Mapping[str, Sequence[tuple[str, str]]] | None = None,
+         discover: bool = True) -> FontPlan:
     """Face numbers for the native renderer; missing files are left out (and reported).
-    fonts: script -> "file[#face][|file...]"; han: locale key -> "file[#face]"."""
+    fonts: script -> "file[#face][|file...]"; han: locale key -> "file[#face]"; lang:
+    language -> [(script, "file[#face]")]; discover: add, for every script, the installed
+    faces that cover it (installed.py), after the configured ones."""
     if fonts is None:
         fonts = _pairs(config.SCRIPT_FONTS)
     if han is None:
         han = _pairs(config.HAN_FONTS)
+    if lang is None:
+        lang = _lang_pairs(config.LANG_FONTS)
     faces: list[tuple[str, int, int]] = []
     index: dict[tuple[str, int], int] = {}
     missing: dict[str, list[str]] = {}
@@ -122,7 +150,19 @@ def plan(dirs: Sequence[str] = config.FONT_DIRS,
                  if (n := face(name, f"Han ({loc})")) is not None}
     order = [han_faces[loc] for loc in han_order if loc in han_faces]
     order += [n for n in han_faces.values() if n not in order]
-    return FontPlan(tuple(faces), scripts, fb, han_faces, order, missing)
+    lang_faces = {key: [(script, n) for script, name in pairs
+                        if (n := face(name, f"{script} ({key})")) is not None]
+                  for key, pairs in lang.items()}
+    if discover:
+        cov = installed.scan(tuple(dirs))
+        for tag in cov.faces:
+            nums = scripts.setdefault(tag, [])
+            for name in installed.best_faces(cov, tag):
+                n = face(name, tag)
+                if n is not None and n not in nums and len(nums) < MAX_SCRIPT_FACES:
+                    nums.append(n)
+    return FontPlan(tuple(faces), scripts, fb, han_faces, order, missing, lang_faces,
+                    frozenset(fonts))
 
 
 def han_faces(p: FontPlan, locale: str, kana: bool) -> list[int]:
@@ -146,6 +186,21 @@ def han_faces(p: FontPlan, locale: str, kana: bool) -> list[int]:
     return first + [n for n in p.han_order if n not in first]
 
 
+def language_faces(p: FontPlan, locale: str) -> list[int]:
+    """[script tag as int, face, ...] of the order's language (its primary subtag):
+    what pick_face in fonts.pxi tries first for those scripts."""
+    key = locale.replace("_", "-").split("-", 1)[0].lower()
+    return [v for script, n in p.lang.get(key, [])
+            for v in (int.from_bytes(script.encode("ascii"), "big"), n)]
+
+
+def shaping_language(locale: str) -> str:
+    """The BCP 47 tag HarfBuzz shapes with (language-specific forms: Serbian and
+    Macedonian Cyrillic, the Han variants): the order's locale, or "" for none."""
+    tag = locale.replace("_", "-").strip()
+    return tag if tag.isascii() and tag.replace("-", "").isalnum() else ""
+
+
 def missing_warning(p: FontPlan) -> str | None:
     """One line naming the missing font files and the scripts they leave uncovered."""
     if not p.missing:
@@ -160,12 +215,29 @@ def missing_warning(p: FontPlan) -> str | None:
             "render_font_dirs / render_fonts)")
 
 
+def samples() -> dict[str, str]:
+    """Every script Unicode defines -> a few of its letters (installed.script_samples),
+    with EXTRA_SAMPLES added."""
+    out = dict(installed.script_samples())
+    for tag, extra in EXTRA_SAMPLES.items():
+        out[tag] = "".join(dict.fromkeys(out.get(tag, "") + extra))
+    return out
+
+
+def required(p: FontPlan) -> frozenset[str]:
+    """The scripts --check-fonts fails for (exit 69) when a face lacks them: those the
+    settings name, Han and emoji.  Other scripts without a font are listed, not failed:
+    Unicode defines scripts no installed font has (new ones, historic ones)."""
+    return p.configured | frozenset(EXTRA_SAMPLES) | frozenset(HAN_SCRIPTS)
+
+
 def coverage(p: FontPlan) -> list[tuple[str, str, str]]:
-    """(script, font file, what is missing of its sample) for --check-fonts."""
+    """(script, font file, what is missing of its sample) for --check-fonts, for every
+    script Unicode defines."""
     from .._render import face_covers
 
     rows = []
-    for tag, sample in SAMPLES.items():
+    for tag, sample in samples().items():
         nums = (p.han_order if tag in HAN_SCRIPTS else p.scripts.get(tag, [])) + p.fallback
         lacking = sample
         used = ""
@@ -179,6 +251,45 @@ def coverage(p: FontPlan) -> list[tuple[str, str, str]]:
                 break
         rows.append((tag, used or "-", lacking))
     return rows
+
+
+def uncovered_scripts(p: FontPlan) -> list[str]:
+    """The scripts Unicode defines that no face of the plan is for (no font opened)."""
+    have = {tag for tag, nums in p.scripts.items() if nums}
+    if p.han_order:
+        have.update(HAN_SCRIPTS)
+    return sorted(tag for tag in installed.script_samples() if tag not in have)
+
+
+def uncovered_warning(p: FontPlan) -> str | None:
+    """The boot warning naming the scripts that would print as replacement marks."""
+    lost = uncovered_scripts(p)
+    if not lost:
+        return None
+    return (f"{len(lost)} scripts have no font (their characters print as replacement "
+            f"marks): {' '.join(lost)}; install a font for them in render_font_dirs "
+            "(README: adding a font)")
+
+
+def uncovered(p: FontPlan, text: str) -> dict[str, int]:
+    """Script -> how many characters of text no face of the plan has (they print as
+    replacement marks).  Opens every face: for an order known to have such characters,
+    not per order (handlers/tickets.py asks when the renderer's counter moved)."""
+    from .._render import face_covers
+
+    lacking = "".join(dict.fromkeys(ch for ch in text if not ch.isspace()))
+    for n in range(len(p.faces)):
+        if not lacking:
+            break
+        lacking = face_covers(n, lacking)
+    out: dict[str, int] = {}
+    if lacking:
+        missing = set(lacking)
+        for ch in text:
+            if ch in missing:
+                tag = installed.script_of(ord(ch))
+                out[tag] = out.get(tag, 0) + 1
+    return out
 
 
 _current: FontPlan | None = None

@@ -252,7 +252,7 @@ class _Shaped:
                     todo.append((k, f, shaped_text(value)))
         locale = getattr(order, "locale", "") or ""
         kana = not locale and any(_KANA.search(v) for _, _, v in todo)
-        han = fonts.han_faces(self.plan, locale, kana)
+        han = faces.OrderFonts.of(self.plan, locale, kana)
         for k, f, text in todo:
             fo = layout.layout_field(self.fonts, self.reg, f, code_points(text), han)
             self.fields[(k, f)] = (fo, actual_text(text))

@@ -177,6 +177,9 @@ def warn_at_start(settings: Settings, registry: Registry, consumer: str) -> None
         missing = fonts.missing_warning(plan)
         if missing:
             log.warning(missing, extra={"consumer": consumer})
+        uncovered = fonts.uncovered_warning(plan)
+        if uncovered:
+            log.warning(uncovered, extra={"consumer": consumer})
     from .entries import FAST_PATH_ERROR
 
     if FAST_PATH_ERROR:

@@ -57,20 +57,34 @@ def register(sub: Any) -> None:
 
 
 FONT_SETTINGS = ("render_font_dirs", "render_fonts", "render_font_fallback",
-                 "render_han_fonts", "render_han_order")
+                 "render_han_fonts", "render_han_order", "render_lang_fonts",
+                 "render_font_discover")
 
 
 def check_fonts(plan: fonts.FontPlan) -> int:
-    """Print one line per script: the font that draws it, what no font has."""
+    """Print one line per script Unicode defines: the font that draws it, what no font
+    has.  Exit 69 when a script the settings name (or Han, or emoji) lacks a glyph;
+    the scripts no installed font covers at all are named, on the last line."""
     rows = fonts.coverage(plan)
+    required = fonts.required(plan)
     width = max(len(font) for _, font, _ in rows)
+    failed = False
     for tag, font, lacking in rows:
-        state = "ok" if not lacking else f"MISSING {lacking}"
+        if not lacking:
+            state = "ok"
+        elif font == "-" and tag not in required:
+            state = "NO FONT"
+        else:
+            state = f"MISSING {lacking}"
+            failed = failed or tag in required
         print(f"{tag}  {font:{width}}  {state}")
+    none = [tag for tag, font, lacking in rows if font == "-" and lacking]
+    print(f"{len(rows) - len(none)} of {len(rows)} scripts have a font; none for: "
+          f"{' '.join(none) or '-'}")
     warning = fonts.missing_warning(plan)
     if warning:
         print(f"stagedoor render: {warning}", file=sys.stderr)
-    return EX_UNAVAILABLE if any(lacking for _, _, lacking in rows) else 0
+    return EX_UNAVAILABLE if failed else 0
 
 
 def _fail(message: str, code: int) -> int:

@@ -42,8 +42,10 @@ cdef extern from "hb.h" nogil:
         float current_y
 
 cdef enum:
-    MAX_FACES = 64
-    MAX_SCRIPTS = 64
+    MAX_FACES = 1024            # every installed face may be in the plan (fonts.py)
+    MAX_SCRIPTS = 256           # every script Unicode defines (~170), with room
+    SCRIPT_SLOTS = 512          # the script table's hash slots (a power of two)
+    MAX_LANGS = 256
     MAX_SCRIPT_FACES = 8
     MAX_HAN = 8
     EM = 1000                   # glyph space units per em of every face (hb scale)
@@ -75,6 +77,14 @@ cdef hb_script_t SCRIPT_TAG[MAX_SCRIPTS]
 cdef int SCRIPT_FACE[MAX_SCRIPTS][MAX_SCRIPT_FACES]
 cdef int SCRIPT_NFACE[MAX_SCRIPTS]
 cdef int NSCRIPTS = 0
+# script tag -> index in SCRIPT_TAG, open addressing: the plan names ~170 scripts now,
+# so pick_face's linear scan over them would cost each character up to 170 compares
+cdef hb_script_t SLOT_TAG[SCRIPT_SLOTS]
+cdef int SLOT_INDEX[SCRIPT_SLOTS]
+# the HarfBuzz languages of the orders' locales (index 0: none); append-only, filled
+# under the GIL before an order that names one is rendered
+cdef hb_language_t LANGS[MAX_LANGS]
+cdef int NLANGS = 1
 cdef int FALLBACK[MAX_SCRIPT_FACES]
 cdef int NFALLBACK = 0
 cdef int HAN_DEFAULT[MAX_HAN]
@@ -146,32 +156,81 @@ cdef inline int is_han_script(hb_script_t s) noexcept nogil:
             or s == HB_SCRIPT_BOPOMOFO)
 
 
-cdef int pick_face(Py_UCS4 cp, hb_script_t script, int prev, const int* han, int nhan,
+cdef inline int script_index(hb_script_t script) noexcept nogil:
+    """The index of script in SCRIPT_TAG, -1 when the plan has no faces for it."""
+    cdef unsigned int h = ((<unsigned int>script * 2654435761u) >> 16) & (SCRIPT_SLOTS - 1)
+    while SLOT_TAG[h] != 0:
+        if SLOT_TAG[h] == script:
+            return SLOT_INDEX[h]
+        h = (h + 1) & (SCRIPT_SLOTS - 1)
+    return -1
+
+
+# An order's fonts (OrderFonts in _render.pyx builds it per locale): one int array,
+#   [language index, nhan, han faces..., npref, (script tag, face)...]
+# so that a single pointer crosses prepare() -> render_c -> para_init.
+cdef enum:
+    OF_LANG = 0
+    OF_NHAN = 1
+
+
+cdef inline int is_default_ignorable(Py_UCS4 c) noexcept nogil:
+    """Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt; stable by
+    policy), as faces.DEFAULT_IGNORABLE in the reference renderer."""
+    if c < 0xAD:
+        return 0
+    return (c == 0xAD or c == 0x34F or c == 0x61C or 0x115F <= c <= 0x1160
+            or 0x17B4 <= c <= 0x17B5 or 0x180B <= c <= 0x180F or 0x200B <= c <= 0x200F
+            or 0x202A <= c <= 0x202E or 0x2060 <= c <= 0x206F or c == 0x3164
+            or 0xFE00 <= c <= 0xFE0F or c == 0xFEFF or c == 0xFFA0
+            or 0xFFF0 <= c <= 0xFFF8 or 0x1BCA0 <= c <= 0x1BCA3
+            or 0x1D173 <= c <= 0x1D17A or 0xE0000 <= c <= 0xE0FFF)
+
+
+cdef int pick_face(Py_UCS4 cp, hb_script_t script, int prev, const int* of,
                    int bold, unsigned int* gid) noexcept nogil:
     """The face for cp: the previous character's face when it has it and cp belongs to no
-    script of its own; else the script's faces (Han: the order's locale face first), then
-    the fallback faces, then any face; -1 when none has it."""
-    cdef int i, k, f
+    script of its own; else the order language's face for the script (Urdu: Nastaliq),
+    the script's faces (Han: the order's locale face first), then the fallback faces,
+    then any face; -1 when none has it."""
+    cdef int i, k, f, nhan = 0, npref = 0
+    cdef const int* han = NULL
+    cdef const int* pref = NULL
+    if of != NULL:
+        nhan = of[OF_NHAN]
+        han = of + 2
+        npref = of[2 + nhan]
+        pref = of + 3 + nhan
     if prev >= 0 and (script == HB_SCRIPT_COMMON or script == HB_SCRIPT_INHERITED):
         if hb_font_get_nominal_glyph(FACES[prev].font, cp, gid):
             return prev
+    for i in range(npref):
+        if <hb_script_t>pref[2 * i] == script:
+            f = FACES[pref[2 * i + 1]].bold if bold else pref[2 * i + 1]
+            if face_has(f, cp, gid):
+                return f
     if is_han_script(script):
         for i in range(nhan):
             f = FACES[han[i]].bold if bold else han[i]
             if face_has(f, cp, gid):
                 return f
-    for k in range(NSCRIPTS):
-        if SCRIPT_TAG[k] == script:
-            for i in range(SCRIPT_NFACE[k]):
-                f = FACES[SCRIPT_FACE[k][i]].bold if bold else SCRIPT_FACE[k][i]
-                if face_has(f, cp, gid):
-                    return f
-            break
+    k = script_index(script)
+    if k >= 0:
+        for i in range(SCRIPT_NFACE[k]):
+            f = FACES[SCRIPT_FACE[k][i]].bold if bold else SCRIPT_FACE[k][i]
+            if face_has(f, cp, gid):
+                return f
     for i in range(NFALLBACK):
         f = FACES[FALLBACK[i]].bold if bold else FALLBACK[i]
         if face_has(f, cp, gid):
             return f
     if prev >= 0 and hb_font_get_nominal_glyph(FACES[prev].font, cp, gid):
+        return prev
+    if prev >= 0 and is_default_ignorable(cp):
+        # invisible by definition (tag characters of a flag, variation selectors): it
+        # stays with its neighbour, and HarfBuzz, finding no glyph for it, hides it;
+        # not a replacement mark (the England flag printed as the flag and six of them)
+        gid[0] = 0
         return prev
     # last, any configured face (a sign like the baht sign is Common but only the Thai
     # font has it); this opens faces, which only a character missing above pays for
@@ -179,6 +238,10 @@ cdef int pick_face(Py_UCS4 cp, hb_script_t script, int prev, const int* han, int
         if face_has(f, cp, gid):
             return f
     return -1
+
+
+cdef inline hb_language_t order_language(const int* of) noexcept nogil:
+    return LANGS[of[OF_LANG]] if of != NULL and of[OF_LANG] > 0 else NULL
 
 
 cdef int replacement(unsigned int* gid) noexcept nogil:
@@ -234,6 +297,7 @@ cdef void drop_faces() noexcept nogil:
         free(f.path)
         memset(f, 0, sizeof(Face))
     NFACES = NSCRIPTS = NFALLBACK = NHAN_DEFAULT = 0
+    memset(SLOT_TAG, 0, sizeof(SLOT_TAG))
     REPL_FACE = -2
 
 
@@ -243,6 +307,7 @@ def configure_fonts(faces, scripts, fallback, han_default):
     global NFACES, NSCRIPTS, NFALLBACK, NHAN_DEFAULT, FONT_LOCK
     cdef int i, k
     cdef bytes p
+    cdef unsigned int h
     if len(faces) > MAX_FACES or len(scripts) > MAX_SCRIPTS:
         raise ValueError("too many fonts configured")
     drop_faces()
@@ -262,6 +327,11 @@ def configure_fonts(faces, scripts, fallback, han_default):
         for i in range(SCRIPT_NFACE[k]):
             SCRIPT_FACE[k][i] = nums[i]
         NSCRIPTS = k + 1
+        h = ((<unsigned int>SCRIPT_TAG[k] * 2654435761u) >> 16) & (SCRIPT_SLOTS - 1)
+        while SLOT_TAG[h] != 0 and SLOT_TAG[h] != SCRIPT_TAG[k]:
+            h = (h + 1) & (SCRIPT_SLOTS - 1)
+        SLOT_TAG[h] = SCRIPT_TAG[k]
+        SLOT_INDEX[h] = k
     NFALLBACK = min(len(fallback), MAX_SCRIPT_FACES)
     for i in range(NFALLBACK):
         FALLBACK[i] = fallback[i]
@@ -337,3 +407,87 @@ def face_covers(int face, str text):
         return text
     return "".join(ch for ch in text if not hb_font_get_nominal_glyph(FACES[face].font,
                                                                       ord(ch), &gid))
+
+
+cdef dict _LANG_INDEX = {}
+
+
+def language_index(str tag):
+    """The index of the HarfBuzz language of a BCP 47 tag in LANGS (0 for ""), added on
+    first use (under the GIL: render threads only read entries added before).  At most
+    MAX_LANGS - 1 distinct tags a process (a locale is order data): HarfBuzz keeps every
+    language it is asked for, so later ones shape without a language."""
+    global NLANGS
+    cdef bytes b
+    idx = _LANG_INDEX.get(tag)
+    if idx is not None:
+        return idx
+    if not tag or NLANGS >= MAX_LANGS:
+        return 0
+    b = tag.encode("ascii", "replace")
+    LANGS[NLANGS] = hb_language_from_string(b, len(b))
+    _LANG_INDEX[tag] = NLANGS
+    NLANGS += 1
+    return NLANGS - 1
+
+
+# -- what the installed fonts cover (fonts.py derives the script -> faces table from it) --
+
+cdef extern from "hb.h" nogil:
+    ctypedef struct hb_set_t:
+        pass
+    hb_set_t* hb_set_create()
+    void hb_set_destroy(hb_set_t* s)
+    hb_bool_t hb_set_next_range(const hb_set_t* s, hb_codepoint_t* first,
+                                hb_codepoint_t* last)
+    void hb_face_collect_unicodes(hb_face_t* face, hb_set_t* out)
+
+
+def font_faces(path):
+    """How many faces the font file has (a .ttc several), 0 when it cannot be read."""
+    cdef bytes p = os.fsencode(path)
+    cdef hb_blob_t* blob = hb_blob_create_from_file_or_fail(p)
+    cdef unsigned int n
+    if blob == NULL:
+        return 0
+    n = hb_face_count(blob)
+    hb_blob_destroy(blob)
+    return n
+
+
+def face_unicodes(path, int index):
+    """The code points face `index` of the file maps (its cmap), as [(first, last)]
+    ranges; the file is mapped and closed again here, no handle is kept."""
+    cdef bytes p = os.fsencode(path)
+    cdef hb_blob_t* blob = hb_blob_create_from_file_or_fail(p)
+    cdef hb_face_t* face
+    cdef hb_set_t* st
+    cdef hb_codepoint_t first = <hb_codepoint_t>-1, last = <hb_codepoint_t>-1
+    out = []
+    if blob == NULL:
+        return out
+    face = hb_face_create(blob, index)
+    st = hb_set_create()
+    hb_face_collect_unicodes(face, st)
+    while hb_set_next_range(st, &first, &last):
+        out.append((first, last))
+    hb_set_destroy(st)
+    hb_face_destroy(face)
+    hb_blob_destroy(blob)
+    return out
+
+
+def script_runs():
+    """[(first, last, "Tibt")]: the runs of code points of one script, as HarfBuzz (the
+    renderer's itemiser) assigns them; unassigned code points (Zzzz) left out."""
+    cdef unsigned int cp, start = 0
+    cdef hb_script_t s, cur = HB_SCRIPT_UNKNOWN
+    out = []
+    for cp in range(0x110001):
+        s = hb_unicode_script(UFUNCS, cp) if cp <= 0x10FFFF else HB_SCRIPT_UNKNOWN
+        if s != cur:
+            if cur != HB_SCRIPT_UNKNOWN:
+                out.append((start, cp - 1, int(cur).to_bytes(4, "big").decode()))
+            cur = s
+            start = cp
+    return out

@@ -226,7 +226,7 @@ cdef int ellipsised(TextCtx* c, int s, int e, int limit, FLine* ln) noexcept nog
             n -= 1
         memcpy(c.tmp, p.u + s, (n - s) * sizeof(unsigned int))
         c.tmp[n - s] = ELLIPSIS
-        if para_init(&c.p2, c.tmp, n - s + 1, p.bold, c.han, c.nhan) != 0:
+        if para_init(&c.p2, c.tmp, n - s + 1, p.bold, c.of) != 0:
             return -1
         w = shape_line(&c.p2, c.hb, 0, n - s + 1, &c.gv)
         if w < 0 or line_ink(c, g0, c.gv.n - g0, w, &probe) != 0:
@@ -239,7 +239,7 @@ cdef int ellipsised(TextCtx* c, int s, int e, int limit, FLine* ln) noexcept nog
             hi = mid - 1
     memcpy(c.tmp, p.u + s, (best - s) * sizeof(unsigned int))
     c.tmp[best - s] = ELLIPSIS
-    if para_init(&c.p2, c.tmp, best - s + 1, p.bold, c.han, c.nhan) != 0:
+    if para_init(&c.p2, c.tmp, best - s + 1, p.bold, c.of) != 0:
         return -1
     return shaped_line(c, &c.p2, 0, best - s + 1, ln)
 
@@ -258,7 +258,7 @@ cdef int layout_lines(TextCtx* c, int f, const unsigned int* u, int n, int size,
     cdef int* adv
     cdef int lossy = 0
     out.nlines = 0
-    if para_init(p, u, n, bold, c.han, c.nhan) != 0:
+    if para_init(p, u, n, bold, c.of) != 0:
         return -1
     if p.missing:
         lossy = 1

@@ -167,7 +167,7 @@ cdef int put_stream(Buf* out, int num, const char* content, Py_ssize_t n,
 
 
 cdef int render_c(const TicketC* tickets, Py_ssize_t n, Scratch* s,
-                  const int* han, int nhan) noexcept nogil:
+                  const int* of) noexcept nogil:
     """The whole PDF into s.out. 0, -1 out of memory, -2 zlib error, -3 QR too long."""
     cdef Buf* out = &s.out
     cdef Buf* content = &s.content
@@ -190,7 +190,7 @@ cdef int render_c(const TicketC* tickets, Py_ssize_t n, Scratch* s,
                 return -1
         tc = <TextCtx*>s.text
         fo = <FieldOut*>malloc(n * (NFIELDS + 1) * sizeof(FieldOut))
-        if fo == NULL or text_ctx_reset(tc, han, nhan) != 0:
+        if fo == NULL or text_ctx_reset(tc, of) != 0:
             free(fo)
             return -1
         for k in range(n):

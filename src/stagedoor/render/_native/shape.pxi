@@ -40,6 +40,7 @@ cdef struct Para:
     int cap
     int any_rtl                 # some character has an odd (right-to-left) level
     int missing                 # some character is drawn as the replacement mark
+    hb_language_t lang          # the order's language (locl forms), NULL for none
 
 
 cdef int gv_reserve(GlyphVec* v, int extra) noexcept nogil:
@@ -93,8 +94,8 @@ cdef void para_free(Para* p) noexcept nogil:
     p.cap = 0
 
 
-cdef int para_init(Para* p, const unsigned int* u, int n, int bold, const int* han,
-                   int nhan) noexcept nogil:
+cdef int para_init(Para* p, const unsigned int* u, int n, int bold,
+                   const int* of) noexcept nogil:
     """Scripts, faces and bidi levels of a field's text.  -1: out of memory."""
     cdef int i, prev = -1, j
     cdef hb_script_t s, last = HB_SCRIPT_COMMON
@@ -105,6 +106,7 @@ cdef int para_init(Para* p, const unsigned int* u, int n, int bold, const int* h
     p.bold = bold
     p.missing = 0
     p.any_rtl = 0
+    p.lang = order_language(of)
     # scripts: Common and Inherited characters take the script before them (or, at the
     # start, the first real one after them)
     for i in range(n):
@@ -118,11 +120,11 @@ cdef int para_init(Para* p, const unsigned int* u, int n, int bold, const int* h
         s = p.script[i]
         if s == HB_SCRIPT_COMMON or s == HB_SCRIPT_INHERITED or s == HB_SCRIPT_UNKNOWN:
             # the face choice below still sees the character's own script
-            p.face[i] = pick_face(u[i], s, prev, han, nhan, bold, &p.gid[i])
+            p.face[i] = pick_face(u[i], s, prev, of, bold, &p.gid[i])
             p.script[i] = last
         else:
             last = s
-            p.face[i] = pick_face(u[i], s, prev, han, nhan, bold, &p.gid[i])
+            p.face[i] = pick_face(u[i], s, prev, of, bold, &p.gid[i])
         if p.face[i] >= 0:
             prev = p.face[i]
         else:
@@ -181,6 +183,8 @@ cdef int shape_run(Para* p, hb_buffer_t* hb, int lo, int hi, int level,
     hb_buffer_add_utf32(hb, p.u, p.n, lo, hi - lo)
     hb_buffer_set_direction(hb, HB_DIRECTION_RTL if rtl else HB_DIRECTION_LTR)
     hb_buffer_set_script(hb, p.script[lo])
+    if p.lang != NULL:
+        hb_buffer_set_language(hb, p.lang)
     hb_buffer_set_cluster_level(hb, HB_BUFFER_CLUSTER_LEVEL_MONOTONE_CHARACTERS)
     hb_shape(FACES[face].font, hb, NULL, 0)
     if not hb_buffer_allocation_successful(hb):

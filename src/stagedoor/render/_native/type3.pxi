@@ -63,8 +63,7 @@ cdef struct TextCtx:
     hb_buffer_t* hb
     GlyphVec gv
     Registry reg
-    const int* han
-    int nhan
+    const int* of               # the order's fonts (pick_face in fonts.pxi)
     unsigned int* tmp
     int tmpcap
 
@@ -419,7 +418,7 @@ cdef void text_ctx_free(TextCtx* c) noexcept nogil:
     memset(c, 0, sizeof(TextCtx))
 
 
-cdef int text_ctx_reset(TextCtx* c, const int* han, int nhan) noexcept nogil:
+cdef int text_ctx_reset(TextCtx* c, const int* of) noexcept nogil:
     """Ready for a new order (keeping the memory of the last one); -1: no memory."""
     cdef int* t1 = c.reg.tab
     cdef int* t2 = c.reg.ptab
@@ -429,8 +428,7 @@ cdef int text_ctx_reset(TextCtx* c, const int* han, int nhan) noexcept nogil:
             return -1
     c.gv.n = 0
     c.gv.failed = 0
-    c.han = han
-    c.nhan = nhan
+    c.of = of
     if c.reg.tab != NULL:
         memset(c.reg.tab, 0, (c.reg.tmask + 1) * sizeof(int))
     if c.reg.ptab != NULL:

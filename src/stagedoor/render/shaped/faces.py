@@ -28,6 +28,20 @@ def _round(v: float) -> int:
     return int(v + 0.5) if v >= 0 else -int(-v + 0.5)
 
 
+# Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt), as
+# is_default_ignorable in fonts.pxi: a character no face has that is one of these stays
+# with its neighbour's face (HarfBuzz hides it) instead of printing a replacement mark
+DEFAULT_IGNORABLE = ((0xAD, 0xAD), (0x34F, 0x34F), (0x61C, 0x61C), (0x115F, 0x1160),
+                     (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E),
+                     (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
+                     (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+                     (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
+
+
+def default_ignorable(cp: int) -> bool:
+    return any(lo <= cp <= hi for lo, hi in DEFAULT_IGNORABLE)
+
+
 # -- faces ------------------------------------------------------------------------------
 
 @dataclass
@@ -68,6 +82,23 @@ class Face:
                                                             ctypes.byref(gid)) else None
 
 
+@dataclass(frozen=True)
+class OrderFonts:
+    """An order's choice of faces and shaping language (han_array in _render.pyx):
+    the Han faces by its locale, its language's faces per script, its BCP 47 tag."""
+    han: list[int]
+    pref: list[tuple[str, int]] = field(default_factory=list)
+    lang: str = ""
+
+    @classmethod
+    def of(cls, plan: fonts.FontPlan, locale: str, kana: bool) -> OrderFonts:
+        pref = fonts.language_faces(plan, locale)
+        return cls(fonts.han_faces(plan, locale, kana),
+                   [(pref[i].to_bytes(4, "big").decode(), pref[i + 1])
+                    for i in range(0, len(pref), 2)],
+                   fonts.shaping_language(locale))
+
+
 class Fonts:
     """The configured faces (a fonts.FontPlan), opened on first use."""
 
@@ -79,15 +110,21 @@ class Fonts:
     def has(self, i: int, cp: int) -> int | None:
         return self.faces[i].glyph(cp)
 
-    def pick(self, cp: int, script: str, prev: int, han: list[int],
+    def pick(self, cp: int, script: str, prev: int, of: OrderFonts,
              bold: int) -> tuple[int, int]:
         """pick_face in fonts.pxi."""
         if prev >= 0 and script in ("Zyyy", "Zinh"):
             gid = self.faces[prev].glyph(cp)
             if gid is not None:
                 return prev, gid
+        for tag, n in of.pref:
+            if tag == script:
+                f = self.faces[n].bold if bold else n
+                gid = self.has(f, cp)
+                if gid is not None:
+                    return f, gid
         if script in HAN_SCRIPTS:
-            for n in han:
+            for n in of.han:
                 f = self.faces[n].bold if bold else n
                 gid = self.has(f, cp)
                 if gid is not None:
@@ -106,6 +143,8 @@ class Fonts:
             gid = self.faces[prev].glyph(cp)
             if gid is not None:
                 return prev, gid
+            if default_ignorable(cp):
+                return prev, 0
         for f in range(len(self.faces)):
             gid = self.has(f, cp)
             if gid is not None:

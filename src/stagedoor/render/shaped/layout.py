@@ -9,7 +9,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from .. import tables
-from .faces import Fonts
+from .faces import Fonts, OrderFonts
 from .libs import thai_breaks
 from .para import Glyph, Para, para, shape_line
 
@@ -187,7 +187,7 @@ def _shaped(fs: Fonts, reg: Registry, p: Para, s: int, e: int) -> Line:
 
 
 def _ellipsised(fs: Fonts, reg: Registry, p: Para, s: int, e: int, limit: int,
-                han: list[int]) -> Line:
+                han: OrderFonts | list[int]) -> Line:
     lo, hi, best = s, e, s
     while lo <= hi:
         mid = (lo + hi) // 2
@@ -207,7 +207,7 @@ def _ellipsised(fs: Fonts, reg: Registry, p: Para, s: int, e: int, limit: int,
     return _shaped(fs, reg, para(fs, t, p.bold, han), 0, len(t))
 
 
-def _fit(fs: Fonts, reg: Registry, f: int, u: list[int], han: list[int],
+def _fit(fs: Fonts, reg: Registry, f: int, u: list[int], han: OrderFonts | list[int],
          size: int) -> tuple[int, list[Line], bool, Para]:
     """Across: one line at size, else shrunk, else wrapped, else cut (layout_lines in
     layout.pxi).  Widths are the lines' ink, not only their advances."""
@@ -299,7 +299,8 @@ def _fitting_size(f: int, lines: list[Line], size: int) -> int:
     return min(size, max(10, (top - bottom - 10) * 1000 // height // 10 * 10))
 
 
-def layout_field(fs: Fonts, reg: Registry, f: int, u: list[int], han: list[int]) -> FieldOut:
+def layout_field(fs: Fonts, reg: Registry, f: int, u: list[int],
+                 han: OrderFonts | list[int]) -> FieldOut:
     safe = stream_safe(u)
     size, lines, lossy, p = _fit(fs, reg, f, safe, han, tables.FIELD_BOXES[f][3])
     need = _fitting_size(f, lines, size)

@@ -73,6 +73,8 @@ def harfbuzz() -> Any:
         "hb_buffer_get_glyph_positions": (ctypes.POINTER(_Pos), [_P, _P]),
         "hb_shape": (None, [_P, _P, _P, ctypes.c_uint]),
         "hb_script_from_string": (ctypes.c_uint32, [ctypes.c_char_p, ctypes.c_int]),
+        "hb_buffer_set_language": (None, [_P, _P]),
+        "hb_language_from_string": (_P, [ctypes.c_char_p, ctypes.c_int]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)
@@ -134,7 +136,7 @@ def draw_glyph(font: Any, gid: int, pen: Pen) -> None:
 
 
 def hb_shape(font: Any, u: list[int], lo: int, n: int, rtl: int,
-             script: str) -> list[tuple[int, int, int, int, int, int]]:
+             script: str, lang: str = "") -> list[tuple[int, int, int, int, int, int]]:
     """(glyph, cluster, x_advance, y_advance, x_offset, y_offset) of u[lo:lo+n], with the
     whole of u as context, as shape_run in shape.pxi asks for them."""
     hb = harfbuzz()
@@ -144,6 +146,8 @@ def hb_shape(font: Any, u: list[int], lo: int, n: int, rtl: int,
         hb.hb_buffer_add_utf32(buf, arr, len(u), lo, n)
         hb.hb_buffer_set_direction(buf, 5 if rtl else 4)      # HB_DIRECTION_RTL / LTR
         hb.hb_buffer_set_script(buf, hb.hb_script_from_string(script.encode(), 4))
+        if lang:    # the order's language: locl forms (as shape_run in shape.pxi)
+            hb.hb_buffer_set_language(buf, hb.hb_language_from_string(lang.encode(), -1))
         hb.hb_buffer_set_cluster_level(buf, 1)                # MONOTONE_CHARACTERS
         hb.hb_shape(font, buf, None, 0)
         count = ctypes.c_uint()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 
-from .faces import Fonts
+from .faces import Fonts, OrderFonts
 from .libs import hb_shape, line_breaks
 
 # -- one paragraph (para_init in shape.pxi) ---------------------------------------------
@@ -79,13 +79,16 @@ class Para:
     adv: list[int]
     missing: bool
     any_rtl: bool
+    lang: str = ""
 
     @property
     def rtl(self) -> bool:
         return self.base == 1
 
 
-def para(fs: Fonts, u: list[int], bold: int, han: list[int]) -> Para:
+def para(fs: Fonts, u: list[int], bold: int, han: OrderFonts | list[int]) -> Para:
+    if isinstance(han, list):       # Han faces alone: no language
+        han = OrderFonts(han)
     own = [_script(c) for c in u]
     last = next((s for s in own if s not in ("Zyyy", "Zinh")), "Zyyy")
     face, gid, script = [], [], []
@@ -107,7 +110,7 @@ def para(fs: Fonts, u: list[int], bold: int, han: list[int]) -> Para:
     levels, base, kinds = _levels(u) if u else ([], 0, [])
     return Para(u, bold, face, gid, script, levels, kinds, base,
                 line_breaks(u) if u else b"", [0] * len(u), missing,
-                any(lv & 1 for lv in levels))
+                any(lv & 1 for lv in levels), han.lang)
 
 
 @dataclass
@@ -137,7 +140,7 @@ def shape_run(fs: Fonts, p: Para, lo: int, hi: int, level: int) -> list[Glyph]:
             out.append(Glyph(rf, rg, width, 0, 0, ci, 1, rtl))
             p.adv[ci] += width
         return out
-    shaped = hb_shape(fs.faces[face].font, p.u, lo, hi - lo, rtl, p.script[lo])
+    shaped = hb_shape(fs.faces[face].font, p.u, lo, hi - lo, rtl, p.script[lo], p.lang)
     n = len(shaped)
     out = []
     for k in range(n):
