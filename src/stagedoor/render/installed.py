@@ -82,15 +82,19 @@ def _faces_of(path: str) -> list[list[tuple[int, int]]]:
     except Exception:       # fontTools raises many kinds for a damaged file
         return []
     out = []
-    for font in fonts:
-        cps = sorted(font.getBestCmap() or {})
-        ranges: list[tuple[int, int]] = []
-        for cp in cps:
-            if ranges and ranges[-1][1] == cp - 1:
-                ranges[-1] = (ranges[-1][0], cp)
-            else:
-                ranges.append((cp, cp))
-        out.append(ranges)
+    try:
+        for font in fonts:
+            cps = sorted(font.getBestCmap() or {})
+            ranges: list[tuple[int, int]] = []
+            for cp in cps:
+                if ranges and ranges[-1][1] == cp - 1:
+                    ranges[-1] = (ranges[-1][0], cp)
+                else:
+                    ranges.append((cp, cp))
+            out.append(ranges)
+    finally:
+        for font in fonts:  # lazy fonts keep their file open until closed
+            font.close()
     return out
 
 
