@@ -20,6 +20,16 @@ class OrderDataError(ValueError):
     """Order JSON that does not make an order; the message says which field."""
 
 
+class RenderFailed(OrderDataError):
+    """The renderer raised on this order.  A render is a function of the order and the
+    fonts, so another delivery would fail the same way: the job is dead-lettered with
+    this reason (render_tickets), not retried until it counts as poison."""
+
+    @classmethod
+    def of(cls, e: Exception) -> RenderFailed:
+        return cls(f"render failed: {type(e).__name__}: {e}"[:500])
+
+
 @dataclass(frozen=True, slots=True)
 class Ticket:
     event: str
