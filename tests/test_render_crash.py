@@ -44,6 +44,18 @@ HOSTILE = {
     "tag-sequence flags": f"Six Nations {ENGLAND} v {SCOTLAND}",
     "flag in right-to-left text": "كأس العالم " + JP + " نهائي",
 }
+# The other libraries at their limits (fribidi's explicit depth of 125 and its bracket
+# stack of 63, HarfBuzz on a cluster of a thousand marks, libthai's dictionary on a run
+# of Thai that is no words), cut to the field's limit: no abort, no hang, no exception.
+# (Not byte-compared: the two renderers differ on a run of 999 Thai marks, a layout
+# matter for the issue's combining-mark bound, not a crash.)
+LIMITS = {
+    "embeddings past the depth limit": "\u202b" * 130 + "abc" + "\u202c" * 67,
+    "brackets past the stack": "([{" * 150 + "\u05d0" + "}])" * 150,
+    "a thousand marks": "a" + "\u0301" * 999,
+    "Thai that is no words": "".join(chr(0x0E01 + (i * 7) % 0x2E) for i in range(1000)),
+    "Thai marks on one consonant": "\u0e01" + "\u0e48" * 999,
+}
 
 _UNIBREAK_CHILD = r"""
 import ctypes, sys
@@ -129,6 +141,29 @@ def test_hostile_text_renders_in_both_renderers(child: RenderChild, name: str,
     assert failure is None, failure.what
     assert result is not None and result["refused"] is None
     assert result["parsed"] == {"same": True}, result       # no exception, same bytes
+
+
+@pytest.mark.parametrize("name", sorted(LIMITS))
+@pytest.mark.parametrize("field", ["event", "small_print"])
+def test_library_limits_render_in_both_renderers(child: RenderChild, name: str,
+                                                 field: str) -> None:
+    order = order_json({field: LIMITS[name][:1000 if field == "small_print" else 200]})
+    result, failure = child.render(order)
+    assert failure is None, failure.what
+    assert result is not None and result["refused"] is None
+    assert set(result["parsed"]) == {"same"}, result         # no exception in either
+
+
+@pytest.mark.parametrize("field", ["event", "small_print"])
+def test_bidi_isolates_render_natively(child: RenderChild, field: str) -> None:
+    """Isolates (LRI, RLI, FSI, PDI), nested past the depth limit and unmatched: the
+    native renderer (fribidi) prints them; the reference raises (REFERENCE_LIMITS in
+    tests/render_fuzz.py), which is that job's error, not a crash."""
+    text = "\u2066\u2067" * 65 + "x\u05d0" + "\u2069" * 60 + "\u2068a"    # 194
+    result, failure = child.render(order_json({field: text}))
+    assert failure is None, failure.what
+    assert result is not None and "native" not in result["parsed"], result
+    assert "not allowed here" in result["parsed"]["reference"]
 
 
 def test_corpus_of_past_failures(child: RenderChild) -> None:
