@@ -36,6 +36,7 @@ way asyncpg splits its protocol (one extension, one C module, several .pxi):
     render/_native/qr_mask.pxi   QR mask choice: penalty rules, 64-bit bitset fast path
     render/_native/page.pxi      one page's content stream: fields, small print, QR boxes
     render/_native/textlibs.pxi  the HarfBuzz, fribidi and libunibreak C declarations
+    render/_native/breaks.pxi    line breaks through libunibreak, minus what aborts it
     render/_native/fonts.pxi     faces (opened lazily, memory-mapped), the face of a character
     render/_native/glyphs.pxi    a glyph's outline as a Type 3 procedure, cached per process
     render/_native/shape.pxi     itemise, bidi, shape one line of a field
@@ -102,6 +103,7 @@ include "render/_native/qr.pxi"
 include "render/_native/qr_mask.pxi"
 include "render/_native/page.pxi"
 include "render/_native/textlibs.pxi"
+include "render/_native/breaks.pxi"
 include "render/_native/fonts.pxi"
 include "render/_native/glyphs.pxi"
 include "render/_native/shape.pxi"

@@ -16,7 +16,8 @@ one eventfd wake-up brings every finished order back.
 Same guarantee as files.write_atomic (the same C write): `render_to` resolves True
 once the PDF's bytes and its directory entry are durable, False (nothing written) where
 the file system cannot do the unnamed file (the caller then takes the os.* path), and
-raises what the render or the write raised.  Made in the worker process, after fork;
+raises what the write raised, or RenderFailed for what the render raised (MemoryError
+as it is).  Made in the worker process, after fork;
 closed by Context.aclose.
 """
 
@@ -28,7 +29,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..render.order import Order
+from ..render.order import Order, RenderFailed
 from .durable import DirectorySync
 
 
@@ -60,15 +61,21 @@ class NativeRenderPool:
         `sync` must be a native DirSync or None (a plain directory fsync)."""
         sink = self._sink(os.fsencode(path.parent), os.fsencode(path.name), sync)
         fut: asyncio.Future[bool] = self._loop.create_future()
-        self._pool.submit(order, sink, (fut, sink))
+        try:
+            self._pool.submit(order, sink, (fut, sink))     # reads the order: may raise
+        except (MemoryError, RuntimeError):     # no memory, or the pool is closed
+            raise
+        except Exception as e:
+            raise RenderFailed.of(e) from e
         return fut
 
     def _ready(self, done: list[Any] | None = None) -> None:
         for (fut, sink), err in (self._pool.collect() if done is None else done):
             if fut.done():  # the job was cancelled meanwhile: the file may exist, unacked
                 continue
-            if err is not None:
-                fut.set_exception(err)
+            if err is not None:     # the render's error (the write's is the sink's)
+                fut.set_exception(err if isinstance(err, MemoryError)
+                                  else RenderFailed.of(err))
                 continue
             try:
                 result = sink.result()

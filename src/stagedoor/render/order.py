@@ -2,11 +2,14 @@
 
 `Order.from_json` / `order_from_dict` turn the api's JSON into an Order or raise
 OrderDataError naming the field; the limits (MAX_TICKETS, MAX_TEXT) bound what one
-render costs.  The store that keeps orders in Redis is stagedoor.handlers.orders.
+render costs, and every ticket field but the small print is required: empty or only
+white space (is_blank) is refused, not printed blank.  The store that keeps orders in
+Redis is stagedoor.handlers.orders.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -15,6 +18,16 @@ import orjson
 
 class OrderDataError(ValueError):
     """Order JSON that does not make an order; the message says which field."""
+
+
+class RenderFailed(OrderDataError):
+    """The renderer raised on this order.  A render is a function of the order and the
+    fonts, so another delivery would fail the same way: the job is dead-lettered with
+    this reason (render_tickets), not retried until it counts as poison."""
+
+    @classmethod
+    def of(cls, e: Exception) -> RenderFailed:
+        return cls(f"render failed: {type(e).__name__}: {e}"[:500])
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +76,22 @@ MAX_TICKETS = 100
 MAX_LOCALE = 35       # the longest BCP 47 tag worth keeping (RFC 5646 section 4.4.1)
 
 
+# What prints nothing: white space of every kind (spaces, U+3000, tabs, newlines, U+2028),
+# controls, format characters (ZWSP, ZWJ, BOM, bidi marks, soft hyphen) and the Hangul
+# and Braille fillers, which are letters and symbols that draw no ink.
+_BLANK_CATEGORIES = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf"})
+_BLANK_FILLERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def is_blank(value: str) -> bool:
+    """Whether the text would print nothing: empty, or only the characters above."""
+    for ch in value:                # a name's first character usually decides
+        if not ch.isspace() and ch not in _BLANK_FILLERS and (
+                unicodedata.category(ch) not in _BLANK_CATEGORIES):
+            return False
+    return True
+
+
 def order_from_dict(data: Any) -> Order:
     if not isinstance(data, dict):
         raise OrderDataError("order must be a JSON object")
@@ -90,7 +119,8 @@ def order_from_dict(data: Any) -> Order:
             if len(value) > limit:
                 raise OrderDataError(f"tickets[{i}].{name} longer than {limit} characters")
             values[name] = value
-        if not values["admission_code"]:
-            raise OrderDataError(f"tickets[{i}].admission_code is empty")
+        for name in _TICKET_TEXT:   # required: a ticket printed with a blank buyer or seat
+            if is_blank(values[name]):  # is no ticket (issue 25); the job is dead-lettered
+                raise OrderDataError(f"tickets[{i}].{name} is empty or only white space")
         tickets.append(Ticket(order_id=order_id, **values))
     return Order(order_id=order_id, tickets=tuple(tickets), locale=locale)

@@ -37,6 +37,7 @@ cdef struct Para:
     unsigned int* gid
     int* adv                    # per character, the advance of its cluster (line breaks)
     char* brk                   # libunibreak's break classes
+    unsigned int* ub            # line_breaks' copy of the text (breaks.pxi)
     int cap
     int any_rtl                 # some character has an odd (right-to-left) level
     int missing                 # some character is drawn as the replacement mark
@@ -77,9 +78,10 @@ cdef int para_reserve(Para* p, int n) noexcept nogil:
     p.gid = <unsigned int*>malloc(cap * sizeof(unsigned int))
     p.adv = <int*>malloc(cap * sizeof(int))
     p.brk = <char*>malloc(cap)
+    p.ub = <unsigned int*>malloc(cap * sizeof(unsigned int))
     if (p.bt == NULL or p.brt == NULL or p.lev == NULL or p.lev2 == NULL or p.map == NULL
             or p.script == NULL or p.face == NULL or p.gid == NULL or p.adv == NULL
-            or p.brk == NULL):
+            or p.brk == NULL or p.ub == NULL):
         para_free(p)
         return -1
     p.cap = cap
@@ -88,9 +90,10 @@ cdef int para_reserve(Para* p, int n) noexcept nogil:
 
 cdef void para_free(Para* p) noexcept nogil:
     free(p.bt); free(p.brt); free(p.lev); free(p.lev2); free(p.map)
-    free(p.script); free(p.face); free(p.gid); free(p.adv); free(p.brk)
+    free(p.script); free(p.face); free(p.gid); free(p.adv); free(p.brk); free(p.ub)
     p.bt = NULL; p.brt = NULL; p.lev = NULL; p.lev2 = NULL; p.map = NULL
     p.script = NULL; p.face = NULL; p.gid = NULL; p.adv = NULL; p.brk = NULL
+    p.ub = NULL
     p.cap = 0
 
 
@@ -141,7 +144,7 @@ cdef int para_init(Para* p, const unsigned int* u, int n, int bold,
         if p.lev[j] & 1:
             p.any_rtl = 1
             break
-    set_linebreaks_utf32(u, n, NULL, p.brk)
+    line_breaks(u, n, p.brk, p.ub)      # never libunibreak itself: breaks.pxi
     for j in range(n):
         p.adv[j] = 0
     return 0

@@ -169,18 +169,45 @@ def _unibreak() -> Any:
     return lib
 
 
+# What libunibreak 1.1 aborts on (breaks.pxi says how and why): U+FFFF, its end-of-string
+# marker, and the regional indicators, a class its pair table does not have.  They go to
+# it as a character of the class they act like, and LB30a is applied after.
+_UB_EOS, _UB_AS_EOS = 0xFFFF, 0xFFFE
+_RI_FIRST, _RI_LAST, _UB_AS_RI = 0x1F1E6, 0x1F1FF, 0x4E00
+LINEBREAK_MUSTBREAK, LINEBREAK_ALLOWBREAK, LINEBREAK_NOBREAK = 0, 1, 2
+
+
+def _is_ri(cp: int) -> bool:
+    return _RI_FIRST <= cp <= _RI_LAST
+
+
+def _unibreak_safe(cp: int) -> int:
+    return _UB_AS_RI if _is_ri(cp) else (_UB_AS_EOS if cp == _UB_EOS else cp)
+
+
 def line_breaks(u: list[int]) -> bytes:
+    """libunibreak's break classes of u, never handing it what aborts it (line_breaks in
+    breaks.pxi)."""
     lib = _unibreak()
     n = len(u)
-    arr = (ctypes.c_uint32 * max(n, 1))(*u)
+    hazard = any(c == _UB_EOS or _is_ri(c) for c in u)
+    arr = (ctypes.c_uint32 * max(n, 1))(*(map(_unibreak_safe, u) if hazard else u))
     brks = ctypes.create_string_buffer(max(n, 1))
     lib.set_linebreaks_utf32(arr, ctypes.c_size_t(n), None, brks)
-    return brks.raw[:n]
+    if not hazard:
+        return brks.raw[:n]
+    out = bytearray(brks.raw[:n])
+    pairs = 0
+    for i in range(n - 1):          # LB30a: regional indicators pair up from a run's start
+        if _is_ri(u[i]) and _is_ri(u[i + 1]):
+            pairs += 1
+            out[i] = LINEBREAK_NOBREAK if pairs & 1 else LINEBREAK_ALLOWBREAK
+        else:
+            pairs = 0
+    return bytes(out)
 
 
 # -- libthai's word breaks (thai.pxi) -------------------------------------------------------
-
-LINEBREAK_ALLOWBREAK, LINEBREAK_NOBREAK = 1, 2
 
 
 def _is_thai(cp: int) -> bool:
