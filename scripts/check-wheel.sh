@@ -8,7 +8,8 @@
 # /usr/share/libthai (an empty directory mounted over it in a user namespace: the
 # same bytes, and different ones when libthai is given no dictionary at all); and
 # `stagedoor work --burst` renders a job from a redis-server started here on a free
-# loopback port.  `stagedoor doctor` on that host is OK (exit 0).
+# loopback port (AOF on); `stagedoor doctor` on that host is OK (exit 0) and names the
+# wheel's libraries as the ones the renderer loaded.
 #
 #   bash scripts/check-wheel.sh WHEEL      (scripts/check-package.sh runs it)
 set -euo pipefail
@@ -111,7 +112,7 @@ echo "check-wheel:   the same PDF as with libthai-data; without any dictionary a
 
 echo "check-wheel: stagedoor work --burst against a redis-server on a free loopback port"
 port=$("$WORK/venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly yes \
     --dir "$WORK" --logfile "$WORK/redis.log" &
 redis_pid=$!
 export STAGEDOOR_REDIS_URL="redis://127.0.0.1:$port/0" STAGEDOOR_TICKETS_DIR="$WORK/tickets"
@@ -144,4 +145,12 @@ PY
 pdf=$(ls "$WORK"/tickets/*2701*.pdf 2>/dev/null) || { cat "$WORK/work.log"; fail "no PDF rendered"; }
 cmp -s "$pdf" world.pdf || fail "the worker's PDF differs from stagedoor render's"
 echo "check-wheel:   the worker rendered $(basename "$pdf"), the same bytes as stagedoor render"
+
+echo "check-wheel: stagedoor doctor on this host"
+mkdir "$WORK/units"
+"$WORK/venv/bin/stagedoor" doctor --unit-dir "$WORK/units" >"$WORK/doctor.txt" \
+    || { cat "$WORK/doctor.txt"; fail "stagedoor doctor is not OK"; }
+grep -q "^OK       native renderer: .*libharfbuzz-[0-9a-f]*\.so[.0-9]* (the wheel)" "$WORK/doctor.txt" \
+    || { cat "$WORK/doctor.txt"; fail "doctor does not see the wheel's HarfBuzz"; }
+echo "check-wheel:   $(head -1 "$WORK/doctor.txt")"
 echo "check-wheel: ok"

@@ -38,5 +38,5 @@ def location() -> tuple[str | None, str]:
         packaged = os.path.realpath(env) == os.path.realpath(PACKAGED_DIR)
         return os.path.join(env, NAME), "the wheel's copy" if packaged else "LIBTHAI_DICTDIR"
     if _has(SYSTEM_DIR):
-        return os.path.join(SYSTEM_DIR, NAME), "the system's (libthai-data)"
+        return os.path.join(SYSTEM_DIR, NAME), "libthai-data"
     return None, "none"
