@@ -172,3 +172,32 @@ def test_no_password_is_shown(tmp_path: Path) -> None:
             code, out = doctor(tmp_path, *extra, *fmt, url=url)
             assert code == 2, out
             assert secret not in out, out
+
+
+def test_an_installed_unit_whose_paths_are_missing_is_critical(tmp_path: Path) -> None:
+    """A unit left behind by a removed installation: its ExecStart= is gone."""
+    units = tmp_path / "units"
+    units.mkdir()
+    (units / "stagedoor.service").write_text(
+        "[Unit]\nDescription=x\n[Service]\nExecStart=/opt/gone/bin/stagedoor-supervise\n")
+    code, out = doctor(tmp_path, "--no-redis", url="redis://127.0.0.1:1/0")
+    assert code == 2, out
+    assert line(out, "CRITICAL systemd stagedoor.service: ") == (
+        f"CRITICAL systemd stagedoor.service: {units}/stagedoor.service: "
+        "ExecStart=/opt/gone/bin/stagedoor-supervise is not an executable")
+    assert "-> stagedoor systemd install" in out
+
+
+def test_a_metrics_port_held_by_another_program_is_a_warning(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        code, out = doctor(tmp_path, "--no-redis", "--metrics-port", str(port),
+                           url="redis://127.0.0.1:1/0")
+    assert code == 1, out
+    assert line(out, "WARNING  metrics port: ") == (
+        f"WARNING  metrics port: 127.0.0.1:{port} is taken by another program: the "
+        "supervisor could not serve metrics there")

@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 from ... import thai_dictionary
+from ...cli import sandbox
 from ...config import ConfigError, Settings
 from ...exitcodes import CHECK_CRITICAL, CHECK_OK, CHECK_UNKNOWN, CHECK_WARNING
 from . import Finding
@@ -199,10 +200,13 @@ def systemd_units(unit_dir: str) -> list[Finding]:
             continue
         text = path.read_text()
         bad = []
+        prog = ""
         for exe in _unit_values(text, "ExecStart"):
             prog = exe.lstrip("@-:+!").split()[0] if exe else ""
             if prog and not os.access(prog, os.X_OK):
                 bad.append(f"ExecStart={prog} is not an executable")
+        # the sandbox (ProtectHome=, PrivateTmp=) hiding the installation from the service
+        bad += sandbox.hidden_paths(text, prog or None)
         for doc in _unit_values(text, "Documentation"):
             if doc.startswith("file://") and not os.path.exists(doc[len("file://"):]):
                 bad.append(f"Documentation={doc} does not exist")
