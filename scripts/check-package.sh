@@ -7,6 +7,8 @@
 # installed package prints its systemd units pointed at itself (ExecStart= and
 # Documentation= exist; systemd-analyze verify is clean), and the test suite runs from
 # the unpacked sdist against the installed wheel with its `test` extra (issue 15).
+# The wheel is then repaired into a manylinux one with its native libraries vendored
+# (scripts/build-wheel.sh) and checked as a user gets it (scripts/check-wheel.sh).
 # Takes a few minutes (the extension is compiled twice).  Needs .venv (setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -82,6 +84,10 @@ tree=$(ls -d "$WORK"/stagedoor-*/)
     tests/test_job.py tests/test_config.py tests/test_logs.py tests/test_monitoring.py \
     tests/test_systemd.py tests/test_cli.py tests/test_render.py 2>&1 | tail -3)
 echo "check-package: $(tail -1 "$WORK/collect.log") from the sdist"
+
+echo "check-package: the repaired wheel (auditwheel, native libraries vendored)"
+bash scripts/build-wheel.sh "$WORK/wheelhouse" "$wheel" | grep -E "^build-wheel|platform tag"
+bash scripts/check-wheel.sh "$WORK"/wheelhouse/*.whl
 
 echo "check-package: pip install . (not editable) into a fresh venv"
 "$PY" -m venv "$WORK/from-tree"

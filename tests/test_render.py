@@ -293,6 +293,7 @@ def test_without_the_extension_the_reference_is_used_and_the_reason_given() -> N
     assert proc.returncode == 0, proc.stderr
     assert "native renderer stagedoor._render not importable" in proc.stdout
     assert "pip install ." in proc.stdout
+    assert "stagedoor doctor" in proc.stdout   # the one place that says what the host lacks
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,

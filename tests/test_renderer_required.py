@@ -42,6 +42,7 @@ def test_a_worker_without_its_native_renderer_refuses_to_start(tmp_path: Path,
     msg = lines[0]["msg"]
     assert "stagedoor._render not importable" in msg  # the cause
     assert "--render-fallback reference" in msg and "pip install" in msg  # the fixes
+    assert "stagedoor doctor" in msg  # what this host lacks
 
 
 def test_the_reference_fallback_runs_when_allowed_and_says_so(tmp_path: Path,
@@ -73,3 +74,4 @@ def test_the_fallback_without_its_extra_refuses_too(tmp_path: Path, redis_url: s
     [msg] = {ln["msg"] for ln in sup.log_lines() if "cannot run either" in ln.get("msg", "")}
     assert "stagedoor._render not importable" in msg and "fontTools" in msg
     assert "pip install 'stagedoor[reference]'" in msg
+    assert "stagedoor doctor" in msg

@@ -27,7 +27,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from .thai_dictionary import use_packaged as _use_packaged_thai_dictionary
+
 __version__ = "0.1.0"
+
+# before any renderer loads libthai: the repaired wheel's dictionary when the host has none
+_use_packaged_thai_dictionary()
 
 # public name -> the module that defines it
 _PUBLIC = {

@@ -20,14 +20,24 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-import redis
-
-from ..config import ConfigError
 from ..exitcodes import EX_BROKEN_PIPE, EX_CONFIG, EX_TEMPFAIL, EX_UNAVAILABLE
 from ..redaction import install_excepthook, redact
-from ..stream.errors import OOM_ADVICE, OUTAGE_ERRORS, first_line, is_oom, outage_line
 
-COMMANDS = ("enqueue", "work", "demo", "status", "dead", "render", "systemd", "monitoring")
+# name -> its line in `stagedoor --help`.  Only the command being run is imported (its
+# module pulls in redis-py, the renderer, ...): `stagedoor --version` and `--help` import
+# none, `stagedoor render` no Redis client (issue 27).  tests/test_cli.py checks these
+# lines against each module's own help=.
+COMMANDS = {
+    "enqueue": "Add jobs to the stream.",
+    "work": "Run one worker in the foreground.",
+    "demo": "Run the supervisor on demo orders until drained.",
+    "status": "Show the queue: length, lag, pending, queue age, dead letters.",
+    "dead": "List, show, replay or purge dead-letter entries.",
+    "render": "Render an order (JSON) to a PDF, one page per ticket.",
+    "systemd": "Print or install the systemd units of this package.",
+    "monitoring": "Print the shipped Prometheus alerts and Grafana dashboard.",
+    "doctor": "Check this host: renderer, fonts, tickets directory, Redis, ...",
+}
 
 
 class Parser(argparse.ArgumentParser):
@@ -43,15 +53,26 @@ def add_version(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
 
 
-def build_parser() -> Parser:
+def build_parser(only: str | None = None) -> Parser:
+    """The whole parser, or (only=) the named command's in full and the others as
+    entries of the help listing: argparse only ever parses the command named."""
     parser = Parser(prog="stagedoor", description="Stagedoor job queue tools: enqueue jobs, "
                     "run a worker, inspect the queue and the dead letters.")
     add_version(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
-    for name in COMMANDS:
-        importlib.import_module(f"stagedoor.cli.commands.{name}").register(sub)
+    for name, line in COMMANDS.items():
+        if only is None or name == only:
+            importlib.import_module(f"stagedoor.cli.commands.{name}").register(sub)
+        else:
+            sub.add_parser(name, help=line, add_help=False)
     return parser
+
+
+def command_named(argv: Sequence[str]) -> str:
+    """The command argv runs ("" for none): the first word that is not an option (the
+    top-level options, --help and --version, take no value)."""
+    return next((a for a in argv if not a.startswith("-")), "")
 
 
 def say(line: str) -> None:
@@ -60,6 +81,11 @@ def say(line: str) -> None:
 
 
 def run(func: object, args: argparse.Namespace) -> int:
+    import redis  # here, not at the top: --version and --help never need it
+
+    from ..config import ConfigError
+    from ..stream.errors import OOM_ADVICE, OUTAGE_ERRORS, first_line, is_oom
+
     try:
         code = int(func(args))  # type: ignore[operator]
         sys.stdout.flush()  # here, so a reader gone away is seen here (below)
@@ -85,7 +111,9 @@ def run(func: object, args: argparse.Namespace) -> int:
 def outage_of(args: argparse.Namespace, exc: BaseException) -> str:
     """The outage line, with the Cluster's state looked up when the settings read."""
     from .. import config
+    from ..config import ConfigError
     from ..stream.diagnose import outage
+    from ..stream.errors import outage_line
 
     try:
         return outage(config.from_args(args), exc)
@@ -109,7 +137,8 @@ def url(args: argparse.Namespace) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     install_excepthook()  # an unforeseen traceback is printed with secrets masked
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(only=command_named(argv)).parse_args(argv)
     return run(args.func, args)
 
 

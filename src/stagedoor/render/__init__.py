@@ -37,7 +37,10 @@ def _native() -> tuple[RenderFn | None, str | None]:
     except ImportError as e:  # not built: say why, the caller logs it loudly
         return None, (f"native renderer stagedoor._render not importable ({e}); "
                       "using the pure-Python reference renderer, about 100x slower. "
-                      "Build it with: pip install . (needs a C compiler and zlib1g-dev)")
+                      "Run `stagedoor doctor`: it says what this host lacks. Install the "
+                      "manylinux wheel (it carries the native libraries; README Install), "
+                      "or build it: pip install . (needs a C compiler, pkg-config and the "
+                      "zlib, HarfBuzz, fribidi, libunibreak and libthai headers)")
     return native, None
 
 

@@ -146,8 +146,9 @@ def check_renderer(settings: Settings, registry: Registry) -> str | None:
     if why is None:
         return "native"
     if settings.render_fallback != "reference":
-        raise ConfigError(f"{why.split('; using the')[0]}: render_tickets cannot run; rebuild it "
-                          "(pip install . with a C compiler and zlib1g-dev), or allow the "
+        raise ConfigError(f"{why.split('; using the')[0]}: render_tickets cannot run; "
+                          "`stagedoor doctor` says what this host lacks: install the "
+                          "manylinux wheel or rebuild it (pip install .), or allow the "
                           "~100x slower pure-Python renderer with --render-fallback reference "
                           "(STAGEDOOR_RENDER_FALLBACK=reference; needs stagedoor[reference])")
     try:  # the reference's shaped-text path: without its extra every ticket job fails
@@ -156,8 +157,8 @@ def check_renderer(settings: Settings, registry: Registry) -> str | None:
     except ImportError as e:
         raise ConfigError(f"{why.split('; using the')[0]}, and render_fallback = reference "
                           f"cannot run either ({e}): pip install 'stagedoor[reference]', or "
-                          "rebuild the native renderer (pip install . with a C compiler and "
-                          "zlib1g-dev)") from None
+                          "make the native renderer load (`stagedoor doctor` says what this "
+                          "host lacks; the manylinux wheel, or pip install .)") from None
     return "reference"
 
 
