@@ -265,14 +265,14 @@ def page_content(k: int, ticket: Ticket, sh: _Shaped) -> bytes:
     for f, (_, ops) in enumerate(FIELDS):
         if (k, f) in sh.fields:
             fo, actual = sh.fields[(k, f)]
-            body = pdf.field_ops(sh.fonts, fo, f)
+            body = pdf.field_ops(sh.fonts, sh.reg, fo, f)
             out.append(_span(actual, body) if fo.actual else body)
             continue
         body = b"BT " + ops + b" (" + escape(sh.fast[(k, f)]) + b") Tj ET\n"
         out.append(body)
     if (k, SMALL_PRINT) in sh.fields:
         fo, actual = sh.fields[(k, SMALL_PRINT)]
-        body = pdf.field_ops(sh.fonts, fo, SMALL_PRINT)
+        body = pdf.field_ops(sh.fonts, sh.reg, fo, SMALL_PRINT)
         out.append(_span(actual, body) if fo.actual else body)
     else:
         lines = wrap(sh.fast[(k, SMALL_PRINT)])

@@ -217,7 +217,7 @@ cdef int layout_field(TextCtx* c, int f, const unsigned int* u, int n,
     # (and when every glyph stands for exactly one character and sits on its own, no
     # marks placed over others, the ToUnicode map alone gives the text back: no
     # /ActualText either; poppler drops or reorders marks it finds stacked)
-    out.actual = lossy
+    out.actual = lossy and not p.any_rtl
     if not lossy and not p.any_rtl:
         for i in range(nl):
             for k in range(out.line[i].g0, out.line[i].g0 + out.line[i].ng):
@@ -239,63 +239,203 @@ cdef int layout_field(TextCtx* c, int f, const unsigned int* u, int n,
     return 0
 
 
-cdef void put_field_ops(Buf* b, TextCtx* c, const FieldOut* fo, int f) noexcept nogil:
-    """BT .. ET drawing a laid-out field: per line one TJ array per font, HarfBuzz's
-    offsets as TJ adjustments (x) and text rise (y)."""
-    cdef int i, k, font, cur, rise, pend, inhex, adjust
-    cdef const FLine* ln
+cdef int* logical_order(TextCtx* c, int g0, int ng) noexcept nogil:
+    """The indices (0..ng-1) of glyphs g0.. in logical order: by the first character each
+    stands for, glyphs of one character in visual order (a stable counting sort; lines
+    come from the bidi algorithm, so a right-to-left run is in falling order).  Then
+    c.lpos[k] is glyph k's visual x (1/1000 em from the line's start).  NULL: no memory."""
+    cdef int k, lo = 0, hi = 0, span, need, pen = 0, t, acc
+    cdef int* cnt
+    cdef SGlyph* g
+    for k in range(ng):
+        g = &c.gv.g[g0 + k]
+        if k == 0 or g.ci < lo:
+            lo = g.ci
+        if k == 0 or g.ci > hi:
+            hi = g.ci
+    span = hi - lo + 1
+    need = 2 * ng + span
+    if need > c.ordcap:
+        free(c.ord)
+        c.ord = <int*>malloc(need * sizeof(int))
+        if c.ord == NULL:
+            c.ordcap = 0
+            return NULL
+        c.ordcap = need
+    c.lpos = c.ord + ng
+    cnt = c.ord + 2 * ng
+    memset(cnt, 0, span * sizeof(int))
+    for k in range(ng):
+        g = &c.gv.g[g0 + k]
+        c.lpos[k] = pen + g.xoff
+        pen += g.adv
+        cnt[g.ci - lo] += 1
+    acc = 0
+    for k in range(span):
+        t = cnt[k]
+        cnt[k] = acc
+        acc += t
+    for k in range(ng):
+        t = c.gv.g[g0 + k].ci - lo
+        c.ord[cnt[t]] = k
+        cnt[t] += 1
+    return c.ord
+
+
+cdef struct TJ:
+    # the TJ state of one line: current font, rise, pen (1/1000 em), inside <hex>
+    int cur
+    int rise
+    int at
+    int inhex
+    int size
+
+
+cdef void put_glyph(Buf* b, TJ* s, int code, int x, int width, int yoff) noexcept nogil:
+    """Show code with its origin at x (1/1000 em from the line's start), yoff up."""
+    cdef int font = code >> 8, adjust
+    if font != s.cur or yoff != s.rise:
+        if s.cur >= 0:
+            buf_puts(b, b">] TJ" if s.inhex else b"] TJ")
+        if font != s.cur:
+            buf_puts(b, b" /T")
+            buf_int(b, font)
+            buf_byte(b, b' ')
+            buf_milli(b, s.size)
+            buf_puts(b, b" Tf")
+            s.cur = font
+        if yoff != s.rise:
+            s.rise = yoff
+            buf_byte(b, b' ')
+            buf_milli(b, <long>yoff * s.size // 1000)
+            buf_puts(b, b" Ts")
+        buf_puts(b, b" [")
+        s.inhex = 0
+    adjust = x - s.at
+    if adjust != 0:
+        if s.inhex:
+            buf_byte(b, b'>')
+            s.inhex = 0
+        buf_int(b, -adjust)
+    if not s.inhex:
+        buf_byte(b, b'<')
+        s.inhex = 1
+    put_hex2(b, code & 255)
+    s.at = x + width
+
+
+# pdfminer.six puts two consecutive glyphs on one line when they are less than twice the
+# wider one's width apart and their boxes (an em tall) overlap by half an em; a bridge
+# (the face's space, no text, no ink) goes between two that would not be
+cdef enum:
+    BRIDGE_RISE = 500
+
+
+cdef inline int floor_half(int v) noexcept nogil:
+    return v // 2 if v >= 0 else -((1 - v) // 2)
+
+
+cdef int walk_line(TextCtx* c, int g0, int ng, Buf* b, TJ* s) noexcept nogil:
+    """Glyphs g0..g0+ng-1 in the order put_field_ops writes them: logical order, each
+    at its visual place, a split glyph's invisible glyphs just left of it, and bridges
+    where pdfminer.six would break the line (a jump over a run of the other direction,
+    a mark raised half an em).  b NULL: only register the bridges' codes (at layout, so
+    that the fonts are complete before any page is written).  -1: no memory."""
+    cdef int* order = logical_order(c, g0, ng)
+    cdef int j, k, i, n, x, w, sw, at0 = 0, at1 = 0, rise0 = 0, first = 1, bridge, wide
+    cdef unsigned int sid
     cdef SGlyph* g
     cdef GlyphProc* proc
+    if order == NULL:
+        return -1
+    for j in range(ng):
+        k = order[j]
+        g = &c.gv.g[g0 + k]
+        x = c.lpos[k]
+        proc = glyph_proc(g.face, g.gid)
+        if proc == NULL:
+            return -1
+        w = proc.width
+        sw = 0
+        if face_has(g.face, 32, &sid):
+            proc = glyph_proc(g.face, sid)
+            if proc == NULL:
+                return -1
+            sw = proc.width
+            if not first:
+                bridge = -1
+                wide = at1 - at0 if at1 - at0 > w else w
+                if sw > 0 and x > at1 and x - at1 > wide:
+                    n = (x - at1) // sw
+                    for i in range(n):
+                        if bridge < 0:
+                            bridge = reg_code(&c.reg, g.face, sid, NULL, 0)
+                            if bridge < 0:
+                                return -1
+                        if b != NULL:
+                            put_glyph(b, s, bridge, at1 + i * sw, sw, rise0)
+                elif sw > 0 and at0 > x + w and at0 - x - w > wide:
+                    n = (at0 - x - w) // sw
+                    for i in range(n):
+                        if bridge < 0:
+                            bridge = reg_code(&c.reg, g.face, sid, NULL, 0)
+                            if bridge < 0:
+                                return -1
+                        if b != NULL:
+                            put_glyph(b, s, bridge, at0 - (i + 1) * sw, sw, rise0)
+                if g.yoff - rise0 >= BRIDGE_RISE or rise0 - g.yoff >= BRIDGE_RISE:
+                    if bridge < 0:
+                        bridge = reg_code(&c.reg, g.face, sid, NULL, 0)
+                        if bridge < 0:
+                            return -1
+                    if b != NULL:
+                        put_glyph(b, s, bridge, x, sw, floor_half(rise0 + g.yoff))
+        if b != NULL:
+            put_glyph(b, s, g.code, x, w, g.yoff)
+        first = 0
+        at0 = x
+        at1 = x + w
+        rise0 = g.yoff
+        if g.xi >= 0:
+            for i in range(1, g.cn):
+                if b != NULL:
+                    put_glyph(b, s, c.xc[g.xi + i - 1], x - i, sw, g.yoff)
+            at0 = x - (g.cn - 1)
+            at1 = at0 + sw
+    return 0
+
+
+cdef void put_field_ops(Buf* b, TextCtx* c, const FieldOut* fo, int f) noexcept nogil:
+    """BT .. ET drawing a laid-out field: per line one TJ array per font, HarfBuzz's
+    offsets as TJ adjustments (x) and text rise (y).  The glyphs go in logical order,
+    each moved to its visual place by a TJ adjustment (walk_line): a reader that takes
+    the content stream's order (pdfminer.six) gets the text in reading order, one that
+    sorts by position (poppler) the same glyphs (docs/tickets.md, "The text layer")."""
+    cdef int i
+    cdef const FLine* ln
+    cdef TJ s
     buf_puts(b, b"BT ")
     buf_puts(b, FIELD_COLOUR[f])
     for i in range(fo.nlines):
         ln = &fo.line[i]
         if ln.ng == 0:
             continue
-        cur = -1
-        rise = 0
-        pend = 0
-        inhex = 0
         buf_puts(b, b" 1 0 0 1 ")
         buf_milli(b, ln.x)
         buf_byte(b, b' ')
         buf_milli(b, ln.y)
         buf_puts(b, b" Tm")
-        for k in range(ln.g0, ln.g0 + ln.ng):
-            g = &c.gv.g[k]
-            font = g.code >> 8
-            proc = glyph_proc(g.face, g.gid)
-            if font != cur or g.yoff != rise:
-                if cur >= 0:
-                    buf_puts(b, b">] TJ" if inhex else b"] TJ")
-                if font != cur:
-                    buf_puts(b, b" /T")
-                    buf_int(b, font)
-                    buf_byte(b, b' ')
-                    buf_milli(b, fo.size)
-                    buf_puts(b, b" Tf")
-                    cur = font
-                if g.yoff != rise:
-                    rise = g.yoff
-                    buf_byte(b, b' ')
-                    buf_milli(b, <long>rise * fo.size // 1000)
-                    buf_puts(b, b" Ts")
-                buf_puts(b, b" [")
-                inhex = 0
-            adjust = pend + g.xoff
-            if adjust != 0:
-                if inhex:
-                    buf_byte(b, b'>')
-                    inhex = 0
-                buf_int(b, -adjust)
-            if not inhex:
-                buf_byte(b, b'<')
-                inhex = 1
-            put_hex2(b, g.code & 255)
-            pend = g.adv - g.xoff - proc.width
-        if cur >= 0:
-            buf_puts(b, b">] TJ" if inhex else b"] TJ")
-        if rise != 0:
+        s.cur = -1
+        s.rise = 0
+        s.at = 0
+        s.inhex = 0
+        s.size = fo.size
+        if walk_line(c, ln.g0, ln.ng, b, &s) != 0:
+            b.failed = 1
+            return
+        if s.cur >= 0:
+            buf_puts(b, b">] TJ" if s.inhex else b"] TJ")
+        if s.rise != 0:
             buf_puts(b, b" 0 Ts")
     buf_puts(b, b" ET\n")
 

@@ -14,6 +14,7 @@ cdef struct SGlyph:
     int cn                      # how many characters it stands for in ToUnicode (0: none)
     int code                    # font * 256 + code, set by the registry
     int rtl                     # from a right-to-left run
+    int xi                      # register_glyphs: its further characters' codes in c.xc, or -1
 
 cdef struct GlyphVec:
     SGlyph* g

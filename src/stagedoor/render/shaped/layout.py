@@ -13,6 +13,9 @@ from .para import Glyph, Para, para, shape_line
 
 ELLIPSIS = 0x2026
 NTEXT = 11
+# pdfminer.six puts two glyphs on one line when their boxes (one em tall) overlap by
+# half an em: a glyph raised or lowered this much from the one before gets a bridge
+BRIDGE_RISE = 500
 MARK_CATEGORIES = ("Mn", "Mc", "Me")
 
 
@@ -38,13 +41,79 @@ class Registry:
         return code
 
 
+def split_gid(fs: Fonts, g: Glyph) -> int | None:
+    """split_gid in type3.pxi: the invisible glyph (the face's space) that carries the
+    further characters of a right-to-left glyph of several, or None (not split)."""
+    if not g.rtl or g.cn < 2:
+        return None
+    return fs.has(g.face, 32)
+
+
+def logical_order(glyphs: list[Glyph]) -> list[int]:
+    """logical_order in layout.pxi: a line's glyph indices by the first character each
+    stands for (glyphs of one character in visual order)."""
+    return sorted(range(len(glyphs)), key=lambda k: (glyphs[k].ci, k))
+
+
+def bridges(at0: int, at1: int, rise0: int, x: int, w: int, rise: int,
+            sw: int) -> list[tuple[int, int]]:
+    """bridges in layout.pxi: where to put invisible glyphs (the face's space, width sw,
+    no text) between the box at0..at1 written last (at rise0) and the next glyph's box
+    x..x+w (at rise), so that pdfminer.six keeps them on one line: it does while two
+    consecutive glyphs are less than twice the wider one's width apart and their boxes
+    (an em tall) overlap by half an em.  (x, rise) of each, in writing order."""
+    out = []
+    if sw > 0 and x > at1 and x - at1 > max(at1 - at0, w):
+        out += [(at1 + i * sw, rise0) for i in range((x - at1) // sw)]
+    elif sw > 0 and at0 > x + w and at0 - x - w > max(at1 - at0, w):
+        out += [(at0 - (i + 1) * sw, rise0) for i in range((at0 - x - w) // sw)]
+    if abs(rise - rise0) >= BRIDGE_RISE:
+        out.append((x, (rise0 + rise) // 2))
+    return out
+
+
 def register(fs: Fonts, reg: Registry, glyphs: list[Glyph], u: list[int]) -> None:
+    """register_glyphs in type3.pxi: each glyph's code; the codes of the invisible glyphs
+    carrying the further characters of a right-to-left glyph of several; the code of a
+    face's bridge (its space with no text) when field_ops will need one."""
     for g in glyphs:
-        text = tuple(u[g.ci:g.ci + g.cn])
-        if g.rtl and 1 < g.cn <= 16:
-            text = text[::-1]
-        g.code = reg.code(g.face, g.gid, text)
+        space = split_gid(fs, g)
+        if space is None:
+            g.code = reg.code(g.face, g.gid, tuple(u[g.ci:g.ci + g.cn]))
+        else:
+            g.code = reg.code(g.face, g.gid, (u[g.ci],))
+            g.extra = tuple(reg.code(g.face, space, (u[g.ci + j],)) for j in range(1, g.cn))
+            fs.proc(g.face, space)
         fs.proc(g.face, g.gid)
+    for g, _, _, sid, _, todo in writing_order(fs, glyphs):
+        if todo:
+            reg.code(g.face, sid, ())
+
+
+def writing_order(fs: Fonts, glyphs: list[Glyph]
+                  ) -> list[tuple[Glyph, int, int, int, int, list[tuple[int, int]]]]:
+    """(glyph, x, width, its space's id or -1, the space's width, bridges before it) in
+    the order put_field_ops writes them (x in 1/1000 em from the line's start)."""
+    pos = []
+    pen = 0
+    for g in glyphs:
+        pos.append(pen + g.xoff)
+        pen += g.adv
+    out = []
+    at0 = at1 = rise0 = 0
+    first = True
+    for k in logical_order(glyphs):
+        g = glyphs[k]
+        x, w = pos[k], fs.proc(g.face, g.gid)[1]
+        sid = fs.has(g.face, 32)
+        sw = fs.proc(g.face, sid)[1] if sid is not None else 0
+        todo = [] if first or sid is None else bridges(at0, at1, rise0, x, w, g.yoff, sw)
+        out.append((g, x, w, sid if sid is not None else -1, sw, todo))
+        first = False
+        at0, at1, rise0 = x, x + w, g.yoff
+        if g.extra:
+            at0, at1 = x - len(g.extra), x - len(g.extra) + sw
+    return out
 
 
 # -- layout (layout.pxi) -----------------------------------------------------------------
@@ -162,4 +231,4 @@ def layout_field(fs: Fonts, reg: Registry, f: int, u: list[int], han: list[int])
             line.y = centre - size * 35 // 100 + ((nl - 1) * lead) // 2 - i * lead
     multi = any(g.cn != 1 or g.adv == 0 or g.xoff or g.yoff
                 for line in lines for g in line.glyphs)
-    return FieldOut(size, lines, lossy or (not p.any_rtl and multi))
+    return FieldOut(size, lines, not p.any_rtl and (lossy or multi))
