@@ -335,73 +335,152 @@ cdef inline int floor_half(int v) noexcept nogil:
     return v // 2 if v >= 0 else -((1 - v) // 2)
 
 
+cdef enum:
+    MOVE_STEP = 20              # moved characters' invisible glyphs: 1/50 em apart
+
+
+cdef int put_bridges(TextCtx* c, Buf* b, TJ* s, const WItem* it, int at0, int at1,
+                     int rise0) noexcept nogil:
+    """The bridges (the face's space, no text, no ink) between the box at0..at1 written
+    last (at rise0) and the next item, so that pdfminer.six keeps them on one line: it
+    does while two consecutive glyphs are less than twice the wider one's width apart
+    (never two of no width) and their boxes, an em tall, overlap by half an em; bridged
+    by half that distance already, to stay clear of rounding.  b NULL: only register the
+    code.  -1: no memory."""
+    cdef unsigned int sid
+    cdef GlyphProc* proc
+    cdef int sw, gap, n, i, bridge = -1, wide, x = it.x, w = it.w, rise = it.rise
+    if not face_has(it.face, 32, &sid):
+        return 0
+    proc = glyph_proc(it.face, sid)
+    if proc == NULL:
+        return -1
+    sw = proc.width
+    n = 0
+    if sw > 0:
+        if x > at1:
+            gap = x - at1
+        elif x + w < at0:
+            gap = at0 - x - w
+        else:
+            gap = 0
+        wide = at1 - at0 if at1 - at0 > w else w
+        if gap >= wide:
+            n = gap // sw if gap // sw > 1 else 1
+    if n > 0 or rise - rise0 >= BRIDGE_RISE or rise0 - rise >= BRIDGE_RISE:
+        bridge = reg_code(&c.reg, it.face, sid, NULL, 0)
+        if bridge < 0:
+            return -1
+    if b == NULL:
+        return 0
+    for i in range(n):
+        if x > at1:
+            put_glyph(b, s, bridge, at1 + i * sw, sw, rise0)
+        elif x + w < at0:
+            put_glyph(b, s, bridge, at0 - (i + 1) * sw, sw, rise0)
+        else:
+            put_glyph(b, s, bridge, at0 if at0 < x else x, sw, rise0)
+    if rise - rise0 >= BRIDGE_RISE or rise0 - rise >= BRIDGE_RISE:
+        put_glyph(b, s, bridge, x, sw, floor_half(rise0 + rise))
+    return 0
+
+
 cdef int walk_line(TextCtx* c, int g0, int ng, Buf* b, TJ* s) noexcept nogil:
-    """Glyphs g0..g0+ng-1 in the order put_field_ops writes them: logical order, each
-    at its visual place, a split glyph's invisible glyphs just left of it, and bridges
-    where pdfminer.six would break the line (a jump over a run of the other direction,
-    a mark raised half an em).  b NULL: only register the bridges' codes (at layout, so
-    that the fonts are complete before any page is written).  -1: no memory."""
+    """Glyphs g0..g0+ng-1 in the order put_field_ops writes them (x in 1/1000 em from the
+    line's start).  The glyphs go in logical order at their visual places.  A
+    right-to-left glyph with an advance is written with the marks after it that stand
+    for nothing (moved, or the second glyph of a cluster): first those, right to left,
+    then it, then the invisible glyphs of the characters moved off the group, in
+    logical order, MOVE_STEP apart leftwards from its left edge on its baseline (poppler,
+    which reads right to left by position, puts them after it; pdfminer.six, which reads
+    in writing order, too).  Before each, the bridges pdfminer.six needs.  b NULL: only
+    register the bridges' codes (at layout, so that the fonts are complete before any
+    page is written).  -1: no memory."""
     cdef int* order = logical_order(c, g0, ng)
-    cdef int j, k, i, n, x, w, sw, at0 = 0, at1 = 0, rise0 = 0, first = 1, bridge, wide
+    cdef int i, j, k, m, gs, nm, base, ni = 0, need, at0 = 0, at1 = 0, rise0 = 0, sw, t
     cdef unsigned int sid
     cdef SGlyph* g
+    cdef SGlyph* h
     cdef GlyphProc* proc
+    cdef WItem* it
     if order == NULL:
         return -1
-    for j in range(ng):
-        k = order[j]
-        g = &c.gv.g[g0 + k]
-        x = c.lpos[k]
-        proc = glyph_proc(g.face, g.gid)
-        if proc == NULL:
+    need = ng + c.nxc
+    if need > c.itemcap:
+        free(c.items)
+        c.items = <WItem*>malloc(need * sizeof(WItem))
+        if c.items == NULL:
+            c.itemcap = 0
             return -1
-        w = proc.width
-        sw = 0
-        if face_has(g.face, 32, &sid):
+        c.itemcap = need
+    i = 0
+    while i < ng:
+        g = &c.gv.g[g0 + order[i]]
+        gs = i
+        i += 1
+        if g.rtl and g.adv != 0:
+            while i < ng:
+                h = &c.gv.g[g0 + order[i]]
+                if not h.rtl or h.adv != 0 or h.cn != h.xn:
+                    break
+                i += 1
+        nm = i - gs - 1
+        base = ni
+        ni += nm + 1
+        # the moved characters of the group, in logical order
+        t = 0
+        for m in range(gs, i):
+            h = &c.gv.g[g0 + order[m]]
+            t += h.xn
+        if t > 0:
+            if not face_has(g.face, 32, &sid):
+                sid = 0
             proc = glyph_proc(g.face, sid)
             if proc == NULL:
                 return -1
             sw = proc.width
-            if not first:
-                bridge = -1
-                wide = at1 - at0 if at1 - at0 > w else w
-                if sw > 0 and x > at1 and x - at1 > wide:
-                    n = (x - at1) // sw
-                    for i in range(n):
-                        if bridge < 0:
-                            bridge = reg_code(&c.reg, g.face, sid, NULL, 0)
-                            if bridge < 0:
-                                return -1
-                        if b != NULL:
-                            put_glyph(b, s, bridge, at1 + i * sw, sw, rise0)
-                elif sw > 0 and at0 > x + w and at0 - x - w > wide:
-                    n = (at0 - x - w) // sw
-                    for i in range(n):
-                        if bridge < 0:
-                            bridge = reg_code(&c.reg, g.face, sid, NULL, 0)
-                            if bridge < 0:
-                                return -1
-                        if b != NULL:
-                            put_glyph(b, s, bridge, at0 - (i + 1) * sw, sw, rise0)
-                if g.yoff - rise0 >= BRIDGE_RISE or rise0 - g.yoff >= BRIDGE_RISE:
-                    if bridge < 0:
-                        bridge = reg_code(&c.reg, g.face, sid, NULL, 0)
-                        if bridge < 0:
-                            return -1
-                    if b != NULL:
-                        put_glyph(b, s, bridge, x, sw, floor_half(rise0 + g.yoff))
+            t = 0
+            for m in range(gs, i):
+                h = &c.gv.g[g0 + order[m]]
+                for j in range(h.xn):
+                    t += 1
+                    it = &c.items[ni]
+                    it.face = g.face
+                    it.code = c.xc[h.xi + j]
+                    it.x = c.lpos[order[gs]] - t * MOVE_STEP
+                    it.w = sw
+                    it.rise = g.yoff
+                    ni += 1
+        # the marks, right to left (an insertion sort: a handful at most)
+        for m in range(gs + 2, i):
+            k = order[m]
+            j = m - 1
+            while j > gs and (c.lpos[order[j]] < c.lpos[k]
+                              or (c.lpos[order[j]] == c.lpos[k] and order[j] > k)):
+                order[j + 1] = order[j]
+                j -= 1
+            order[j + 1] = k
+        for m in range(nm + 1):
+            k = order[gs + 1 + m] if m < nm else order[gs]
+            h = &c.gv.g[g0 + k]
+            proc = glyph_proc(h.face, h.gid)
+            if proc == NULL:
+                return -1
+            it = &c.items[base + m]
+            it.face = h.face
+            it.code = h.code
+            it.x = c.lpos[k]
+            it.w = proc.width
+            it.rise = h.yoff
+    for j in range(ni):
+        it = &c.items[j]
+        if j > 0 and put_bridges(c, b, s, it, at0, at1, rise0) != 0:
+            return -1
         if b != NULL:
-            put_glyph(b, s, g.code, x, w, g.yoff)
-        first = 0
-        at0 = x
-        at1 = x + w
-        rise0 = g.yoff
-        if g.xi >= 0:
-            for i in range(1, g.cn):
-                if b != NULL:
-                    put_glyph(b, s, c.xc[g.xi + i - 1], x - i, sw, g.yoff)
-            at0 = x - (g.cn - 1)
-            at1 = at0 + sw
+            put_glyph(b, s, it.code, it.x, it.w, it.rise)
+        at0 = it.x
+        at1 = it.x + it.w
+        rise0 = it.rise
     return 0
 
 

@@ -57,6 +57,14 @@ cdef struct Registry:
     int proccap
     int failed
 
+cdef struct WItem:
+    # one glyph as walk_line writes it: its face (for the bridges), code, x, width, rise
+    int face
+    int code
+    int x
+    int w
+    int rise
+
 cdef struct TextCtx:
     Para p
     Para p2
@@ -70,9 +78,11 @@ cdef struct TextCtx:
     int* ord                    # put_field_ops: a line's logical order, positions
     int* lpos
     int ordcap
-    int* xc                     # codes of the invisible glyphs of split glyphs (SGlyph.xi)
+    int* xc                     # codes of the invisible glyphs of moved characters
     int nxc
     int xccap
+    WItem* items                # walk_line: a line's writing order
+    int itemcap
 
 
 cdef inline unsigned int mix(unsigned int h, unsigned int v) noexcept nogil:
@@ -206,31 +216,38 @@ cdef void reg_free(Registry* r) noexcept nogil:
     memset(r, 0, sizeof(Registry))
 
 
-cdef inline int split_gid(const SGlyph* g, unsigned int* space) noexcept nogil:
-    """Whether a glyph's further characters go on invisible glyphs (the face's space,
-    *space): a right-to-left glyph of several (lam-alef, a mark pair).  poppler reorders
-    a right-to-left line by the glyphs' positions and would reverse the several
-    characters of one glyph; one character per glyph, each a little further left, comes
-    out in order from both extractors (layout.pxi put_field_ops)."""
-    return g.rtl and g.cn > 1 and face_has(g.face, 32, space)
+cdef inline int moved(const SGlyph* g, unsigned int* space, int* keep) noexcept nogil:
+    """Whether some of a glyph's characters go on invisible glyphs (the face's space,
+    *space), from the *keep-th on: a right-to-left mark (no advance) gives all of its,
+    so that the mark glyph, maybe raised onto a baseline of its own, stands for
+    nothing; a right-to-left glyph of several characters (lam-alef) keeps its first.
+    poppler reorders a right-to-left line by position, and would put a mark before its
+    letter and reverse a ligature's characters; walk_line (layout.pxi) puts the
+    invisible glyphs just left of their letter, where poppler and pdfminer.six both
+    read them after it."""
+    if not g.rtl or g.cn == 0 or (g.adv != 0 and g.cn < 2):
+        return 0
+    keep[0] = 0 if g.adv == 0 else 1
+    return face_has(g.face, 32, space)
 
 
 cdef int register_glyphs(TextCtx* c, int g0, const unsigned int* text) noexcept nogil:
     """Codes for the glyphs from g0 on (one line).  A glyph's text is its characters in
     logical order, as put_field_ops writes glyphs in logical order; a glyph that stands
     for no character of its own (the second glyph of a cluster) gets a code too, with an
-    empty ToUnicode entry; a split glyph (split_gid) stands for its first character and
-    its further ones get codes of the invisible space; then the bridges walk_line will
-    write get their code (the face's space with no text)."""
-    cdef int i, j, code, cap
+    empty ToUnicode entry; characters moved off a glyph (moved) get codes of the face's
+    invisible space; then walk_line registers the bridges it will need (the face's space
+    with no text)."""
+    cdef int i, j, code, cap, keep
     cdef unsigned int space
     cdef SGlyph* g
     cdef int* t
     for i in range(g0, c.gv.n):
         g = &c.gv.g[i]
-        g.xi = -1
-        if split_gid(g, &space):
-            code = reg_code(&c.reg, g.face, g.gid, text + g.ci, 1)
+        g.xi = 0
+        g.xn = 0
+        if moved(g, &space, &keep):
+            code = reg_code(&c.reg, g.face, g.gid, text + g.ci, keep)
             if c.nxc + g.cn > c.xccap:
                 cap = (c.nxc + g.cn) * 2 + 64
                 t = <int*>realloc(c.xc, cap * sizeof(int))
@@ -239,7 +256,8 @@ cdef int register_glyphs(TextCtx* c, int g0, const unsigned int* text) noexcept 
                 c.xc = t
                 c.xccap = cap
             g.xi = c.nxc
-            for j in range(1, g.cn):
+            g.xn = g.cn - keep
+            for j in range(keep, g.cn):
                 c.xc[c.nxc] = reg_code(&c.reg, g.face, space, text + g.ci + j, 1)
                 if c.xc[c.nxc] < 0:
                     return -1
@@ -447,6 +465,7 @@ cdef void text_ctx_free(TextCtx* c) noexcept nogil:
     free(c.tmp)
     free(c.ord)
     free(c.xc)
+    free(c.items)
     reg_free(&c.reg)
     memset(c, 0, sizeof(TextCtx))
 

@@ -66,14 +66,8 @@ def field_ops(fs: Fonts, reg: Registry, fo: FieldOut, f: int) -> bytes:
             continue
         out.append(b" 1 0 0 1 " + _milli(line.x) + b" " + _milli(line.y) + b" Tm")
         ops = _Ops(out, fo.size)
-        for g, x, w, sid, sw, todo in writing_order(fs, line.glyphs):
-            if todo:
-                bridge = reg.code(g.face, sid, ())
-                for bx, brise in todo:
-                    ops.glyph(bridge, bx, sw, brise)
-            ops.glyph(g.code, x, w, g.yoff)
-            for j, code in enumerate(g.extra, 1):
-                ops.glyph(code, x - j, sw, g.yoff)
+        for code, x, w, rise in writing_order(fs, reg, line.glyphs):
+            ops.glyph(code, x, w, rise)
         if ops.cur >= 0:
             out.append(b">] TJ" if ops.inhex else b"] TJ")
         if ops.rise:
