@@ -95,11 +95,13 @@ def type3_lines(path: Path, page: int) -> list[LTTextLine]:
                 break
     out = []
     for box in layout:
-        if isinstance(box, LTTextContainer):
-            for line in box:
-                chars = [c for c in line if isinstance(c, LTChar)]
-                if chars and all("Helvetica" not in c.fontname for c in chars):
-                    out.append(line)
+        lines = [box] if isinstance(box, LTTextLine) else (
+            [ln for ln in box if isinstance(ln, LTTextLine)]
+            if isinstance(box, LTTextContainer) else [])
+        for line in lines:
+            chars = [c for c in line if isinstance(c, LTChar)]
+            if chars and all("Helvetica" not in c.fontname for c in chars):
+                out.append(line)
     return out
 
 
