@@ -315,7 +315,7 @@ def test_a_200_character_field_stays_in_its_box(script: str, tmp_path: Path) -> 
     page = content_streams(data)[1]
     if script in ("arabic", "hebrew"):
         # no /ActualText for right-to-left text: poppler would spread it left to right
-        # and reverse it letter by letter (docs/tickets.md, "The text layer"); the
+        # and reverse it letter by letter (docs/text-layer.md); the
         # glyphs, written in logical order, read as the start of the value and the
         # ellipsis (pdfminer.six)
         assert b"/ActualText" not in page

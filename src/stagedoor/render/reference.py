@@ -34,9 +34,12 @@ opportunities, or ended with an ellipsis), and drawn with the glyphs of an order
 3 fonts (objects after the pages: the glyph procedures, then per 256 codes a font and
 its ToUnicode CMap), so that pdftotext and copy-paste give the text back. A character no
 configured font has is drawn as the replacement mark U+FFFD and counted
-(font_stats()["missing_glyphs"] of the extension).  The exact text is also an
-/ActualText span around the field, except for right-to-left text drawn whole (see
-layout.pxi: poppler would reverse it; the glyphs' ToUnicode gives it exactly).
+(font_stats()["missing_glyphs"] of the extension).  The glyphs are written in logical
+order, each moved to its place, with invisible glyphs where right-to-left marks and
+ligatures need them and where pdfminer.six would break a line (docs/text-layer.md):
+pdfminer.six reads every field exactly, pdftotext the same characters.  The exact text
+is also an /ActualText span around a left-to-right field that is cut or whose glyphs
+are not one per character; never for right-to-left text (poppler would reverse it).
 
 The QR code carries the admission code exactly, as UTF-8 (with an ECI header when it
 is not ASCII).

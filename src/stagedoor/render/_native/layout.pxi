@@ -208,15 +208,14 @@ cdef int layout_field(TextCtx* c, int f, const unsigned int* u, int n,
         free(adv)
     out.nlines = nl
     out.size = size
-    # /ActualText: always when glyphs leave text out (an ellipsis, a replacement mark);
-    # else for left-to-right text with clusters that are not one glyph per character
-    # (ligatures; Thai and Devanagari reorder vowel signs, which the ToUnicode map alone
-    # cannot undo), but not for right-to-left text: poppler
-    # spreads an ActualText over the span's glyphs left to right and then reverses it
-    # as right-to-left text, while the ToUnicode map of the glyphs comes out exact
-    # (and when every glyph stands for exactly one character and sits on its own, no
-    # marks placed over others, the ToUnicode map alone gives the text back: no
-    # /ActualText either; poppler drops or reorders marks it finds stacked)
+    # /ActualText: for left-to-right text when glyphs leave text out (an ellipsis, a
+    # replacement mark) or clusters are not one glyph per character (ligatures; Thai and
+    # Devanagari reorder vowel signs, which the ToUnicode map alone cannot undo); never
+    # for right-to-left text, even cut: poppler spreads an ActualText over the span's
+    # glyphs left to right and then reverses it letter by letter as right-to-left
+    # text, while the glyphs, written in logical order (walk_line), read back exactly
+    # (docs/text-layer.md).  When every glyph stands for exactly one character and
+    # sits on its own, the ToUnicode map alone gives the text back: no /ActualText.
     out.actual = lossy and not p.any_rtl
     if not lossy and not p.any_rtl:
         for i in range(nl):
@@ -294,6 +293,7 @@ cdef struct TJ:
 cdef void put_glyph(Buf* b, TJ* s, int code, int x, int width, int yoff) noexcept nogil:
     """Show code with its origin at x (1/1000 em from the line's start), yoff up."""
     cdef int font = code >> 8, adjust
+    cdef long rise
     if font != s.cur or yoff != s.rise:
         if s.cur >= 0:
             buf_puts(b, b">] TJ" if s.inhex else b"] TJ")
@@ -307,7 +307,9 @@ cdef void put_glyph(Buf* b, TJ* s, int code, int x, int width, int yoff) noexcep
         if yoff != s.rise:
             s.rise = yoff
             buf_byte(b, b' ')
-            buf_milli(b, <long>yoff * s.size // 1000)
+            # rounded down, as the reference's // (C's / truncates a negative rise)
+            rise = <long>yoff * s.size
+            buf_milli(b, rise // 1000 if rise >= 0 else -((999 - rise) // 1000))
             buf_puts(b, b" Ts")
         buf_puts(b, b" [")
         s.inhex = 0
@@ -489,7 +491,7 @@ cdef void put_field_ops(Buf* b, TextCtx* c, const FieldOut* fo, int f) noexcept 
     offsets as TJ adjustments (x) and text rise (y).  The glyphs go in logical order,
     each moved to its visual place by a TJ adjustment (walk_line): a reader that takes
     the content stream's order (pdfminer.six) gets the text in reading order, one that
-    sorts by position (poppler) the same glyphs (docs/tickets.md, "The text layer")."""
+    sorts by position (poppler) the same glyphs (docs/text-layer.md)."""
     cdef int i
     cdef const FLine* ln
     cdef TJ s
