@@ -5,8 +5,9 @@ Helvetica fast path, so that every Type 3 glyph on the page is that field's; bot
 renderers give the same bytes.  Then:
 
 - pdfminer.six (the content stream's order; it ignores /ActualText) returns the field's
-  text NFC-equal to the input (line breaks of a wrapped field read as spaces); a field
-  cut with an ellipsis returns the start of the input, in logical order, and the "…";
+  text NFC-equal to the input (line breaks of a wrapped field read as spaces), in its
+  text lines and in the whole page's extract_text; a field cut with an ellipsis
+  returns the start of the input, in logical order, and the "…";
 - poppler's pdftotext (it reorders by position), cropped to the box of those glyphs,
   returns the same characters, without the embedding marks it adds around
   right-to-left runs (U+202A..U+202C, poppler's markup): no other control character,
@@ -148,6 +149,11 @@ def test_pdfminer_reads_the_field_in_logical_order(pdf: Path, name: str, field: 
         assert len(start) >= 8 and want.startswith(start), (got, want)
     else:
         assert got == want
+        # and in the whole page's text, as an indexer extracts it
+        from pdfminer.high_level import extract_text
+        page_text = " ".join(unicodedata.normalize("NFC", extract_text(
+            str(pdf), page_numbers=[page])).split())
+        assert want in page_text, page_text
 
 
 @pytest.mark.parametrize(("name", "field", "value"), CORPUS, ids=IDS)
