@@ -318,9 +318,19 @@ def test_a_200_character_field_stays_in_its_box(script: str, tmp_path: Path) -> 
             if qr_top <= cy <= qr_bottom:
                 assert x1 <= render.QR_X, (x0, y0, x1, y1)   # left of the QR code
     assert inside >= len(words) - labels_and_static
-    # the full text of each cut field is still in the page, as its /ActualText
     page = content_streams(data)[1]
-    assert b"/Span << /ActualText <" + render.actual_text(long) + b"> >> BDC" in page
+    if script in ("arabic", "hebrew"):
+        # no /ActualText for right-to-left text: poppler would spread it left to right
+        # and reverse it letter by letter (docs/text-layer.md); the
+        # glyphs, written in logical order, read as the start of the value and the
+        # ellipsis (pdfminer.six)
+        assert b"/ActualText" not in page
+        from pdfminer.high_level import extract_text
+        got = " ".join(extract_text(str(pdf)).split())
+        assert " ".join(long.split())[:40] in got, got
+    else:
+        # the full text of each cut field is still in the page, as its /ActualText
+        assert b"/Span << /ActualText <" + render.actual_text(long) + b"> >> BDC" in page
 
 
 def libthai_word_breaks(text: str) -> set[int]:

@@ -36,9 +36,12 @@ and set smaller when they would not), and drawn with the glyphs of an order's Ty
 3 fonts (objects after the pages: the glyph procedures, then per 256 codes a font and
 its ToUnicode CMap), so that pdftotext and copy-paste give the text back. A character no
 configured font has is drawn as the replacement mark U+FFFD and counted
-(font_stats()["missing_glyphs"] of the extension).  The exact text is also an
-/ActualText span around the field, except for right-to-left text drawn whole (see
-layout.pxi: poppler would reverse it; the glyphs' ToUnicode gives it exactly).
+(font_stats()["missing_glyphs"] of the extension).  The glyphs are written in logical
+order, each moved to its place, with invisible glyphs where right-to-left marks and
+ligatures need them and where pdfminer.six would break a line (docs/text-layer.md):
+pdfminer.six reads every field exactly, pdftotext the same characters.  The exact text
+is also an /ActualText span around a left-to-right field that is cut or whose glyphs
+are not one per character; never for right-to-left text (poppler would reverse it).
 
 The QR code carries the admission code exactly, as UTF-8 (with an ECI header when it
 is not ASCII).
@@ -267,14 +270,14 @@ def page_content(k: int, ticket: Ticket, sh: _Shaped) -> bytes:
     for f, (_, ops) in enumerate(FIELDS):
         if (k, f) in sh.fields:
             fo, actual = sh.fields[(k, f)]
-            body = pdf.field_ops(sh.fonts, fo, f)
+            body = pdf.field_ops(sh.fonts, sh.reg, fo, f)
             out.append(_span(actual, body) if fo.actual else body)
             continue
         body = b"BT " + ops + b" (" + escape(sh.fast[(k, f)]) + b") Tj ET\n"
         out.append(body)
     if (k, SMALL_PRINT) in sh.fields:
         fo, actual = sh.fields[(k, SMALL_PRINT)]
-        body = pdf.field_ops(sh.fonts, fo, SMALL_PRINT)
+        body = pdf.field_ops(sh.fonts, sh.reg, fo, SMALL_PRINT)
         out.append(_span(actual, body) if fo.actual else body)
     else:
         lines = wrap(sh.fast[(k, SMALL_PRINT)])

@@ -14,6 +14,8 @@ cdef struct SGlyph:
     int cn                      # how many characters it stands for in ToUnicode (0: none)
     int code                    # font * 256 + code, set by the registry
     int rtl                     # from a right-to-left run
+    int xi                      # register_glyphs: codes of its moved characters in c.xc
+    int xn                      # how many (0: none moved)
 
 cdef struct GlyphVec:
     SGlyph* g

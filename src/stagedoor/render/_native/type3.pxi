@@ -57,6 +57,14 @@ cdef struct Registry:
     int proccap
     int failed
 
+cdef struct WItem:
+    # one glyph as walk_line writes it: its face (for the bridges), code, x, width, rise
+    int face
+    int code
+    int x
+    int w
+    int rise
+
 cdef struct TextCtx:
     Para p
     Para p2
@@ -66,6 +74,14 @@ cdef struct TextCtx:
     const int* of               # the order's fonts (pick_face in fonts.pxi)
     unsigned int* tmp
     int tmpcap
+    int* ord                    # put_field_ops: a line's logical order, positions
+    int* lpos
+    int ordcap
+    int* xc                     # codes of the invisible glyphs of moved characters
+    int nxc
+    int xccap
+    WItem* items                # walk_line: a line's writing order
+    int itemcap
 
 
 cdef inline unsigned int mix(unsigned int h, unsigned int v) noexcept nogil:
@@ -199,18 +215,54 @@ cdef void reg_free(Registry* r) noexcept nogil:
     memset(r, 0, sizeof(Registry))
 
 
+cdef inline int moved(const SGlyph* g, unsigned int* space, int* keep) noexcept nogil:
+    """Whether some of a glyph's characters go on invisible glyphs (the face's space,
+    *space), from the *keep-th on: a right-to-left mark (no advance) gives all of its,
+    so that the mark glyph, maybe raised onto a baseline of its own, stands for
+    nothing; a right-to-left glyph of several characters (lam-alef) keeps its first.
+    poppler reorders a right-to-left line by position, and would put a mark before its
+    letter and reverse a ligature's characters; walk_line (layout.pxi) puts the
+    invisible glyphs just left of their letter, where poppler and pdfminer.six both
+    read them after it."""
+    if not g.rtl or g.cn == 0 or (g.adv != 0 and g.cn < 2):
+        return 0
+    keep[0] = 0 if g.adv == 0 else 1
+    return face_has(g.face, 32, space)
+
+
 cdef int register_glyphs(TextCtx* c, int g0, const unsigned int* text) noexcept nogil:
-    cdef int i, j, code
-    cdef unsigned int rev[16]
+    """Codes for the glyphs from g0 on (one line).  A glyph's text is its characters in
+    logical order, as put_field_ops writes glyphs in logical order; a glyph that stands
+    for no character of its own (the second glyph of a cluster) gets a code too, with an
+    empty ToUnicode entry; characters moved off a glyph (moved) get codes of the face's
+    invisible space; then walk_line registers the bridges it will need (the face's space
+    with no text)."""
+    cdef int i, j, code, cap, keep
+    cdef unsigned int space
     cdef SGlyph* g
+    cdef int* t
     for i in range(g0, c.gv.n):
         g = &c.gv.g[i]
-        if g.rtl and 1 < g.cn <= 16:
-            # text extraction reverses right-to-left runs character by character: a
-            # ligature's text (lam-alef) is given reversed so that it comes out right
-            for j in range(g.cn):
-                rev[j] = text[g.ci + g.cn - 1 - j]
-            code = reg_code(&c.reg, g.face, g.gid, rev, g.cn)
+        g.xi = 0
+        g.xn = 0
+        if moved(g, &space, &keep):
+            code = reg_code(&c.reg, g.face, g.gid, text + g.ci, keep)
+            if c.nxc + g.cn > c.xccap:
+                cap = (c.nxc + g.cn) * 2 + 64
+                t = <int*>realloc(c.xc, cap * sizeof(int))
+                if t == NULL:
+                    return -1
+                c.xc = t
+                c.xccap = cap
+            g.xi = c.nxc
+            g.xn = g.cn - keep
+            for j in range(keep, g.cn):
+                c.xc[c.nxc] = reg_code(&c.reg, g.face, space, text + g.ci + j, 1)
+                if c.xc[c.nxc] < 0:
+                    return -1
+                c.nxc += 1
+            if glyph_proc(g.face, space) == NULL:
+                return -1
         else:
             code = reg_code(&c.reg, g.face, g.gid, text + g.ci, g.cn)
         if code < 0:
@@ -218,6 +270,8 @@ cdef int register_glyphs(TextCtx* c, int g0, const unsigned int* text) noexcept 
         g.code = code
         if glyph_proc(g.face, g.gid) == NULL:
             return -1
+    if c.gv.n > g0:
+        return walk_line(c, g0, c.gv.n - g0, NULL, NULL)
     return 0
 
 
@@ -356,36 +410,30 @@ cdef int put_text_objects(Buf* out, TextCtx* c, int first, Py_ssize_t* offsets,
                       b"1 begincodespacerange\n<00> <FF>\nendcodespacerange\n")
         i = lo
         while i < hi:
-            cnt = 0
-            for j in range(i, hi):
-                if r.e[j].tlen > 0:
-                    cnt += 1
-                    if cnt == 100:
-                        break
-            if cnt == 0:
-                break
+            # every code, a glyph standing for no character of its own included
+            # (<XX> <>: nothing), so that no reader falls back to the raw code
+            cnt = hi - i if hi - i < 100 else 100
             buf_int(&cm, cnt)
             buf_puts(&cm, b" beginbfchar\n")
             cnt = 0
             while i < hi and cnt < 100:
                 e = &r.e[i]
-                if e.tlen > 0:
-                    buf_byte(&cm, b'<')
-                    put_hex2(&cm, i - lo)
-                    buf_puts(&cm, b"> <")
-                    for t in range(e.tlen):
-                        cp = r.pool[e.toff + t]
-                        if cp >= 0x10000:
-                            cp -= 0x10000
-                            put_hex2(&cm, 0xD8 | (cp >> 18))
-                            put_hex2(&cm, (cp >> 10) & 0xFF)
-                            put_hex2(&cm, 0xDC | ((cp >> 8) & 3))
-                            put_hex2(&cm, cp & 0xFF)
-                        else:
-                            put_hex2(&cm, cp >> 8)
-                            put_hex2(&cm, cp & 0xFF)
-                    buf_puts(&cm, b">\n")
-                    cnt += 1
+                buf_byte(&cm, b'<')
+                put_hex2(&cm, i - lo)
+                buf_puts(&cm, b"> <")
+                for t in range(e.tlen):
+                    cp = r.pool[e.toff + t]
+                    if cp >= 0x10000:
+                        cp -= 0x10000
+                        put_hex2(&cm, 0xD8 | (cp >> 18))
+                        put_hex2(&cm, (cp >> 10) & 0xFF)
+                        put_hex2(&cm, 0xDC | ((cp >> 8) & 3))
+                        put_hex2(&cm, cp & 0xFF)
+                    else:
+                        put_hex2(&cm, cp >> 8)
+                        put_hex2(&cm, cp & 0xFF)
+                buf_puts(&cm, b">\n")
+                cnt += 1
                 i += 1
             buf_puts(&cm, b"endbfchar\n")
         buf_puts(&cm, b"endcmap\nCMapName currentdict /CMap defineresource pop\nend\nend\n")
@@ -414,6 +462,9 @@ cdef void text_ctx_free(TextCtx* c) noexcept nogil:
         hb_buffer_destroy(c.hb)
     free(c.gv.g)
     free(c.tmp)
+    free(c.ord)
+    free(c.xc)
+    free(c.items)
     reg_free(&c.reg)
     memset(c, 0, sizeof(TextCtx))
 
@@ -437,4 +488,5 @@ cdef int text_ctx_reset(TextCtx* c, const int* of) noexcept nogil:
     c.reg.plen = 0
     c.reg.nproc = 0
     c.reg.failed = 0
+    c.nxc = 0
     return 0

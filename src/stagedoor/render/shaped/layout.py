@@ -15,6 +15,11 @@ from .para import Glyph, Para, para, shape_line
 
 ELLIPSIS = 0x2026
 NTEXT = 11
+# pdfminer.six puts two glyphs on one line when their boxes (one em tall) overlap by
+# half an em: a glyph raised or lowered this much from the one before gets a bridge
+BRIDGE_RISE = 500
+# the invisible glyphs of moved characters: 1/50 em apart, leftwards from their glyph
+MOVE_STEP = 20
 MARK_CATEGORIES = ("Mn", "Mc", "Me")
 
 
@@ -40,13 +45,117 @@ class Registry:
         return code
 
 
+def moved(fs: Fonts, g: Glyph) -> tuple[int, int] | None:
+    """moved in type3.pxi: (the face's space, the first of the glyph's characters that
+    go on invisible glyphs) for a right-to-left glyph whose text poppler would misplace,
+    or None.  A mark (no advance) gives all its characters, so that the mark glyph,
+    maybe raised onto a baseline of its own, stands for nothing; a glyph of several
+    characters (lam-alef) keeps its first."""
+    if not g.rtl or g.cn == 0 or (g.adv and g.cn < 2):
+        return None
+    space = fs.has(g.face, 32)
+    return None if space is None else (space, 0 if g.adv == 0 else 1)
+
+
+def logical_order(glyphs: list[Glyph]) -> list[int]:
+    """logical_order in layout.pxi: a line's glyph indices by the first character each
+    stands for (glyphs of one character in visual order)."""
+    return sorted(range(len(glyphs)), key=lambda k: (glyphs[k].ci, k))
+
+
+def bridges(at0: int, at1: int, rise0: int, x: int, w: int, rise: int,
+            sw: int) -> list[tuple[int, int]]:
+    """bridges in layout.pxi: where to put invisible glyphs (the face's space, width sw,
+    no text) between the box at0..at1 written last (at rise0) and the next one x..x+w
+    (at rise), so that pdfminer.six keeps them on one line: it does while two
+    consecutive glyphs are less than twice the wider one's width apart (never two of no
+    width) and their boxes, an em tall, overlap by half an em.  (x, rise) of each, in
+    writing order; bridged by half that distance already, to stay clear of rounding."""
+    out = []
+    if sw > 0:
+        gap = x - at1 if x > at1 else at0 - x - w if x + w < at0 else 0
+        if gap >= max(at1 - at0, w):
+            n = max(1, gap // sw)
+            if x > at1:
+                out += [(at1 + i * sw, rise0) for i in range(n)]
+            elif x + w < at0:
+                out += [(at0 - (i + 1) * sw, rise0) for i in range(n)]
+            else:
+                out.append((min(at0, x), rise0))
+    if abs(rise - rise0) >= BRIDGE_RISE:
+        out.append((x, (rise0 + rise) // 2))
+    return out
+
+
 def register(fs: Fonts, reg: Registry, glyphs: list[Glyph], u: list[int]) -> None:
+    """register_glyphs in type3.pxi: each glyph's code; the codes of the invisible glyphs
+    carrying the characters moved off it (moved); the code of a face's bridge (its space
+    with no text) when field_ops will need one."""
     for g in glyphs:
-        text = tuple(u[g.ci:g.ci + g.cn])
-        if g.rtl and 1 < g.cn <= 16:
-            text = text[::-1]
-        g.code = reg.code(g.face, g.gid, text)
+        m = moved(fs, g)
+        if m is None:
+            g.code = reg.code(g.face, g.gid, tuple(u[g.ci:g.ci + g.cn]))
+        else:
+            space, keep = m
+            g.code = reg.code(g.face, g.gid, tuple(u[g.ci:g.ci + keep]))
+            g.extra = tuple(reg.code(g.face, space, (u[g.ci + j],))
+                            for j in range(keep, g.cn))
+            fs.proc(g.face, space)
         fs.proc(g.face, g.gid)
+    writing_order(fs, reg, glyphs)
+
+
+def writing_order(fs: Fonts, reg: Registry, glyphs: list[Glyph]
+                  ) -> list[tuple[int, int, int, int]]:
+    """walk_line in layout.pxi: (code, x, width, rise) in the order put_field_ops writes
+    a line (x in 1/1000 em from the line's start).  The glyphs go in logical order at
+    their visual places.  A right-to-left glyph with an advance is written with the
+    marks after it that stand for nothing (moved, or the second glyph of a cluster):
+    first those, right to left, then it, then the invisible glyphs of the characters
+    moved off the group, in logical order, MOVE_STEP apart leftwards from its left edge
+    on its baseline (poppler, which reads right to left by position, puts them after
+    it; pdfminer.six, which reads in writing order, too).  Before each, the bridges
+    pdfminer.six needs (a bridge's code is registered on first use)."""
+    pos = []
+    pen = 0
+    for g in glyphs:
+        pos.append(pen + g.xoff)
+        pen += g.adv
+    order = logical_order(glyphs)
+    items: list[tuple[Glyph, int, int, int, int]] = []   # glyph, code, x, width, rise
+    i, n = 0, len(order)
+    while i < n:
+        g = glyphs[order[i]]
+        group = [order[i]]
+        i += 1
+        if g.rtl and g.adv:
+            while i < n:
+                h = glyphs[order[i]]
+                if not h.rtl or h.adv or h.cn != len(h.extra):
+                    break
+                group.append(order[i])
+                i += 1
+        for k in [*sorted(group[1:], key=lambda k: (-pos[k], k)), group[0]]:
+            h = glyphs[k]
+            items.append((h, h.code, pos[k], fs.proc(h.face, h.gid)[1], h.yoff))
+        extras = [c for k in group for c in glyphs[k].extra]
+        if extras:
+            sw = fs.proc(g.face, fs.has(g.face, 32) or 0)[1]
+            for j, code in enumerate(extras, 1):
+                items.append((g, code, pos[group[0]] - j * MOVE_STEP, sw, g.yoff))
+    out = []
+    at0 = at1 = rise0 = 0
+    for j, (g, code, x, w, rise) in enumerate(items):
+        sid = fs.has(g.face, 32)
+        if j and sid is not None:
+            sw = fs.proc(g.face, sid)[1]
+            todo = bridges(at0, at1, rise0, x, w, rise, sw)
+            if todo:
+                bridge = reg.code(g.face, sid, ())
+                out += [(bridge, bx, sw, brise) for bx, brise in todo]
+        out.append((code, x, w, rise))
+        at0, at1, rise0 = x, x + w, rise
+    return out
 
 
 # -- layout (layout.pxi) -----------------------------------------------------------------
@@ -313,7 +422,7 @@ def layout_field(fs: Fonts, reg: Registry, f: int, u: list[int],
     _place(f, lines, size, p.rtl)
     multi = any(g.cn != 1 or g.adv == 0 or g.xoff or g.yoff
                 for line in lines for g in line.glyphs)
-    return FieldOut(size, lines, lossy or (not p.any_rtl and multi))
+    return FieldOut(size, lines, not p.any_rtl and (lossy or multi))
 
 
 def _place(f: int, lines: list[Line], size: int, rtl: bool) -> None:

@@ -124,6 +124,7 @@ class Glyph:
     cn: int
     rtl: int
     code: int = -1
+    extra: tuple[int, ...] = ()     # codes of the invisible glyphs of its further characters
 
 
 def shape_run(fs: Fonts, p: Para, lo: int, hi: int, level: int) -> list[Glyph]:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from .faces import Fonts
-from .layout import FieldOut, Registry, tdiv
+from .layout import FieldOut, Registry, writing_order
 
 COLOURS = (b"1 1 1 rg",) + (b"0 0 0 rg",) * 9 + (b"0.3 0.3 0.3 rg",)
 TAG_SPACE = 26 ** 6
@@ -20,43 +20,57 @@ def _milli(v: int) -> bytes:
     return f"{sign}{v // 1000}.{v % 1000:03d}".encode()
 
 
-def field_ops(fs: Fonts, fo: FieldOut, f: int) -> bytes:
-    """put_field_ops in layout.pxi."""
+class _Ops:
+    """The TJ state of one line: current font, rise, pen (1/1000 em), inside <hex>."""
+
+    def __init__(self, out: list[bytes], size: int) -> None:
+        self.out, self.size = out, size
+        self.cur, self.rise, self.at, self.inhex = -1, 0, 0, False
+
+    def glyph(self, code: int, x: int, width: int, yoff: int) -> None:
+        """put_glyph in layout.pxi: show code with its origin at x."""
+        out = self.out
+        font = code >> 8
+        if font != self.cur or yoff != self.rise:
+            if self.cur >= 0:
+                out.append(b">] TJ" if self.inhex else b"] TJ")
+            if font != self.cur:
+                out.append(b" /T%d " % font + _milli(self.size) + b" Tf")
+                self.cur = font
+            if yoff != self.rise:
+                self.rise = yoff
+                out.append(b" " + _milli(yoff * self.size // 1000) + b" Ts")
+            out.append(b" [")
+            self.inhex = False
+        adjust = x - self.at
+        if adjust:
+            if self.inhex:
+                out.append(b">")
+                self.inhex = False
+            out.append(b"%d" % -adjust)
+        if not self.inhex:
+            out.append(b"<")
+            self.inhex = True
+        out.append(b"%02X" % (code & 255))
+        self.at = x + width
+
+
+def field_ops(fs: Fonts, reg: Registry, fo: FieldOut, f: int) -> bytes:
+    """put_field_ops in layout.pxi: the glyphs in logical order (by the character they
+    stand for), each moved to its visual place by a TJ adjustment; a right-to-left glyph
+    of several characters (lam-alef) stands for the first, and each further one is an
+    invisible glyph (the face's space) just left of it (layout.register)."""
     out = [b"BT ", COLOURS[f]]
     for line in fo.lines:
         if not line.glyphs:
             continue
-        cur, rise, pend, inhex = -1, 0, 0, False
         out.append(b" 1 0 0 1 " + _milli(line.x) + b" " + _milli(line.y) + b" Tm")
-        for g in line.glyphs:
-            font = g.code >> 8
-            width = fs.proc(g.face, g.gid)[1]
-            if font != cur or g.yoff != rise:
-                if cur >= 0:
-                    out.append(b">] TJ" if inhex else b"] TJ")
-                if font != cur:
-                    out.append(b" /T%d " % font + _milli(fo.size) + b" Tf")
-                    cur = font
-                if g.yoff != rise:
-                    rise = g.yoff
-                    # toward zero, as C divides (the extension builds with cdivision)
-                    out.append(b" " + _milli(tdiv(rise * fo.size, 1000)) + b" Ts")
-                out.append(b" [")
-                inhex = False
-            adjust = pend + g.xoff
-            if adjust:
-                if inhex:
-                    out.append(b">")
-                    inhex = False
-                out.append(b"%d" % -adjust)
-            if not inhex:
-                out.append(b"<")
-                inhex = True
-            out.append(b"%02X" % (g.code & 255))
-            pend = g.adv - g.xoff - width
-        if cur >= 0:
-            out.append(b">] TJ" if inhex else b"] TJ")
-        if rise:
+        ops = _Ops(out, fo.size)
+        for code, x, w, rise in writing_order(fs, reg, line.glyphs):
+            ops.glyph(code, x, w, rise)
+        if ops.cur >= 0:
+            out.append(b">] TJ" if ops.inhex else b"] TJ")
+        if ops.rise:
             out.append(b" 0 Ts")
     out.append(b" ET\n")
     return b"".join(out)
@@ -67,7 +81,8 @@ def _cmap(entries: list[tuple[int, int, tuple[int, ...], int]]) -> bytes:
            b"/CIDSystemInfo << /Registry (Adobe) /Ordering (UCS) /Supplement 0 >> def\n"
            b"/CMapName /Adobe-Identity-UCS def\n/CMapType 2 def\n"
            b"1 begincodespacerange\n<00> <FF>\nendcodespacerange\n"]
-    mapped = [(code, text) for code, (_, _, text, _) in enumerate(entries) if text]
+    # every code, a glyph standing for no character of its own included (<>: nothing)
+    mapped = [(code, text) for code, (_, _, text, _) in enumerate(entries)]
     for k in range(0, len(mapped), 100):
         chunk = mapped[k:k + 100]
         out.append(b"%d beginbfchar\n" % len(chunk))
