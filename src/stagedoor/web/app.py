@@ -14,6 +14,7 @@ import logging
 import signal
 import ssl
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -22,14 +23,15 @@ from typing import Any
 import jinja2
 from aiohttp import web
 
+from ..cli.commands.status import human_ms
 from ..config import Settings
 from . import security
 from .credentials import Credentials
-from .sampler import Sampler
+from .sampler import Sampler, human_bytes
 
 log = logging.getLogger("stagedoor.web")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-PUBLIC = ("/login", "/static/", "/healthz")
+PUBLIC = ("/login", "/static/", "/healthz", "/favicon.ico")
 
 
 @dataclass
@@ -49,9 +51,14 @@ class Console:
 def templates() -> jinja2.Environment:
     """Jinja2 with autoescape on for every template (all are HTML), undefined names an
     error rather than an empty string."""
-    return jinja2.Environment(loader=jinja2.PackageLoader("stagedoor.web", "templates"),
-                              autoescape=True, undefined=jinja2.StrictUndefined,
-                              trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(loader=jinja2.PackageLoader("stagedoor.web", "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True)
+    env.filters["ms"] = lambda v: human_ms(v) if isinstance(v, int | float) else "-"
+    env.filters["bytes"] = lambda v: human_bytes(v) if isinstance(v, int) else "-"
+    env.filters["utc"] = lambda v: (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(v))
+                                    if isinstance(v, int | float) else "-")
+    return env
 
 
 def console_of(request: web.Request) -> Console:

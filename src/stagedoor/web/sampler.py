@@ -28,6 +28,7 @@ from typing import Any
 
 from ..cli.commands.status import human_ms, watch_sample
 from ..config import Settings
+from ..ops.fleet import pause_state
 from ..ops.inspect import aqueue_status
 from ..ops.serverinfo import server_facts
 
@@ -36,6 +37,11 @@ log = logging.getLogger("stagedoor.web")
 CHART_POINTS = 120  # the chart shows the last two minutes at the default interval
 CHART_W, CHART_H = 600, 140
 Extra = Callable[[Any, Settings], Awaitable[Any]]
+
+
+async def paused(client: Any, settings: Settings) -> bool:
+    """The fleet's pause flag (ops.fleet): one GET."""
+    return (await pause_state(client, settings)).paused
 
 
 def human_bytes(n: int | None) -> str:

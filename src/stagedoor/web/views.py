@@ -22,6 +22,9 @@ from typing import Any
 from aiohttp import web
 
 from ..handlers.files import OutsideTicketsDir, confined
+from ..ops import deadletters, fleet, jobs, pending
+from ..ops.deadletters import BadBound, DeadFilter
+from ..ops.inspect import parse_id
 from . import security
 from .app import Console, console_of
 from .credentials import ACTS
@@ -67,7 +70,11 @@ def operator_only(view: View) -> View:
 async def login_form(request: web.Request, error: str | None = None,
                      status: int = 200) -> web.StreamResponse:
     console = console_of(request)
-    token = secrets.token_urlsafe(32)
+    # one token per browser while it logs in: a second log-in page (another tab, a
+    # redirect) must not invalidate the form of the first
+    token = request.cookies.get(security.PRE_COOKIE) or ""
+    if not re.fullmatch(r"[A-Za-z0-9_-]{43}", token):
+        token = secrets.token_urlsafe(32)
     response = page(request, "login.html", status=status, login_csrf=token, error=error,
                     roles=console.credentials.roles)
     response.set_cookie(security.PRE_COOKIE, token, httponly=True, samesite="Strict",
@@ -117,10 +124,216 @@ async def overview_json(request: web.Request) -> web.StreamResponse:
 
 async def fleet_page(request: web.Request) -> web.StreamResponse:
     console = console_of(request)
-    latest = console.sampler.latest or {}
-    status = latest.get("status") or {}
-    return page(request, "fleet.html", consumers=status.get("consumers", []),
-                fleet=latest.get("fleet"), o=console.sampler.overview())
+    return page(request, "fleet.html", fleet=await fleet.fleet(console.client, console.settings))
+
+
+@operator_only
+async def pause_action(request: web.Request) -> web.StreamResponse:
+    console = console_of(request)
+    form = await request.post()
+    reason = str(form.get("reason", ""))[:200]
+    state = await fleet.pause(console.client, console.settings, by="web operator",
+                              reason=reason)
+    await console.sampler.refresh()
+    tell(request, "ok", "fleet paused: workers finish what they hold and read nothing new"
+         if state.paused else "pause flag not set")
+    raise web.HTTPSeeOther(_back(form, "/fleet"))
+
+
+@operator_only
+async def resume_action(request: web.Request) -> web.StreamResponse:
+    console = console_of(request)
+    form = await request.post()
+    before = await fleet.resume(console.client, console.settings)
+    await console.sampler.refresh()
+    tell(request, "ok", "fleet resumed" if before.paused else "the fleet was not paused")
+    raise web.HTTPSeeOther(_back(form, "/fleet"))
+
+
+def _back(form: Any, default: str) -> str:
+    """Where an action returns: one of our own pages (a path we know), never a URL
+    from the form as given."""
+    back = str(form.get("back", ""))
+    return back if back in ("/", "/fleet", "/dead", "/pending", "/job") else default
+
+
+# -- pending -----------------------------------------------------------------------------
+def _int_arg(query: Any, name: str, scale: int = 1) -> int:
+    raw = str(query.get(name, "") or "").strip()
+    if not raw:
+        return 0
+    try:
+        value = float(raw)
+    except ValueError:
+        raise web.HTTPBadRequest(text=f"{name}: not a number\n") from None
+    if not 0 <= value < 1e12:
+        raise web.HTTPBadRequest(text=f"{name}: out of range\n")
+    return int(value * scale)
+
+
+def _opt(query: Any, name: str) -> str | None:
+    value = str(query.get(name, "") or "").strip()
+    return value[:200] or None
+
+
+async def pending_page(request: web.Request) -> web.StreamResponse:
+    console = console_of(request)
+    q = request.query
+    found = await pending.list_pending(
+        console.client, console.settings, kind=_opt(q, "kind"), consumer=_opt(q, "consumer"),
+        min_idle_ms=_int_arg(q, "min_idle", 1000), min_deliveries=_int_arg(q, "min_deliveries"),
+        limit=100)
+    return page(request, "pending.html", found=found, q={k: q.get(k, "") for k in (
+        "kind", "consumer", "min_idle", "min_deliveries")})
+
+
+# -- dead letters ------------------------------------------------------------------------
+FILTER_FIELDS = ("kind", "error", "since", "until")
+
+
+def dead_filter(source: Any) -> tuple[DeadFilter, dict[str, str]]:
+    """The filter of a query string or form, and its fields as given (for the links
+    and hidden fields that carry it on); a bad time is a 400 with one line."""
+    given = {k: str(source.get(k, "") or "").strip()[:200] for k in FILTER_FIELDS}
+    try:
+        flt = DeadFilter(kind=given["kind"] or None, error=given["error"] or None,
+                         since=deadletters.parse_bound(given["since"]) if given["since"] else None,
+                         until=deadletters.parse_bound(given["until"], end=True)
+                         if given["until"] else None)
+    except BadBound as e:
+        raise web.HTTPBadRequest(text=f"{e}\n") from None
+    return flt, given
+
+
+async def dead_page(request: web.Request) -> web.StreamResponse:
+    console = console_of(request)
+    flt, given = dead_filter(request.query)
+    before = _opt(request.query, "before")
+    if before is not None and not deadletters.ENTRY_ID.fullmatch(before):
+        raise web.HTTPBadRequest(text="before: not an entry id\n")
+    found = await deadletters.list_dead(console.client, console.settings, flt, limit=50,
+                                        before=before)
+    return page(request, "dead.html", found=found, q=given, before=before,
+                carry_q=_carry(request.query))
+
+
+def _entry_id(text: str) -> str:
+    if not deadletters.ENTRY_ID.fullmatch(text):
+        raise web.HTTPBadRequest(text="not an entry id\n")
+    return text
+
+
+async def dead_entry_page(request: web.Request) -> web.StreamResponse:
+    console = console_of(request)
+    entry = await deadletters.show_dead(console.client, console.settings,
+                                        _entry_id(request.match_info["entry_id"]))
+    if entry is None:
+        raise web.HTTPNotFound(text="no such dead letter (replayed, deleted or trimmed)\n")
+    return page(request, "dead_entry.html", entry=entry)
+
+
+def _outcomes(what: str, outcomes: list[Any]) -> str:
+    done = [o.id for o in outcomes if o.status == "ok"]
+    other = [f"{o.id} {o.status}" for o in outcomes if o.status != "ok"]
+    text = f"{what} {len(done)}"
+    if done:
+        text += ": " + ", ".join(done[:10]) + (" ..." if len(done) > 10 else "")
+    if other:
+        text += "; not touched: " + ", ".join(other[:10])
+    return text
+
+
+@operator_only
+async def dead_replay(request: web.Request) -> web.StreamResponse:
+    """Replay the entries checked (or the one button's id)."""
+    console = console_of(request)
+    form = await request.post()
+    ids = [_entry_id(str(v)) for v in form.getall("id", [])][:500]
+    if not ids:
+        tell(request, "error", "nothing selected")
+    else:
+        outcomes = await deadletters.replay(console.client, console.settings, ids)
+        tell(request, "ok", _outcomes("replayed", outcomes))
+    raise web.HTTPSeeOther("/dead?" + _carry(form))
+
+
+@operator_only
+async def dead_delete(request: web.Request) -> web.StreamResponse:
+    console = console_of(request)
+    form = await request.post()
+    ids = [_entry_id(str(v)) for v in form.getall("id", [])][:500]
+    outcomes = await deadletters.delete(console.client, console.settings, ids)
+    tell(request, "ok", _outcomes("deleted", outcomes))
+    raise web.HTTPSeeOther("/dead?" + _carry(form))
+
+
+def _carry(source: Any) -> str:
+    """The filter, as a query string for the page to return to (urlencoded)."""
+    from urllib.parse import urlencode
+
+    return urlencode({k: str(source.get(k, "")) for k in FILTER_FIELDS if source.get(k)})
+
+
+@operator_only
+async def dead_bulk(request: web.Request) -> web.StreamResponse:
+    """Replay or purge every entry the filter selects, in two steps: the first POST
+    shows what would be touched (the dry run: the count, the range); the second, with
+    confirm and the newest id shown, acts on entries up to that id only, so an entry
+    dead-lettered meanwhile is not touched."""
+    console = console_of(request)
+    form = await request.post()
+    action = str(form.get("action", ""))
+    if action not in ("replay", "purge"):
+        raise web.HTTPBadRequest(text="action: replay or purge\n")
+    flt, given = dead_filter(form)
+    upto = str(form.get("upto", ""))
+    if not form.get("confirm"):
+        selection = await deadletters.select(console.client, console.settings, flt)
+        return page(request, "dead_confirm.html", action=action, selection=selection,
+                    q=given, carry=_carry(form))
+    upto = _entry_id(upto)
+    if flt.until is None or parse_id(upto) < parse_id(flt.until):
+        flt.until = upto
+    if action == "replay":
+        selection = await deadletters.select(console.client, console.settings, flt)
+        outcomes = await deadletters.replay(console.client, console.settings, selection.ids)
+        tell(request, "ok", _outcomes("replayed", outcomes))
+    else:
+        removed = await deadletters.purge(console.client, console.settings, flt, upto=upto)
+        tell(request, "ok", f"purged {removed} dead letters")
+    await console.sampler.refresh()
+    raise web.HTTPSeeOther("/dead?" + _carry(form))
+
+
+# -- job lookup --------------------------------------------------------------------------
+async def job_page(request: web.Request) -> web.StreamResponse:
+    console = console_of(request)
+    q = request.query
+    given = {k: str(q.get(k, "") or "").strip()[:40] for k in ("order_id", "outbox_id",
+                                                                 "entry_id")}
+    asked = {k: v for k, v in given.items() if v}
+    story = None
+    error = None
+    if asked:
+        try:
+            if len(asked) != 1:
+                raise jobs.LookupError_("give one of an order id, an outbox id or an entry id")
+            [(name, value)] = asked.items()
+            if name == "entry_id":
+                story = await jobs.lookup(console.client, console.settings,
+                                          entry_id=_entry_id(value))
+            elif ORDER_ID.fullmatch(value) and name == "order_id":
+                story = await jobs.lookup(console.client, console.settings,
+                                          order_id=int(value))
+            elif ORDER_ID.fullmatch(value):
+                story = await jobs.lookup(console.client, console.settings,
+                                          outbox_id=int(value))
+            else:
+                raise jobs.LookupError_(f"{name.replace('_', ' ')}: digits only")
+        except jobs.LookupError_ as e:
+            error = str(e)
+    return page(request, "job.html", story=story, q=given, error=error,
+                status=400 if error else 200)
 
 
 # -- tickets -----------------------------------------------------------------------------
@@ -170,4 +383,13 @@ def add_routes(app: web.Application) -> None:
     r.add_get("/", overview)
     r.add_get("/api/overview", overview_json)
     r.add_get("/fleet", fleet_page)
+    r.add_post("/pause", pause_action)
+    r.add_post("/resume", resume_action)
+    r.add_get("/pending", pending_page)
+    r.add_get("/dead", dead_page)
+    r.add_get("/dead/{entry_id}", dead_entry_page)
+    r.add_post("/dead/replay", dead_replay)
+    r.add_post("/dead/delete", dead_delete)
+    r.add_post("/dead/bulk", dead_bulk)
+    r.add_get("/job", job_page)
     r.add_get("/ticket/{order_id}", ticket)

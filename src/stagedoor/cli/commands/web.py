@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import ipaddress
 import sys
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 from ... import config
 from ...config import ConfigError
 from ..flags import given, refuse
-from .status import CONNECTION_SETTINGS, MIN_CLI_TIMEOUT
+from .status import CONNECTION_SETTINGS
 
 DEFAULT_PORT = 8470
 
@@ -94,8 +93,6 @@ def run(args: argparse.Namespace) -> int:
     if args.tls_cert and not args.tls_key:
         args.parser.error("--tls-cert needs --tls-key")
     settings = config.from_args(args)
-    settings = dataclasses.replace(
-        settings, socket_timeout=max(settings.socket_timeout, MIN_CLI_TIMEOUT))
     try:  # the extra: absent, one line and EX_CONFIG (installing it is the fix)
         from ...web import app as web_app
         from ...web import credentials
@@ -119,12 +116,13 @@ def run(args: argparse.Namespace) -> int:
 
 async def _serve(web_app: Any, settings: config.Settings, creds: Any, tls: Any,
                  args: argparse.Namespace) -> int:
-    from ...stream.connection import async_client
-    from ...web.sampler import Sampler
+    from ...ops.records import console_client
+    from ...web.sampler import Sampler, paused
 
-    client = async_client(settings, name="stagedoor-web")
+    client = console_client(settings)
+    sampler = Sampler(client, settings, interval=args.interval, extras={"paused": paused})
     console = web_app.Console(settings=settings, credentials=creds, client=client,
-                              sampler=Sampler(client, settings, interval=args.interval),
+                              sampler=sampler,
                               secure_cookies=bool(tls) or args.secure_cookies,
                               public_origin=args.public_origin)
     await web_app.serve(web_app.build(console), args.host, args.port, tls)
