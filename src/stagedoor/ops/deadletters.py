@@ -229,6 +229,16 @@ async def show_dead(client: aioredis.Redis, settings: Settings, entry_id: str
     return dead_entry(reply[0][0], reply[0][1])
 
 
+async def extent(client: aioredis.Redis, settings: Settings) -> tuple[int, str | None]:
+    """(XLEN, the newest id): what an unfiltered purge counts, without reading entries."""
+    n, newest = await pipeline(client, [("XLEN", settings.dead_stream),
+                                        ("XREVRANGE", settings.dead_stream, "+", "-",
+                                         "COUNT", 1)])
+    if isinstance(n, Exception) or not newest or isinstance(newest, Exception):
+        return 0, None
+    return int(n), text(newest[0][0])
+
+
 async def select(client: aioredis.Redis, settings: Settings, flt: DeadFilter) -> Selection:
     """Every matching id, oldest first, up to the newest entry present now (paged)."""
     s = settings
