@@ -11,6 +11,7 @@ hostile field values shown as text with no injected script run.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -214,3 +215,92 @@ def test_action_without_csrf_token_refused(browser: Any, tmp_path: Path, redis_u
         status, _ = post_from_page(browser, "/dead/delete", {"id": ids["early0"], "csrf": token})
         assert status in (0, 200, 303)  # a redirect, opaque to fetch(redirect: 'manual')
         assert ids["early0"] not in dead_ids(redis_url)
+
+
+# -- hostile values --------------------------------------------------------------------------
+HOSTILE = {
+    "script": "<script>window.__pwned='script'</script>",
+    "img": "\"><img src=x onerror=\"window.__pwned='img'\">",
+    "attr": "' onmouseover='window.__pwned=1' x='",
+    "svg": "<svg onload=window.__pwned='svg'>",
+    "close": "</td></tr></table><script>window.__pwned='close'</script>",
+    "js": "javascript:window.__pwned='href'",
+}
+
+
+def test_hostile_values_are_shown_as_text_and_run_nothing(browser: Any, tmp_path: Path,
+                                                          redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url, protocol=2)
+    try:
+        # a job whose every field is hostile, pending under a hostile consumer name,
+        # with a hostile last error; and a dead letter the same
+        flat: list[Any] = ["kind", HOSTILE["script"], "order_id", HOSTILE["img"],
+                           "outbox_id", HOSTILE["svg"], "request_id", HOSTILE["attr"],
+                           HOSTILE["close"], HOSTILE["js"]]
+        entry = client.execute_command("XADD", "jobs", "*", *flat).decode()
+        client.xgroup_create("jobs", "workers", id="0")
+        client.xreadgroup("workers", HOSTILE["img"], {"jobs": ">"}, count=1)
+        client.set(f"stagedoor:lasterr:{entry}", HOSTILE["close"])
+        dead = dead_letter(client, "*", HOSTILE["script"], 7, HOSTILE["img"],
+                           **{HOSTILE["close"]: HOSTILE["js"]})
+        client.execute_command("XADD", "jobs:dead", "*", *flat, "dead:error", HOSTILE["svg"])
+    finally:
+        client.close()
+    with console(tmp_path, redis_url) as c:
+        log_in(browser, c, "operator")
+        for path in ("/", "/fleet", "/pending", "/dead", f"/dead/{dead}",
+                     f"/job?entry_id={entry}", "/dead?kind=" + HOSTILE["script"]):
+            browser.get(c.url + path)
+            wait(lambda: browser.execute_script("return document.readyState") == "complete")
+            body = browser.find_element("css selector", "main").text
+            assert browser.execute_script("return window.__pwned;") is None, path
+            # no element the payloads would have made exists
+            assert all_css(browser, "main script, main img, main svg[onload], [onerror], "
+                                    "[onmouseover], a[href^=javascript]") == [], path
+            if path in ("/pending", "/dead", f"/job?entry_id={entry}"):
+                assert "<script>window.__pwned='script'</script>" in body or \
+                    "<svg onload=" in body, (path, body[:500])
+            if path == "/pending":
+                assert HOSTILE["close"] in body and HOSTILE["img"] in body
+            if path == f"/dead/{dead}":
+                assert HOSTILE["img"] in by_id(browser, "dead-error").text
+                assert HOSTILE["close"] in by_id(browser, "dead-fields").text
+        time.sleep(1.2)  # a live refresh of the overview came and went: still nothing ran
+        browser.get(c.url + "/")
+        time.sleep(1.2)
+        assert browser.execute_script("return window.__pwned;") is None
+
+
+# -- pause and resume ------------------------------------------------------------------------
+def test_pause_and_resume_the_fleet(browser: Any, tmp_path: Path, redis_url: str) -> None:
+    (tmp_path / "web").mkdir()
+    sup = Sup(tmp_path, redis_url, ["--workers", "2"]).start()
+    try:
+        sup.wait_ready(2, timeout=30)
+        with console(tmp_path / "web", redis_url) as c:
+            log_in(browser, c, "operator")
+            browser.get(c.url + "/fleet")
+            wait(lambda: len(all_css(browser, "#workers tbody tr td")) > 1 or
+                 browser.refresh(), 30, "two workers on the fleet page")
+            by_id(browser, "pause").click()
+            wait(lambda: by_id(browser, "fleet-state").text == "PAUSED")
+
+            def workers_paused() -> bool:
+                browser.get(c.url + "/fleet")
+                cells = [r.find_elements("css selector", "td")
+                         for r in all_css(browser, "#workers tbody tr")]
+                return len(cells) == 2 and all(row[10].text == "yes" for row in cells)
+            wait(workers_paused, 30, "both workers to say they are paused")
+            enqueue(redis_url, "noop", range(1, 51))
+            browser.get(c.url + "/")
+            wait(lambda: by_id(browser, "backlog").text == "50", 20, "a backlog of 50")
+            assert browser.find_element("css selector", '[data-field="paused"]').text == "PAUSED"
+            time.sleep(2)  # paused workers read nothing: the backlog stays
+            assert by_id(browser, "backlog").text == "50"
+            by_id(browser, "resume").click()
+            wait(lambda: by_id(browser, "backlog").text == "0", 30, "the backlog to drain")
+            assert browser.find_element("css selector", '[data-field="paused"]').text == \
+                "running"
+            sup.assert_running()  # paused and resumed, never stopped
+    finally:
+        sup.kill_all()
