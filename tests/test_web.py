@@ -1,0 +1,186 @@
+"""`stagedoor web` without a browser: what the command refuses, what every response
+carries, and what a hand-made request cannot get (tests/test_web_browser.py drives
+the pages in Chromium)."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from tests.helpers_supervisor import REPO
+from tests.paths import SRC
+from tests.webkit import PASSWORDS, Console, console
+
+ENV = {**{k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")},
+       "PYTHONPATH": f"{SRC}{os.pathsep}{REPO}"}
+
+
+def run(*args: str, code: str | None = None) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-c", code] if code else [sys.executable, "-m", "stagedoor", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=ENV, cwd=REPO)
+
+
+def test_the_cli_does_not_import_the_console() -> None:
+    r = run(code="import sys; from stagedoor.cli.main import build_parser; build_parser(); "
+                 "bad = [m for m in sys.modules if m.split('.')[0] in ('aiohttp', 'jinja2') "
+                 "or m.startswith('stagedoor.web')]; print(bad)")
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+def test_without_the_extra_one_line_and_exit_78(tmp_path: Path) -> None:
+    pw = tmp_path / "pw"
+    pw.write_text("secret\n")
+    r = run(code="import sys\n"
+                 "class Block:\n"
+                 "    def find_spec(self, name, path=None, target=None):\n"
+                 "        if name.split('.')[0] == 'aiohttp': raise ImportError(name=name)\n"
+                 "sys.meta_path.insert(0, Block())\n"
+                 "from stagedoor.cli.main import main\n"
+                 f"sys.exit(main(['web', '--redis-url', 'redis://127.0.0.1:1/0', "
+                 f"'--viewer-password-file', {str(pw)!r}]))\n")
+    assert r.returncode == 78, r.stderr
+    assert r.stderr.count("\n") == 1 and "pip install 'stagedoor[web]'" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(("content", "why"), [
+    (None, "no password file given"), ("", "the file is empty"), ("\n", "the file is empty"),
+    ("one\ntwo\n", "on one line"), ("missing", "cannot read it")])
+def test_bad_password_files_refused(tmp_path: Path, content: str | None, why: str) -> None:
+    args = ["web", "--redis-url", "redis://127.0.0.1:1/0", "--port", "0"]
+    if content is not None:
+        f = tmp_path / "operator-password"
+        if content != "missing":
+            f.write_text(content)
+        args += ["--operator-password-file", str(f)]
+    r = run(*args)
+    assert r.returncode == 78, r.stderr
+    assert why in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_tls_flags_come_in_pairs() -> None:
+    r = run("web", "--tls-cert", "/nonexistent")
+    assert r.returncode == 2 and "--tls-cert needs --tls-key" in r.stderr
+
+
+class Http:
+    """A cookie-keeping HTTP client that does not follow redirects."""
+
+    def __init__(self, base: str) -> None:
+        u = urlsplit(base)
+        self.host, self.port = u.hostname or "", u.port or 80
+        self.cookies: dict[str, str] = {}
+
+    def request(self, method: str, path: str, body: str | None = None,
+                headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=20)
+        try:
+            h = dict(headers or {})
+            if self.cookies:
+                h["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+            if body is not None:
+                h["Content-Type"] = "application/x-www-form-urlencoded"
+            conn.request(method, path, body=body, headers=h)
+            r = conn.getresponse()
+            data = r.read()
+            for value in r.headers.get_all("Set-Cookie") or []:
+                name, _, rest = value.partition("=")
+                self.cookies[name] = rest.split(";")[0]
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+        finally:
+            conn.close()
+
+    def log_in(self, role: str) -> None:
+        _, _, page = self.request("GET", "/login")
+        token = re.search(rb'name="csrf" value="([^"]+)"', page)
+        assert token
+        status, _, _ = self.request("POST", "/login", f"csrf={token[1].decode()}&username="
+                                    f"{role}&password={PASSWORDS[role]}")
+        assert status == 303
+
+
+def strict_csp(headers: dict[str, str]) -> None:
+    csp = headers.get("content-security-policy", "")
+    assert "default-src 'none'" in csp and "script-src 'self'" in csp, csp
+    assert "unsafe-inline" not in csp and "unsafe-eval" not in csp, csp
+    assert "frame-ancestors 'none'" in csp and "form-action 'self'" in csp, csp
+    assert headers.get("x-content-type-options") == "nosniff"
+
+
+def test_every_response_has_the_strict_csp(tmp_path: Path, redis_url: str) -> None:
+    with console(tmp_path, redis_url) as c:
+        h = Http(c.url)
+        seen = set()
+        for method, path in (("GET", "/login"), ("GET", "/"), ("GET", "/api/overview"),
+                             ("GET", "/static/console.js"), ("GET", "/static/nothing"),
+                             ("POST", "/dead/delete"), ("GET", "/nowhere")):
+            status, headers, _ = h.request(method, path, "" if method == "POST" else None)
+            strict_csp(headers)
+            seen.add(status)
+        assert seen == {200, 303, 401, 404}
+        h.log_in("operator")
+        for method, path in (("GET", "/"), ("GET", "/fleet"), ("GET", "/pending"),
+                             ("GET", "/dead"), ("GET", "/job?order_id=1"),
+                             ("GET", "/job?order_id=x"), ("GET", "/dead/1-1"),
+                             ("POST", "/pause"), ("GET", "/ticket/1")):
+            status, headers, _ = h.request(method, path, "" if method == "POST" else None)
+            strict_csp(headers)
+            assert headers.get("cache-control") == "no-store", path
+            seen.add(status)
+        assert {400, 403, 404} <= seen
+
+
+def test_cookies_are_httponly_and_samesite_strict(tmp_path: Path, redis_url: str) -> None:
+    with console(tmp_path, redis_url, ["--secure-cookies"]) as c:
+        conn = http.client.HTTPConnection(urlsplit(c.url).hostname, urlsplit(c.url).port)
+        conn.request("GET", "/login")
+        r = conn.getresponse()
+        r.read()
+        [cookie] = r.headers.get_all("Set-Cookie") or []
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Secure" in cookie
+        assert "strict-transport-security" in {k.lower() for k, _ in r.getheaders()}
+        conn.close()
+
+
+def test_login_needs_its_token_and_a_same_origin_post(tmp_path: Path, redis_url: str) -> None:
+    with console(tmp_path, redis_url) as c:
+        h = Http(c.url)
+        h.request("GET", "/login")
+        good = f"username=operator&password={PASSWORDS['operator']}"
+        status, _, _ = h.request("POST", "/login", good)  # no token
+        assert status == 403 and "sd_session" not in h.cookies
+        status, _, _ = h.request("POST", "/login", good + "&csrf=" + h.cookies["sd_login"],
+                                 {"Origin": "https://evil.example"})
+        assert status == 403 and "sd_session" not in h.cookies
+        h.log_in("operator")
+        assert "sd_session" in h.cookies
+
+
+def test_tickets_are_confined_to_the_tickets_directory(tmp_path: Path, redis_url: str) -> None:
+    c = Console(tmp_path, redis_url)
+    (c.tickets / "order-6.pdf").write_bytes(b"%PDF-1.4 a ticket\n%%EOF\n")
+    (tmp_path / "secret.pdf").write_bytes(b"%PDF-1.4 not a ticket\n")
+    (c.tickets / "order-5.pdf").symlink_to(tmp_path / "secret.pdf")
+    (c.tickets / "order-7.pdf").mkdir()
+    c.start()
+    try:
+        h = Http(c.url)
+        assert h.request("GET", "/ticket/6")[:2][0] == 303  # not logged in: to the log-in
+        h.log_in("viewer")
+        status, headers, body = h.request("GET", "/ticket/6")
+        assert status == 200 and body.startswith(b"%PDF-1.4 a ticket")
+        assert headers["content-type"] == "application/pdf"
+        assert headers["content-disposition"] == 'inline; filename="order-6.pdf"'
+        for path in ("/ticket/5", "/ticket/7", "/ticket/8", "/ticket/..%2Fsecret.pdf",
+                     "/ticket/6.pdf", "/ticket/%2E%2E%2F%2E%2E%2Fetc%2Fpasswd",
+                     "/ticket/../secret.pdf", "/ticket/-1", "/ticket/99999999999999999999"):
+            status, _, body = h.request("GET", path)
+            assert status == 404 and b"not a ticket" not in body, (path, status)
+    finally:
+        c.stop()
