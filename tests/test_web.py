@@ -7,14 +7,16 @@ from __future__ import annotations
 import http.client
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from tests import test_systemd
 from tests.helpers_supervisor import REPO
-from tests.paths import SRC
+from tests.paths import PACKAGE, SRC
 from tests.webkit import PASSWORDS, Console, console
 
 ENV = {**{k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")},
@@ -184,3 +186,47 @@ def test_tickets_are_confined_to_the_tickets_directory(tmp_path: Path, redis_url
             assert status == 404 and b"not a ticket" not in body, (path, status)
     finally:
         c.stop()
+
+
+# -- the systemd unit --------------------------------------------------------------------------
+WEB_UNIT = PACKAGE / "data" / "systemd" / "stagedoor-web.service"
+
+
+def test_web_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
+    assert shutil.which("systemd-analyze"), "systemd-analyze is needed for this test"
+    exe = tmp_path / "stagedoor"
+    exe.write_text(f"#!/bin/sh\nexec {sys.executable} -m stagedoor \"$@\"\n")
+    exe.chmod(0o755)
+
+    def verify(text: str) -> str:
+        unit = tmp_path / "stagedoor-web.service"
+        unit.write_text(text.replace("/usr/local/bin/stagedoor", str(exe)))
+        r = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True,
+                           text=True, timeout=60)
+        bad = [line for line in (r.stdout + r.stderr).splitlines()
+               if "stagedoor-web.service" in line or "Unknown key" in line
+               or "Failed to parse" in line]
+        return "\n".join(bad + ([f"exit {r.returncode}"] if r.returncode else []))
+
+    text = WEB_UNIT.read_text()
+    assert verify(text) == ""
+    assert "Unknown key" in verify(text.replace("NoNewPrivileges=", "NoNewPrivilege="))
+    d = test_systemd.unit_directives(text)
+    exec_start = d["ExecStart"][0].split()
+    assert exec_start[:2] == ["/usr/local/bin/stagedoor", "web"]
+    # the roles' passwords come as credentials, the console binds loopback only
+    assert exec_start[exec_start.index("--viewer-password-file") + 1] == "%d/viewer-password"
+    assert exec_start[exec_start.index("--operator-password-file") + 1] == \
+        "%d/operator-password"
+    assert exec_start[exec_start.index("--host") + 1] == "127.0.0.1"
+    assert {"viewer-password:/etc/stagedoor/web-viewer-password",
+            "operator-password:/etc/stagedoor/web-operator-password"} <= set(d["LoadCredential"])
+    assert d["RestartPreventExitStatus"] == ["78"] and d["DynamicUser"] == ["yes"]
+    # the flags it passes are the command's own
+    r = run("web", "--help")
+    for flag in [a for a in exec_start if a.startswith("--")]:
+        assert flag in r.stdout, flag
+
+
+def test_web_unit_security_exposure_is_low(tmp_path: Path) -> None:
+    assert test_systemd.exposure(tmp_path, WEB_UNIT.read_text(), "stagedoor-web.service") <= 2.5
