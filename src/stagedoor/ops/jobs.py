@@ -30,13 +30,20 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ..config import Settings
-from ..stream.keys import done_key, job_index_key, lease_key, settled_key, starts_key
+from ..stream.keys import (
+    JOB_INDEX_TTL_S,
+    done_key,
+    job_index_key,
+    lease_key,
+    settled_key,
+    starts_key,
+)
 from .deadletters import DeadEntry, dead_entry
 from .inspect import id_ms, parse_id
 from .records import Command, Record, field, field_pairs, now_ms, pairs, pipeline, text
 
 HOUR_MS = 3_600_000
-INDEX_TTL_S = 86_400 + 3_600  # each hour's index lives a day past its hour
+INDEX_TTL_S = JOB_INDEX_TTL_S
 INDEX_HOURS = 26  # hours a lookup reads: every index hash that may still exist
 MAX_ENTRIES = 20
 
