@@ -76,9 +76,10 @@ if ARGV[4] and ARGV[4] ~= '' then
   if order then
     local prev = redis.pcall('HGET', key, 'o:' .. order)
     if type(prev) ~= 'string' then prev = nil end
-    redis.pcall('HSET', key, 'o:' .. order, prev and (prev .. ' ' .. id) or id)
+    redis.pcall('HSET', key, 'o:' .. order,
+      (prev and (prev .. ' ') or '') .. id .. '=' .. (outbox or ''))
   end
-  if outbox then redis.pcall('HSET', key, 'b:' .. outbox, id) end
+  if outbox then redis.pcall('HSET', key, 'b:' .. outbox, id .. '=' .. (order or '')) end
   redis.pcall('EXPIRE', key, ARGV[5])
 end
 return {'ok', id}

@@ -221,9 +221,10 @@ for j = 0, n - 1 do
     local prev = redis.pcall('HGET', key, 'o:' .. order)
     if type(prev) ~= 'string' then prev = nil end
     if prev and #prev > 1000 then prev = string.match(string.sub(prev, -800), ' (.*)$') end
-    redis.pcall('HSET', key, 'o:' .. order, prev and (prev .. ' ' .. id) or id)
+    redis.pcall('HSET', key, 'o:' .. order,
+      (prev and (prev .. ' ') or '') .. id .. '=' .. (outbox or ''))
   end
-  if outbox then redis.pcall('HSET', key, 'b:' .. outbox, id) end
+  if outbox then redis.pcall('HSET', key, 'b:' .. outbox, id .. '=' .. (order or '')) end
   if not touched[key] then
     touched[key] = true
     redis.pcall('EXPIRE', key, index_ttl)
