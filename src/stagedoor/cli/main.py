@@ -27,8 +27,8 @@ from ..exitcodes import EX_BROKEN_PIPE, EX_CONFIG, EX_TEMPFAIL, EX_UNAVAILABLE
 from ..redaction import install_excepthook, redact
 from ..stream.errors import OOM_ADVICE, OUTAGE_ERRORS, first_line, is_oom, outage_line
 
-COMMANDS = ("enqueue", "work", "demo", "status", "dead", "render", "systemd", "monitoring",
-            "web")
+COMMANDS = ("enqueue", "work", "demo", "status", "dead", "pending", "job", "pause", "render",
+            "systemd", "monitoring", "web")
 
 
 class Parser(argparse.ArgumentParser):

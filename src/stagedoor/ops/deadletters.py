@@ -37,7 +37,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ..config import Settings
-from ..stream.keys import dead_trimmed_key
+from ..stream.keys import JOB_INDEX_TTL_S, dead_trimmed_key, job_index_prefix
 from ..stream.queue import DEAD_FIELD_PREFIX
 from .records import Record, field, field_pairs, pipeline, text
 
@@ -64,6 +64,24 @@ if type(g) == 'table' and g.err and string.sub(g.err, 1, 9) ~= 'BUSYGROUP' then
 end
 local id = redis.call(unpack(args))
 redis.call('XDEL', KEYS[2], ARGV[3])
+-- The job index (ops/jobs.py), as the enqueue script writes it: the replayed job is
+-- found by its order and outbox id too.  pcall: never costs the replay.
+if ARGV[4] and ARGV[4] ~= '' then
+  local key = ARGV[4] .. math.floor(tonumber(string.match(id, '^%d+')) / 3600000)
+  local order, outbox
+  for i = 7, #args - 1, 2 do
+    if args[i] == 'order_id' then order = args[i + 1] end
+    if args[i] == 'outbox_id' then outbox = args[i + 1] end
+  end
+  if order then
+    local prev = redis.pcall('HGET', key, 'o:' .. order)
+    if type(prev) ~= 'string' then prev = nil end
+    redis.pcall('HSET', key, 'o:' .. order,
+      (prev and (prev .. ' ') or '') .. id .. '=' .. (outbox or ''))
+  end
+  if outbox then redis.pcall('HSET', key, 'b:' .. outbox, id .. '=' .. (order or '')) end
+  redis.pcall('EXPIRE', key, ARGV[5])
+end
 return {'ok', id}
 """
 
@@ -268,7 +286,8 @@ async def replay(client: aioredis.Redis, settings: Settings, ids: list[str]) -> 
     for dead_id in dict.fromkeys(ids):
         entry = await show_dead(client, s, dead_id)
         status, new_id = await script(keys=[s.stream, s.dead_stream],
-                                      args=[s.group, s.maxlen, dead_id])
+                                      args=[s.group, s.maxlen, dead_id, job_index_prefix(s),
+                                            JOB_INDEX_TTL_S])
         out.append(Outcome(id=dead_id, status=text(status), new_id=text(new_id) or None,
                            kind=entry.kind if entry else None,
                            order_id=(entry.order_id_raw if entry and entry.order_id is None

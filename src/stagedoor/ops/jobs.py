@@ -30,13 +30,20 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ..config import Settings
-from ..stream.keys import done_key, job_index_key, lease_key, settled_key, starts_key
-from .deadletters import DeadEntry, dead_entry
+from ..stream.keys import (
+    JOB_INDEX_TTL_S,
+    done_key,
+    job_index_key,
+    lease_key,
+    settled_key,
+    starts_key,
+)
+from .deadletters import ENTRY_ID, DeadEntry, dead_entry
 from .inspect import id_ms, parse_id
 from .records import Command, Record, field, field_pairs, now_ms, pairs, pipeline, text
 
 HOUR_MS = 3_600_000
-INDEX_TTL_S = 86_400 + 3_600  # each hour's index lives a day past its hour
+INDEX_TTL_S = JOB_INDEX_TTL_S
 INDEX_HOURS = 26  # hours a lookup reads: every index hash that may still exist
 MAX_ENTRIES = 20
 
@@ -104,15 +111,21 @@ def _ticket(settings: Settings, kind: str | None, order_id: str | None) -> Ticke
 
 
 async def _find(client: aioredis.Redis, settings: Settings, field_name: str, now: int
-                ) -> list[str]:
+                ) -> dict[str, str]:
+    """entry id -> the other id (the outbox id of an o: field, the order id of a b:
+    field), newest first: tokens `<entry id>=<other id>`, space-separated."""
     hours = [now // HOUR_MS - i for i in range(INDEX_HOURS)]
     replies = await pipeline(client, [("HGET", job_index_key(settings, h), field_name)
                                       for h in hours])
-    ids: set[str] = set()
+    found: dict[str, str] = {}
     for r in replies:
         if r is not None and not isinstance(r, Exception):
-            ids.update(x for x in text(r).split() if x)
-    return sorted(ids, key=parse_id, reverse=True)[:MAX_ENTRIES]
+            for token in text(r).split():
+                eid, _, other = token.partition("=")
+                if ENTRY_ID.fullmatch(eid):
+                    found[eid] = other
+    newest = sorted(found, key=parse_id, reverse=True)[:MAX_ENTRIES]
+    return {eid: found[eid] for eid in newest}
 
 
 def _ok(reply: Any) -> Any:
@@ -144,12 +157,19 @@ async def lookup(client: aioredis.Redis, settings: Settings, *, order_id: int | 
         gp = pairs(g)
         if text(gp.get("name")) == s.group:
             last_delivered = text(gp.get("last-delivered-id")) or "0-0"
+    # What the index knows of each entry: (order id, outbox id), for an entry trimmed
+    # from the stream since (its done mark and lease are keyed by them).
+    known: dict[str, tuple[str | None, str | None]] = {}
     if entry_id is not None:
         ids, indexed = [entry_id], False
     elif order_id is not None:
-        ids, indexed = await _find(client, s, f"o:{order_id}", now), True
+        found = await _find(client, s, f"o:{order_id}", now)
+        known = {e: (str(order_id), o or None) for e, o in found.items()}
+        ids, indexed = list(found), True
     else:
-        ids, indexed = await _find(client, s, f"b:{outbox_id}", now), True
+        found = await _find(client, s, f"b:{outbox_id}", now)
+        known = {e: (o or None, str(outbox_id)) for e, o in found.items()}
+        ids, indexed = list(found), True
     first: list[Command] = []
     for eid in ids:
         first += [("XRANGE", s.stream, eid, eid),
@@ -165,10 +185,10 @@ async def lookup(client: aioredis.Redis, settings: Settings, *, order_id: int | 
         entry_fields = list(_ok(xr)[0][1] or []) if _ok(xr) else None
         order = field(entry_fields, b"order_id") if entry_fields else None
         outbox = field(entry_fields, b"outbox_id") if entry_fields else None
-        if order is None and order_id is not None:
-            order = str(order_id)
-        if outbox is None and outbox_id is not None:
-            outbox = str(outbox_id)
+        if order is None:
+            order = known.get(eid, (None, None))[0]
+        if outbox is None:
+            outbox = known.get(eid, (None, None))[1]
         n = len(second)
         marks = bool(order and outbox and order.isdigit() and outbox.isdigit())
         if marks:
