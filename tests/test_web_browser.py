@@ -11,19 +11,24 @@ hostile field values shown as text with no injected script run.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import redis
 from tests.helpers_supervisor import Sup, enqueue
+from tests.paths import PACKAGE
 from tests.webkit import chrome, console, log_in, post_from_page, wait
 
 from stagedoor.stream.job import Job
 from stagedoor.stream.queue import dead_letter_fields
 
+ORDER = PACKAGE / "demo" / "order.json"
 pytestmark = [pytest.mark.server, pytest.mark.timeout(120)]
 
 
@@ -304,3 +309,37 @@ def test_pause_and_resume_the_fleet(browser: Any, tmp_path: Path, redis_url: str
             sup.assert_running()  # paused and resumed, never stopped
     finally:
         sup.kill_all()
+
+
+# -- job lookup and the ticket ---------------------------------------------------------------
+def test_find_a_job_by_order_id_and_open_its_ticket(browser: Any, tmp_path: Path,
+                                                     redis_url: str) -> None:
+    [entry] = enqueue(redis_url, "render_tickets", [4471])
+    (tmp_path / "tickets").mkdir()
+    subprocess.run([sys.executable, "-m", "stagedoor", "render", str(ORDER), "-o",
+                    str(tmp_path / "tickets" / "order-4471.pdf")], check=True, timeout=60,
+                   capture_output=True)
+    with console(tmp_path, redis_url) as c:
+        log_in(browser, c, "viewer")
+        browser.get(c.url + "/job")
+        by_id(browser, "order_id").send_keys("4471")
+        by_id(browser, "find").click()
+        [section] = wait(lambda: all_css(browser, "section.job"), what="the job's story")
+        assert section.get_attribute("data-entry") == entry
+        assert section.find_element("css selector", ".state").text == "queued"
+        link = section.find_element("css selector", "a.ticket")
+        assert link.text == "order-4471.pdf"
+        href = link.get_attribute("href")
+        # the browser fetches the ticket with its session: a real PDF, served as one
+        status, ctype, head = browser.execute_async_script("""
+            const [url, done] = arguments;
+            fetch(url, {credentials: 'same-origin'}).then(r => r.arrayBuffer().then(b =>
+              done([r.status, r.headers.get('content-type'),
+                    String.fromCharCode(...new Uint8Array(b).slice(0, 5))])));
+        """, href)
+        assert (status, ctype, head) == (200, "application/pdf", "%PDF-")
+        link.click()  # and it opens (Chromium's viewer or a download: either way no error)
+        assert urlsplit(browser.current_url).path == "/ticket/4471"
+        # an order nobody enqueued: found nothing, said so
+        browser.get(c.url + "/job?order_id=4472")
+        assert "Nothing found" in by_id(browser, "no-job").text
