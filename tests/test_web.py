@@ -14,10 +14,17 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+import redis
 from tests import test_systemd
 from tests.helpers_supervisor import REPO
 from tests.paths import PACKAGE, SRC
 from tests.webkit import PASSWORDS, Console, console
+
+from stagedoor.config import Settings
+from stagedoor.ops.records import console_client
+from stagedoor.stream.job import Job
+from stagedoor.stream.queue import enqueue_sync
+from stagedoor.web.sampler import Sampler, paused
 
 ENV = {**{k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")},
        "PYTHONPATH": f"{SRC}{os.pathsep}{REPO}"}
@@ -230,3 +237,64 @@ def test_web_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
 
 def test_web_unit_security_exposure_is_low(tmp_path: Path) -> None:
     assert test_systemd.exposure(tmp_path, WEB_UNIT.read_text(), "stagedoor-web.service") <= 2.5
+
+
+# -- the Redis work of a refresh ---------------------------------------------------------------
+def calls(client: redis.Redis) -> dict[str, int]:
+    """INFO commandstats as {command: calls}, without the CONFIG RESETSTAT that began it."""
+    stats = {k.removeprefix("cmdstat_"): int(v["calls"])
+             for k, v in client.info("commandstats").items()}
+    # Redis 7.0 counts it as config, later versions as config|resetstat
+    for name in ("config", "config|resetstat"):
+        stats[name] = stats.get(name, 1) - 1
+    return {k: v for k, v in stats.items() if v > 0}
+
+
+async def test_a_sample_sends_the_same_few_commands_whatever_the_queue(
+        redis_url: str, settings: Settings) -> None:
+    """One sample: 12 commands in 3 round trips (ops.inspect's 8 + 2, INFO, the pause
+    flag's GET), for one job or for 3,000 jobs, 40 consumers and 300 dead letters."""
+    sync = redis.Redis.from_url(redis_url, protocol=2)
+    client = console_client(settings)
+    sampler = Sampler(client, settings, extras={"paused": paused})
+    counts = []
+    try:
+        enqueue_sync(sync, settings, [Job("noop", 1, 1, "r", "t")])
+        await sampler.refresh()  # connects (CLIENT SETNAME), not counted
+        for big in (False, True):
+            if big:
+                enqueue_sync(sync, settings, [Job("noop", i, i, "r", "t")
+                                              for i in range(2, 3002)])
+                for k in range(40):
+                    sync.xreadgroup(settings.group, f"c{k}", {settings.stream: ">"}, count=5)
+                pipe = sync.pipeline()
+                for i in range(300):
+                    pipe.xadd(settings.dead_stream, {"kind": "noop", "dead:error": f"e{i}"})
+                pipe.execute()
+            sync.config_resetstat()
+            await sampler.refresh()
+            assert sampler.error is None
+            counts.append(calls(sync))
+        assert counts[0] == counts[1], counts
+        assert sum(counts[0].values()) == 12, counts[0]
+        assert sampler.overview()["values"]["pending"] == 200
+    finally:
+        await client.aclose()
+        sync.close()
+
+
+def test_page_views_send_nothing_to_redis(tmp_path: Path, redis_url: str) -> None:
+    """The overview and its live refresh read the sampler's newest sample: a hundred
+    viewers cost Redis what one does (the sampler's 12 commands per interval)."""
+    sync = redis.Redis.from_url(redis_url, protocol=2)
+    try:
+        with console(tmp_path, redis_url, ["--interval", "3600"]) as c:
+            h = Http(c.url)
+            h.log_in("viewer")
+            sync.config_resetstat()
+            for _ in range(5):
+                assert h.request("GET", "/api/overview")[0] == 200
+                assert h.request("GET", "/")[0] == 200
+            assert calls(sync) == {}
+    finally:
+        sync.close()

@@ -68,17 +68,19 @@ def console_of(request: web.Request) -> Console:
 
 @web.middleware
 async def headers(request: web.Request, handler: Handler) -> web.StreamResponse:
+    started = time.perf_counter()
     try:
         response = await handler(request)
     except web.HTTPException as e:
-        response = e
-        _set_headers(request, response)
+        _set_headers(request, e, started)
         raise
-    _set_headers(request, response)
+    _set_headers(request, response, started)
     return response
 
 
-def _set_headers(request: web.Request, response: web.StreamResponse) -> None:
+def _set_headers(request: web.Request, response: web.StreamResponse, started: float) -> None:
+    # the time the console spent on the request (bench/measure_console.py reads it)
+    response.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - started) * 1000:.2f}"
     for name, value in security.HEADERS.items():
         response.headers.setdefault(name, value)
     if not request.path.startswith("/static/"):

@@ -110,10 +110,13 @@ class Sampler:
         self.latest = sample
 
     async def _loop(self) -> None:
+        # start() follows a first refresh: sleep first, so two samples are never taken
+        # milliseconds apart (a rate over a few ms of Redis time is noise)
+        started = time.monotonic()
         while True:
+            await asyncio.sleep(max(0.05, self.interval - (time.monotonic() - started)))
             started = time.monotonic()
             await self.refresh()
-            await asyncio.sleep(max(0.05, self.interval - (time.monotonic() - started)))
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop())
