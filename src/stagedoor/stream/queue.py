@@ -210,24 +210,27 @@ for j = 0, n - 1 do
   out[#out + 1] = id
   -- The job index (ops/jobs.py): order id -> entry ids, outbox id -> entry id, in the
   -- hash of the id's hour, on the stream's hash tag; pcall: never costs the job.
-  local key = index .. math.floor(tonumber(string.match(id, '^%d+')) / 3600000)
-  local order, outbox
-  for i = 1, width - 1, 2 do
-    local name = ARGV[7 + j * width + i]
-    if name == 'order_id' then order = ARGV[8 + j * width + i] end
-    if name == 'outbox_id' then outbox = ARGV[8 + j * width + i] end
-  end
-  if order then
-    local prev = redis.pcall('HGET', key, 'o:' .. order)
-    if type(prev) ~= 'string' then prev = nil end
-    if prev and #prev > 1000 then prev = string.match(string.sub(prev, -800), ' (.*)$') end
-    redis.pcall('HSET', key, 'o:' .. order,
-      (prev and (prev .. ' ') or '') .. id .. '=' .. (outbox or ''))
-  end
-  if outbox then redis.pcall('HSET', key, 'b:' .. outbox, id .. '=' .. (order or '')) end
-  if not touched[key] then
-    touched[key] = true
-    redis.pcall('EXPIRE', key, index_ttl)
+  -- An empty prefix writes none (the bench's baseline, bench/measure_enqueue_index.py).
+  if index ~= '' then
+    local key = index .. math.floor(tonumber(string.match(id, '^%d+')) / 3600000)
+    local order, outbox
+    for i = 1, width - 1, 2 do
+      local name = ARGV[7 + j * width + i]
+      if name == 'order_id' then order = ARGV[8 + j * width + i] end
+      if name == 'outbox_id' then outbox = ARGV[8 + j * width + i] end
+    end
+    if order then
+      local prev = redis.pcall('HGET', key, 'o:' .. order)
+      if type(prev) ~= 'string' then prev = nil end
+      if prev and #prev > 1000 then prev = string.match(string.sub(prev, -800), ' (.*)$') end
+      redis.pcall('HSET', key, 'o:' .. order,
+        (prev and (prev .. ' ') or '') .. id .. '=' .. (outbox or ''))
+    end
+    if outbox then redis.pcall('HSET', key, 'b:' .. outbox, id .. '=' .. (order or '')) end
+    if not touched[key] then
+      touched[key] = true
+      redis.pcall('EXPIRE', key, index_ttl)
+    end
   end
 end
 return out
