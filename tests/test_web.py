@@ -5,12 +5,14 @@ the pages in Chromium)."""
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -22,6 +24,7 @@ from tests.webkit import PASSWORDS, Console, console
 
 from stagedoor.config import Settings
 from stagedoor.ops.records import console_client
+from stagedoor.stream.connection import sync_client
 from stagedoor.stream.job import Job
 from stagedoor.stream.queue import enqueue_sync
 from stagedoor.web.sampler import Sampler, paused
@@ -298,3 +301,42 @@ def test_page_views_send_nothing_to_redis(tmp_path: Path, redis_url: str) -> Non
             assert calls(sync) == {}
     finally:
         sync.close()
+
+
+# -- Sentinel and Cluster ----------------------------------------------------------------------
+@pytest.mark.server
+@pytest.mark.parametrize("topology", ["sentinel", "cluster"])
+def test_the_console_on_sentinel_and_cluster(tmp_path: Path, topology: str) -> None:
+    """The console through the project's client factories: the Sentinel's current master,
+    the Cluster's slot of the (hash-tagged) queue; every page answers, a pause lands."""
+    from tests.topology import ClusterSet, SentinelSet
+
+    topo: Any = (ClusterSet(tmp_path / "topo", masters=3) if topology == "cluster"
+                 else SentinelSet(tmp_path / "topo"))
+    names = {"stream": "{jobs}", "dead_stream": "{jobs}:dead"}
+    try:
+        settings = Settings(redis_url=topo.url, **names)
+        client = sync_client(settings)
+        try:
+            enqueue_sync(client, settings, [Job("render_tickets", 4471, 9001, "r", "t")])
+        finally:
+            client.close()
+        args = ["--stream", names["stream"], "--dead-stream", names["dead_stream"]]
+        with console(tmp_path, topo.url, args) as c:
+            h = Http(c.url)
+            h.log_in("operator")
+            status, _, body = h.request("GET", "/api/overview")
+            o = json.loads(body)
+            assert status == 200 and o["ready"], o
+            assert o["values"]["backlog"] == 1 and o["values"]["role"] == "master", o["values"]
+            for path in ("/", "/fleet", "/pending", "/dead", "/job?order_id=4471"):
+                status, _, body = h.request("GET", path)
+                assert status == 200, (path, body[:300])
+            assert b'class="state">queued<' in body
+            token = re.search(rb'name="csrf" value="([^"]+)"', body)
+            assert token
+            status, _, _ = h.request("POST", "/pause", f"csrf={token[1].decode()}&reason=t")
+            assert status == 303
+            assert b"PAUSED" in h.request("GET", "/fleet")[2]
+    finally:
+        topo.stop()
