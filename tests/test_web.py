@@ -134,6 +134,7 @@ def test_every_response_has_the_strict_csp(tmp_path: Path, redis_url: str) -> No
                              ("POST", "/dead/delete"), ("GET", "/nowhere")):
             status, headers, _ = h.request(method, path, "" if method == "POST" else None)
             strict_csp(headers)
+            assert headers["server"] == "stagedoor"
             seen.add(status)
         assert seen == {200, 303, 401, 404}
         h.log_in("operator")
@@ -340,3 +341,32 @@ def test_the_console_on_sentinel_and_cluster(tmp_path: Path, topology: str) -> N
             assert b"PAUSED" in h.request("GET", "/fleet")[2]
     finally:
         topo.stop()
+
+
+def test_tls_by_flags(tmp_path: Path, redis_url: str) -> None:
+    """--tls-cert/--tls-key: HTTPS, Secure cookies, HSTS; plain HTTP on the same port
+    gets nothing."""
+    import ssl
+
+    from tests.tlscerts import make_certs
+
+    certs = make_certs(tmp_path / "certs")
+    with console(tmp_path, redis_url, ["--tls-cert", str(certs["cert"]),
+                                       "--tls-key", str(certs["key"])]) as c:
+        assert c.url.startswith("https://127.0.0.1:")
+        port = urlsplit(c.url).port
+        context = ssl.create_default_context(cafile=str(certs["ca"]))
+        conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=20)
+        conn.request("GET", "/login")
+        r = conn.getresponse()
+        r.read()
+        assert r.status == 200
+        [cookie] = r.headers.get_all("Set-Cookie") or []
+        assert "Secure" in cookie and "HttpOnly" in cookie
+        assert r.headers["Strict-Transport-Security"].startswith("max-age=")
+        conn.close()
+        plain = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+        with pytest.raises((http.client.HTTPException, ConnectionError)):
+            plain.request("GET", "/login")
+            plain.getresponse()
+        plain.close()

@@ -174,6 +174,13 @@ def test_dead_letters_filter_replay_delete(browser: Any, tmp_path: Path, redis_u
         assert ids["early2"] not in dead_ids(redis_url)
         assert len(dead_ids(redis_url)) == 3 and sorted(stream_orders(redis_url)) == [
             "100", "101"]  # deleted, not replayed
+        # purge what a filter selects, after the dry run's count: only those go
+        browser.get(c.url + "/dead?error=font")
+        by_id(browser, "bulk-purge").click()
+        wait(lambda: "would purge 1 entries" in by_id(browser, "dry-run").text)
+        by_id(browser, "confirm").click()
+        wait(lambda: "purged 1" in browser.find_element("css selector", ".flash").text)
+        assert dead_ids(redis_url) == [ids["late0"], ids["late1"]]
 
 
 def test_viewer_cannot_act(browser: Any, tmp_path: Path, redis_url: str) -> None:

@@ -81,6 +81,7 @@ async def headers(request: web.Request, handler: Handler) -> web.StreamResponse:
 def _set_headers(request: web.Request, response: web.StreamResponse, started: float) -> None:
     # the time the console spent on the request (bench/measure_console.py reads it)
     response.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - started) * 1000:.2f}"
+    response.headers["Server"] = "stagedoor"  # not the framework's name and version
     for name, value in security.HEADERS.items():
         response.headers.setdefault(name, value)
     if not request.path.startswith("/static/"):
