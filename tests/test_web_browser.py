@@ -85,8 +85,9 @@ def test_backlog_drains_live(browser: Any, tmp_path: Path, redis_url: str) -> No
             wait(drained, 60, "the page to show the backlog drained")
         finally:
             sup.kill_all()
-        # the numbers changed in place: same document, no reload
+        # the numbers changed in place: same document, no reload, by the live script
         assert browser.execute_script("return window.__sameDocument;") == "yes"
+        assert by_id(browser, "live").get_attribute("data-updated")
         # the chart was redrawn with the out rate of the drain
         points = by_id(browser, "chart-out").get_attribute("points")
         assert points and any(float(p.split(",")[1]) < 139 for p in points.split())
@@ -350,3 +351,33 @@ def test_find_a_job_by_order_id_and_open_its_ticket(browser: Any, tmp_path: Path
         # an order nobody enqueued: found nothing, said so
         browser.get(c.url + "/job?order_id=4472")
         assert "Nothing found" in by_id(browser, "no-job").text
+
+
+def test_every_action_works_without_javascript(tmp_path: Path, redis_url: str) -> None:
+    """Scripts off: log in, replay and delete a dead letter, pause and resume, all as
+    plain forms; the overview shows its numbers, rendered on the server."""
+    ids = seed_dead(redis_url)
+    driver = chrome(tmp_path / "profile-nojs", javascript=False)
+    try:
+        (tmp_path / "web").mkdir()
+        with console(tmp_path / "web", redis_url) as c:
+            log_in(driver, c, "operator")
+            assert by_id(driver, "backlog").text == "0"
+            time.sleep(1.5)  # the live refresh would have run by now: it did not
+            assert by_id(driver, "live").get_attribute("data-updated") is None
+            driver.get(c.url + "/dead?kind=refund")
+            [row] = all_css(driver, "#dead tbody tr[data-id]")
+            row.find_element("css selector", "button.replay").click()
+            wait(lambda: "replayed 1" in driver.find_element("css selector", ".flash").text)
+            assert stream_orders(redis_url) == ["102"]
+            driver.get(c.url + "/dead")
+            all_css(driver, "button.delete")[0].click()
+            wait(lambda: "deleted 1" in driver.find_element("css selector", ".flash").text)
+            assert ids["late1"] not in dead_ids(redis_url)  # the newest, first row
+            driver.get(c.url + "/fleet")
+            by_id(driver, "pause").click()
+            wait(lambda: by_id(driver, "fleet-state").text == "PAUSED")
+            by_id(driver, "resume").click()
+            wait(lambda: by_id(driver, "fleet-state").text == "running")
+    finally:
+        driver.quit()

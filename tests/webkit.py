@@ -89,8 +89,9 @@ def console(tmp_path: Path, redis_url: str, args: Sequence[str] = (),
         c.stop()
 
 
-def chrome(profile: Path) -> Any:
-    """Headless Chromium from Debian's packages, offline but for loopback."""
+def chrome(profile: Path, *, javascript: bool = True) -> Any:
+    """Headless Chromium from Debian's packages, offline but for loopback (and with
+    scripts off for javascript=False)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -111,6 +112,9 @@ def chrome(profile: Path) -> Any:
                 "--proxy-server=http://127.0.0.1:9", "--window-size=1280,900",
                 f"--user-data-dir={profile}"):
         options.add_argument(arg)
+    if not javascript:
+        options.add_experimental_option(
+            "prefs", {"profile.managed_default_content_settings.javascript": 2})
     service = Service(CHROMEDRIVER, log_output=subprocess.DEVNULL)
     driver = webdriver.Chrome(service=service, options=options)
     driver.set_page_load_timeout(20)
