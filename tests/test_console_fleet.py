@@ -223,3 +223,44 @@ async def _one_worker(c: Any, s: Settings) -> fleet.Fleet | None:
 async def _state(c: Any, s: Settings, order_id: int) -> bool:
     story = await jobs.lookup(c, s, order_id=order_id)
     return [e.state for e in story.entries] == ["gone"]
+
+
+def test_console_follows_the_sentinel_master(tmp_path: Path) -> None:
+    """pause, job lookup and status through a Sentinel URL, before and after a failover:
+    the flag and the job index are on the master and replicated with it."""
+    from tests.topology import SentinelSet
+    from tests.workerkit import poll
+
+    from stagedoor.stream import connection
+    from stagedoor.stream.job import make_job
+    from stagedoor.stream.queue import enqueue_sync
+
+    topo = SentinelSet(tmp_path / "sentinel")
+    try:
+        url = topo.url
+        s = Settings(redis_url=url, wait_replicas=1)
+        client = connection.sync_client(s)
+        (entry,) = enqueue_sync(client, s, [make_job("noop", 8101, 98101, "r", "t")])
+        client.close()
+        assert cli("pause", "--reason", "failover drill", "--redis-url", url).returncode == 0
+
+        def looked_up() -> dict[str, Any] | None:
+            out = cli("job", "8101", "--json", "--redis-url", url)
+            return orjson.loads(out.stdout) if out.returncode == 0 else None
+        assert [e["entry_id"] for e in poll(looked_up, 10, "lookup")["entries"]] == [entry]
+        topo.failover()
+
+        def after() -> dict[str, Any] | None:
+            out = cli("status", "--json", "--redis-url", url)
+            return orjson.loads(out.stdout) if out.returncode == 0 else None
+        st = poll(after, 30, "status on the new master")
+        assert st["fleet"]["paused"]["paused"] is True
+        assert st["fleet"]["paused"]["reason"] == "failover drill"
+        story = poll(looked_up, 30, "lookup on the new master")
+        assert [(e["entry_id"], e["state"]) for e in story["entries"]] == [(entry, "queued")]
+        out = cli("resume", "--json", "--redis-url", url)
+        assert out.returncode == 0 and orjson.loads(out.stdout)["paused"] is True
+        assert orjson.loads(cli("status", "--json", "--redis-url", url).stdout)[
+            "fleet"]["paused"]["paused"] is False
+    finally:
+        topo.stop()

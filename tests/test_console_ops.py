@@ -315,3 +315,21 @@ async def test_dead_replay_delete_purge_by_filter_cli(settings: Settings,
     assert dead_ids() == {d["m2"]}
     proc = cli("dead", "list", "--since", "not a time", *url)
     assert proc.returncode == 2 and "error:" in proc.stderr
+
+
+async def test_an_order_with_several_jobs_lists_them_all(settings: Settings,
+                                                         client: aioredis.Redis,
+                                                         sync_redis: redis.Redis) -> None:
+    from stagedoor.stream.queue import enqueue_sync
+
+    c = redis.Redis.from_url(settings.redis_url, protocol=2)
+    ids = enqueue_sync(c, settings, [
+        Job(kind="render_tickets", order_id=6001, outbox_id=96001 + n, request_id="r",
+            trace="t") for n in range(3)])
+    c.close()
+    story = await jobs.lookup(client, settings, order_id=6001)
+    assert [e.entry_id for e in story.entries] == ids[::-1]  # newest first
+    assert [e.outbox_id for e in story.entries] == ["96003", "96002", "96001"]
+    sync_redis.xdel(settings.stream, ids[0])  # trimmed: the index still knows its outbox id
+    oldest = (await jobs.lookup(client, settings, order_id=6001)).entries[-1]
+    assert (oldest.entry_id, oldest.outbox_id, oldest.in_stream) == (ids[0], "96001", False)

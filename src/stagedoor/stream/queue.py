@@ -220,11 +220,14 @@ for j = 0, n - 1 do
       if name == 'outbox_id' then outbox = ARGV[8 + j * width + i] end
     end
     if order then
-      local prev = redis.pcall('HGET', key, 'o:' .. order)
-      if type(prev) ~= 'string' then prev = nil end
-      if prev and #prev > 1000 then prev = string.match(string.sub(prev, -800), ' (.*)$') end
-      redis.pcall('HSET', key, 'o:' .. order,
-        (prev and (prev .. ' ') or '') .. id .. '=' .. (outbox or ''))
+      -- Most orders have one job an hour: HSETNX alone; a second one appends.
+      local token = id .. '=' .. (outbox or '')
+      if redis.pcall('HSETNX', key, 'o:' .. order, token) == 0 then
+        local prev = redis.pcall('HGET', key, 'o:' .. order)
+        if type(prev) ~= 'string' then prev = '' end
+        if #prev > 1000 then prev = string.match(string.sub(prev, -800), ' (.*)$') or '' end
+        redis.pcall('HSET', key, 'o:' .. order, prev .. ' ' .. token)
+      end
     end
     if outbox then redis.pcall('HSET', key, 'b:' .. outbox, id .. '=' .. (order or '')) end
     if not touched[key] then
