@@ -346,8 +346,9 @@ def test_find_a_job_by_order_id_and_open_its_ticket(browser: Any, tmp_path: Path
                     String.fromCharCode(...new Uint8Array(b).slice(0, 5))])));
         """, href)
         assert (status, ctype, head) == (200, "application/pdf", "%PDF-")
-        link.click()  # and it opens (Chromium's viewer or a download: either way no error)
-        assert urlsplit(browser.current_url).path == "/ticket/4471"
+        link.click()  # and it opens in Chromium's PDF viewer
+        wait(lambda: urlsplit(browser.current_url).path == "/ticket/4471", 20,
+             "the ticket to open")
         # an order nobody enqueued: found nothing, said so
         browser.get(c.url + "/job?order_id=4472")
         assert "Nothing found" in by_id(browser, "no-job").text
