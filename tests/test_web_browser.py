@@ -68,6 +68,9 @@ def test_log_in_wrong_credentials_refused(browser: Any, tmp_path: Path, redis_ur
         log_in(browser, c, "operator")
         wait(lambda: browser.current_url.rstrip("/") == c.url, what="the overview")
         assert by_id(browser, "backlog").text == "0"
+        log = c.stderr()
+        assert log.count("failed log-in for user 'operator'") == 2 and "log-in: operator" in log
+        assert "Secret" not in log  # no password, right or wrong, is logged
 
 
 def test_backlog_drains_live(browser: Any, tmp_path: Path, redis_url: str) -> None:
@@ -182,6 +185,7 @@ def test_dead_letters_filter_replay_delete(browser: Any, tmp_path: Path, redis_u
         by_id(browser, "confirm").click()
         wait(lambda: "purged 1" in browser.find_element("css selector", ".flash").text)
         assert dead_ids(redis_url) == [ids["late0"], ids["late1"]]
+        assert "action /dead/bulk by operator" in c.stderr()
 
 
 def test_viewer_cannot_act(browser: Any, tmp_path: Path, redis_url: str) -> None:

@@ -31,7 +31,8 @@ def register(subparsers: Any) -> None:
                     "lookup, tickets) on 127.0.0.1 by default. Needs the web extra: "
                     "pip install 'stagedoor[web]'. Log in as viewer or operator with the "
                     "password in the role's file; only the operator acts.")
-    config.add_arguments(p, only=(*CONNECTION_SETTINGS, "maxlen", "dead_maxlen", "tickets_dir"))
+    config.add_arguments(p, only=(*CONNECTION_SETTINGS, "maxlen", "dead_maxlen", "tickets_dir",
+                                  "log_format", "log_level"))
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on [default: 127.0.0.1: loopback only; put a TLS "
                    "reverse proxy in front, docs/console.md]")
@@ -99,6 +100,9 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as e:
         raise ConfigError(f"the web console needs the web extra ({e.name} is missing): "
                           "pip install 'stagedoor[web]'") from None
+    from ...ops.logs import setup_logging
+
+    setup_logging(settings)  # log-ins, failed log-ins and every action, as the workers log
     creds = credentials.load({"viewer": args.viewer_password_file,
                               "operator": args.operator_password_file})
     tls = None
