@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 import redis
 from tests import test_systemd
-from tests.helpers_supervisor import REPO
+from tests.helpers_supervisor import REPO, wait_for
 from tests.paths import PACKAGE, SRC
 from tests.webkit import PASSWORDS, Console, console
 
@@ -370,3 +370,24 @@ def test_tls_by_flags(tmp_path: Path, redis_url: str) -> None:
             plain.request("GET", "/login")
             plain.getresponse()
         plain.close()
+
+
+def test_redis_away_is_a_503_with_one_line_and_the_overview_stays(
+        tmp_path: Path, own_redis: Any) -> None:
+    with console(tmp_path, own_redis.url) as c:
+        h = Http(c.url)
+        h.log_in("operator")
+        assert h.request("GET", "/dead")[0] == 200
+        own_redis.stop()
+        for path in ("/dead", "/pending", "/fleet", "/job?order_id=1"):
+            status, headers, body = h.request("GET", path)
+            assert status == 503, (path, status, body[:300])
+            assert body.decode().startswith("cannot reach Redis at redis://127.0.0.1:")
+            assert body.count(b"\n") == 1 and b"Traceback" not in body
+            strict_csp(headers)
+        # the overview: the last sample, and the sampler's error beside it
+        o = json.loads(wait_for(lambda: (lambda b: b if json.loads(b)["error"] else None)(
+            h.request("GET", "/api/overview")[2]), 20, what="the sample error"))
+        assert o["ready"] and "Connection" in o["error"], o["error"]
+        assert h.request("GET", "/")[0] == 200
+    assert "Traceback" not in c.stderr()

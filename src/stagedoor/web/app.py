@@ -2,7 +2,8 @@
 
 Requests pass, in order: `headers` (the security headers of security.HEADERS on every
 response, errors included), `authenticate` (a session, else the log-in page for a
-page, 401 for /api), `csrf` (every POST: the Origin check and the session's token).
+page, 401 for /api), `csrf` (every POST: the Origin check and the session's token),
+`outage` (Redis away: 503 and one line).
 Actions are operator-only (views.operator_only); the viewer never sees their forms,
 and a viewer's POST is refused with 403 all the same.
 """
@@ -21,10 +22,12 @@ from importlib import resources
 from typing import Any
 
 import jinja2
+import redis
 from aiohttp import web
 
 from ..cli.commands.status import human_ms
 from ..config import Settings
+from ..stream.errors import OUTAGE_ERRORS, first_line, outage_line
 from . import security
 from .credentials import Credentials
 from .sampler import Sampler, human_bytes
@@ -91,6 +94,20 @@ def _set_headers(request: web.Request, response: web.StreamResponse, started: fl
 
 
 @web.middleware
+async def outage(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Redis away or refusing during a page: 503 with one line (the URL redacted), not
+    a 500 and a traceback; the overview keeps showing its last sample and the error."""
+    try:
+        return await handler(request)
+    except OUTAGE_ERRORS as e:
+        line = outage_line(console_of(request).settings.redis_url, e)
+    except redis.ResponseError as e:
+        line = f"Redis refused: {first_line(e)}"
+    log.warning("%s %s: %s", request.method, request.path, line)
+    raise web.HTTPServiceUnavailable(text=f"{line}\n")
+
+
+@web.middleware
 async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
     if request.path.startswith(PUBLIC):
         return await handler(request)
@@ -145,7 +162,7 @@ async def healthz(request: web.Request) -> web.StreamResponse:
 def build(console: Console) -> web.Application:
     from . import views
 
-    app = web.Application(middlewares=[headers, authenticate, csrf],
+    app = web.Application(middlewares=[headers, authenticate, csrf, outage],
                           client_max_size=64 * 1024)
     app["console"] = console
     views.add_routes(app)
