@@ -264,3 +264,39 @@ def test_console_follows_the_sentinel_master(tmp_path: Path) -> None:
             "fleet"]["paused"]["paused"] is False
     finally:
         topo.stop()
+
+
+def test_bulk_replay_killed_half_way_loses_nothing_and_duplicates_nothing(
+        tmp_path: Path, redis_url: str, sync_redis: redis.Redis) -> None:
+    """kill -9 of `dead replay --all` in the middle, then the same command again: every
+    dead letter is on the job stream exactly once, and none is left behind."""
+    from stagedoor.stream.job import make_job
+    from stagedoor.stream.queue import dead_letter_fields
+
+    s = Settings(redis_url=redis_url)
+    n = 3000
+    pipe = sync_redis.pipeline(transaction=False)
+    for i in range(1, n + 1):
+        pipe.execute_command("XADD", s.dead_stream, "*", *dead_letter_fields(
+            make_job("render_tickets", i, i, "r", "t").fields(), error="e", source_id="1-0",
+            deliveries=6, consumer="c"))
+    pipe.execute()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
+    env["PYTHONPATH"] = str(SRC)
+    proc = subprocess.Popen([sys.executable, "-m", "stagedoor.cli", "dead", "replay", "--all",
+                             "--yes", "--redis-url", redis_url], cwd=ROOT, env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: sync_redis.xlen(s.stream) >= 50, 30, 0.001, "replay under way")
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    half = sync_redis.xlen(s.stream)
+    assert 0 < half < n, "the kill landed in the middle"
+    assert half + sync_redis.xlen(s.dead_stream) == n  # each entry in one place only
+    out = cli("dead", "replay", "--all", "--yes", "--redis-url", redis_url)
+    assert out.returncode == 0, out.stderr
+    orders = [int(f[b"order_id"]) for _, f in sync_redis.xrange(s.stream)]
+    assert sorted(orders) == list(range(1, n + 1))  # every one, once
+    assert sync_redis.xlen(s.dead_stream) == 0

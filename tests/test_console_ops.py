@@ -333,3 +333,55 @@ async def test_an_order_with_several_jobs_lists_them_all(settings: Settings,
     sync_redis.xdel(settings.stream, ids[0])  # trimmed: the index still knows its outbox id
     oldest = (await jobs.lookup(client, settings, order_id=6001)).entries[-1]
     assert (oldest.entry_id, oldest.outbox_id, oldest.in_stream) == (ids[0], "96001", False)
+
+
+def commandstats(r: redis.Redis) -> dict[str, int]:
+    info = r.info("commandstats")
+    return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in info.items()}
+
+
+async def test_lookups_do_bounded_work_on_a_big_queue(settings: Settings,
+                                                      client: aioredis.Redis,
+                                                      sync_redis: redis.Redis) -> None:
+    """20,000 entries on the stream, 2,000 dead letters, 1,000 pending: a lookup by order
+    id, a pending page and a dead-letter page send a fixed handful of commands, none of
+    which reads a range of the stream (Redis's own command counters say so)."""
+    s = settings.replace(maxlen=1_000_000)
+    c = redis.Redis.from_url(s.redis_url, protocol=2)
+    from stagedoor.stream.queue import enqueue_sync
+    enqueue_sync(c, s, [Job(kind="render_tickets", order_id=i, outbox_id=i, request_id="r",
+                            trace="t") for i in range(1, 20_001)], chunk=2000)
+    c.execute_command("XREADGROUP", "GROUP", s.group, "host-a", "COUNT", 1000,
+                      "STREAMS", s.stream, ">")
+    pipe = c.pipeline(transaction=False)
+    for i in range(2000):
+        pipe.execute_command("XADD", s.dead_stream, "*", *dead_letter_fields(
+            Job(kind="mail", order_id=i + 1, outbox_id=i + 1, request_id="r",
+                trace="t").fields(), error="e", source_id="1-0", deliveries=6,
+            consumer="c"))
+    pipe.execute()
+
+    def counted() -> dict[str, int]:
+        return commandstats(sync_redis)
+
+    sync_redis.config_resetstat()
+    story = await jobs.lookup(client, s, order_id=15_000)
+    stats = counted()
+    assert [e.state for e in story.entries] == ["queued"]
+    # TIME + XINFO GROUPS, 26 HGETs of the index, 6 for the entry, 2 for its marks
+    assert sum(v for k, v in stats.items() if k not in ("config|resetstat", "info")) <= 40
+    assert stats.get("xrange", 0) == 1 and "xrevrange" not in stats and "xpending" in stats
+
+    sync_redis.config_resetstat()
+    page = await pending.list_pending(client, s, limit=50)
+    stats = counted()
+    assert page.total == 1000 and len(page.entries) == 50
+    assert stats.get("xpending", 0) == 2 and stats.get("xrange", 0) == 50
+    assert stats.get("get", 0) == 100
+
+    sync_redis.config_resetstat()
+    dead = await dl.list_dead(client, s, limit=50)
+    stats = counted()
+    assert dead.total == 2000 and len(dead.entries) == 50 and dead.scanned == 50
+    assert stats.get("xrevrange", 0) == 1 and stats.get("xlen", 0) == 1
+    c.close()

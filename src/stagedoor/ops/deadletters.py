@@ -213,8 +213,10 @@ async def list_dead(client: aioredis.Redis, settings: Settings,
     scanned = 0
     last: str | None = None
     exhausted = False
+    filtered = flt.kind is not None or bool(flt.error)
     while len(out) < limit and scanned < scan_limit:
-        count = min(PAGE, scan_limit - scanned)
+        # Unfiltered, every entry read is shown: read no more than the page needs.
+        count = min(PAGE if filtered else limit - len(out), scan_limit - scanned)
         (page,) = await pipeline(client, [("XREVRANGE", s.dead_stream, hi, lo, "COUNT", count)])
         page = [] if isinstance(page, Exception) else list(page or [])
         full = False

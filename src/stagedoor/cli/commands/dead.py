@@ -15,16 +15,19 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 import redis.asyncio as aioredis
 
 from ... import config
 from ...exitcodes import EX_USAGE
-from ...ops import deadletters as dl
 from ..console_run import confirm, run_op, write_json
 from .status import CONNECTION_SETTINGS
+
+if TYPE_CHECKING:
+    from ...ops import deadletters as dl
+
 
 
 def register(subparsers: Any) -> None:
@@ -105,6 +108,7 @@ def _positive(text: str) -> int:
 
 
 def _entry_id(text: str) -> str:
+    from ...ops import deadletters as dl
     if not dl.ENTRY_ID.fullmatch(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a stream entry id like "
                                          "1758200000000-0")
@@ -112,6 +116,7 @@ def _entry_id(text: str) -> str:
 
 
 def _bound(text: str) -> str:
+    from ...ops import deadletters as dl
     try:
         return dl.parse_bound(text)
     except dl.BadBound as e:
@@ -119,6 +124,7 @@ def _bound(text: str) -> str:
 
 
 def _bound_end(text: str) -> str:
+    from ...ops import deadletters as dl
     try:
         return dl.parse_bound(text, end=True)
     except dl.BadBound as e:
@@ -126,6 +132,7 @@ def _bound_end(text: str) -> str:
 
 
 def _filter(args: argparse.Namespace) -> dl.DeadFilter:
+    from ...ops import deadletters as dl
     return dl.DeadFilter(kind=args.kind, error=args.error, since=args.since, until=args.until)
 
 
@@ -168,6 +175,7 @@ def summary(entry: dl.DeadEntry) -> dict[str, Any]:
 
 
 def _order(entry: dl.DeadEntry | dl.Outcome) -> str:
+    from ...ops import deadletters as dl
     if isinstance(entry, dl.Outcome):
         return entry.order_id or "-"
     return str(entry.order_id or entry.order_id_raw or "-")
@@ -177,6 +185,7 @@ def _order(entry: dl.DeadEntry | dl.Outcome) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
+    from ...ops import deadletters as dl
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:
@@ -208,6 +217,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from ...ops import deadletters as dl
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:
@@ -243,6 +253,7 @@ def _print_selection(s: config.Settings, sel: dl.Selection, verb: str, as_json: 
 
 
 def run_replay(args: argparse.Namespace) -> int:
+    from ...ops import deadletters as dl
     flt = _filter(args)
     bulk = args.all or not flt.empty
     if bulk == bool(args.ids):
@@ -296,6 +307,7 @@ def run_replay(args: argparse.Namespace) -> int:
 
 
 def run_delete(args: argparse.Namespace) -> int:
+    from ...ops import deadletters as dl
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:
@@ -312,6 +324,7 @@ def run_delete(args: argparse.Namespace) -> int:
 
 
 def run_purge(args: argparse.Namespace) -> int:
+    from ...ops import deadletters as dl
     prog = "stagedoor dead purge"
     interactive = sys.stdin.isatty()
     if not args.yes and not interactive and not args.dry_run:
@@ -368,6 +381,7 @@ def replay_one(client: redis.Redis, settings: config.Settings, dead_id: str
                ) -> tuple[str, str | None]:
     """Replay one dead entry with a blocking client (tests, sync tools): ('ok', new id),
     ('missing', None) or ('empty', None); the same script as ops.deadletters.replay."""
+    from ...ops import deadletters as dl
     s = settings
     script = client.register_script(dl.REPLAY_LUA)
     status, new_id = script(keys=[s.stream, s.dead_stream], args=[s.group, s.maxlen, dead_id])

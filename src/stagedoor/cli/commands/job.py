@@ -4,15 +4,18 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as aioredis
 
 from ... import config
-from ...ops import jobs
 from ..console_run import run_op, write_json
 from .dead import _entry_id, _positive, safe
 from .status import CONNECTION_SETTINGS, human_ms
+
+if TYPE_CHECKING:
+    from ...ops import jobs
+
 
 
 def register(subparsers: Any) -> None:
@@ -58,6 +61,7 @@ def _lines(e: jobs.JobEntry, now_ms: int) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ...ops import jobs
     given = [x for x in (args.order_id, args.outbox_id, args.entry_id) if x is not None]
     if len(given) != 1:
         args.parser.error("give one of ORDER_ID, --outbox-id or --entry-id")

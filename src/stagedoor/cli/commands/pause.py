@@ -12,15 +12,18 @@ import argparse
 import getpass
 import socket
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as aioredis
 
 from ... import config
-from ...ops import fleet
 from ..console_run import run_op, write_json
 from .dead import safe
 from .status import CONNECTION_SETTINGS
+
+if TYPE_CHECKING:
+    from ...ops import fleet
+
 
 
 def register(subparsers: Any) -> None:
@@ -58,6 +61,7 @@ def _since(state: fleet.PauseState) -> str:
 
 
 def run_pause(args: argparse.Namespace) -> int:
+    from ...ops import fleet
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:
@@ -74,6 +78,7 @@ def run_pause(args: argparse.Namespace) -> int:
 
 
 def run_resume(args: argparse.Namespace) -> int:
+    from ...ops import fleet
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:

@@ -10,13 +10,14 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ... import config
-from ...ops import pending as ops_pending
 from ..console_run import run_op, write_json
 from .dead import _entry_id, _positive, _short, safe
 from .status import CONNECTION_SETTINGS, human_ms
 
 
 def register(subparsers: Any) -> None:
+    from ...ops import pending as ops_pending  # its default scan limit
+
     p = subparsers.add_parser(
         "pending", help="List or show pending entries (delivered, not acked yet).",
         description="Entries a worker holds or held: running, retrying, or left by a worker "
@@ -59,6 +60,7 @@ def _seconds(text: str) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
+    from ...ops import pending as ops_pending
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:
@@ -87,6 +89,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from ...ops import pending as ops_pending
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:
