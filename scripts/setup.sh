@@ -2,8 +2,9 @@
 # Idempotent set-up on Debian/Ubuntu with Python >= 3.11: system packages the product
 # and its tests need (redis-server, qpdf, poppler-utils, a C compiler, zlib, HarfBuzz,
 # fribidi, libunibreak and libthai headers, Noto and Symbola fonts, tesseract, prometheus
-# and promtool), then .venv with stagedoor installed in editable mode (this builds the Cython
-# renderer).  Fast when everything is already there.
+# and promtool, chromium and chromium-driver for the console's browser tests), then .venv
+# with stagedoor installed in editable mode (this builds the Cython renderer).  Fast when
+# everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +21,9 @@ command -v openssl >/dev/null || need_apt+=(openssl)       # TLS test certificat
 command -v ps >/dev/null || need_apt+=(procps)             # the password-not-in-ps test
 command -v strace >/dev/null || need_apt+=(strace)          # the fsync -> rename -> dir fsync -> ack order test
 command -v cc >/dev/null || need_apt+=(build-essential)
+# the web console's browser tests (tests/test_web_browser.py): headless Chromium + its driver
+command -v chromium >/dev/null || need_apt+=(chromium)
+command -v chromedriver >/dev/null || need_apt+=(chromium-driver)
 [ -e /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
 # the renderer's text stack (shaping, bidi, line breaks) is linked from C: headers + pkg-config
 command -v pkg-config >/dev/null || need_apt+=(pkg-config)

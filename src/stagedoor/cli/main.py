@@ -32,12 +32,24 @@ COMMANDS = {
     "work": "Run one worker in the foreground.",
     "demo": "Run the supervisor on demo orders until drained.",
     "status": "Show the queue: length, lag, pending, queue age, dead letters.",
-    "dead": "List, show, replay or purge dead-letter entries.",
+    "dead": "List, show, replay, delete or purge dead-letter entries.",
     "render": "Render an order (JSON) to a PDF, one page per ticket.",
     "systemd": "Print or install the systemd units of this package.",
     "monitoring": "Print the shipped Prometheus alerts and Grafana dashboard.",
     "doctor": "Check this host: renderer, fonts, tickets directory, Redis, ...",
+    "pending": "List or show pending entries (delivered, not acked yet).",
+    "job": "Where is a job: queued, pending, retrying, done, dead or trimmed.",
+    "pause": "Stop the whole fleet taking new jobs (the processes stay up).",
+    "resume": "Let the fleet take new jobs again (deletes the pause flag).",
+    "web": "Serve the operator's console: an authenticated web page.",
 }
+# a command registered by another command's module (it registers both)
+MODULES = {"resume": "pause"}
+
+
+def module_of(command: str) -> str:
+    """The module of stagedoor.cli.commands that registers the command."""
+    return MODULES.get(command, command)
 
 
 class Parser(argparse.ArgumentParser):
@@ -61,9 +73,14 @@ def build_parser(only: str | None = None) -> Parser:
     add_version(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
+    wanted = None if only is None else module_of(only)
+    registered: set[str] = set()
     for name, line in COMMANDS.items():
-        if only is None or name == only:
-            importlib.import_module(f"stagedoor.cli.commands.{name}").register(sub)
+        module = module_of(name)
+        if wanted is None or module == wanted:
+            if module not in registered:  # its register() adds all of its commands
+                importlib.import_module(f"stagedoor.cli.commands.{module}").register(sub)
+                registered.add(module)
         else:
             sub.add_parser(name, help=line, add_help=False)
     return parser

@@ -99,6 +99,8 @@ _SUPERVISOR_HELP = {
 _WORKER_GAUGE_HELP = {
     "redis_oom": "Live workers holding off because Redis refuses writes with OOM "
                  "(maxmemory reached) (processes).",
+    "paused": "Live workers that see the fleet-wide pause flag and read nothing new "
+              "(stagedoor pause / resume) (processes).",
 }
 
 

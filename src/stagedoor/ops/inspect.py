@@ -60,8 +60,8 @@ from ..stream import backlog
 from ..stream.backlog import trimmed_key
 from ..stream.keys import dead_trimmed_key
 
-__all__ = ["InspectError", "aqueue_status", "build_status", "id_ms", "parse_id",
-           "queue_gauges", "queue_status", "redis_memory"]
+__all__ = ["InspectError", "aqueue_status", "build_status", "id_ms", "memory_from_info",
+           "parse_id", "queue_gauges", "queue_status", "redis_memory"]
 
 
 class InspectError(RuntimeError):
@@ -342,6 +342,12 @@ def redis_memory(client: redis.Redis) -> dict[str, Any] | None:
         info = client.info("memory")
     except redis.ResponseError:
         return None
+    return memory_from_info(info)
+
+
+def memory_from_info(info: Mapping[str, Any]) -> dict[str, Any]:
+    """redis_memory's numbers from an INFO reply that has the memory section (the web
+    console asks for it together with the server and replication sections)."""
     used, limit = int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
     policy = str(info.get("maxmemory_policy", ""))
     return {"used_bytes": used, "maxmemory_bytes": limit, "policy": policy,

@@ -140,13 +140,16 @@ def _producer_timeout(settings: Settings) -> float:
 
 
 def async_client(settings: Settings, *, blocking: bool = False, name: str | None = None,
-                 producer: bool = False) -> aioredis.Redis:
+                 producer: bool = False, timeout: float | None = None) -> aioredis.Redis:
     """An asyncio client: 100 ms calls, or the blocking reader with timeout > BLOCK.
 
-    `producer`: the socket timeout leaves room for the WAIT after enqueue's XADDs."""
+    `producer`: the socket timeout leaves room for the WAIT after enqueue's XADDs.
+    `timeout`: another socket timeout (the console's, ops/records.py)."""
     kwargs = client_kwargs(settings, blocking=blocking, asynchronous=True)
     if producer:
         kwargs["socket_timeout"] = _producer_timeout(settings)
+    if timeout is not None:
+        kwargs["socket_timeout"] = timeout
     if name:
         kwargs["client_name"] = name
     url = _url(settings)

@@ -76,3 +76,35 @@ def lease_key(settings: Settings, order_id: int, outbox_id: int) -> str:
     if tagged(settings):
         return settings.key("running", f"{{{order_id}}}", outbox_id)
     return settings.key("running", outbox_id)
+
+
+# -- the console's keys (issue 26): on the stream's hash tag, so a Cluster keeps them in
+# the queue's slot and one pipeline (or script) reaches them with the stream's keys.
+
+def paused_key(settings: Settings) -> str:
+    """The fleet-wide pause flag (JSON: since, by, reason); absent means running."""
+    return settings.key("paused", settings.stream)
+
+
+def presence_key(settings: Settings, consumer: str) -> str:
+    """One worker's presence record (JSON), written at its heartbeat with an expiry."""
+    return settings.key("worker", settings.stream, consumer)
+
+
+def fleet_key(settings: Settings) -> str:
+    """The names of the workers that wrote a presence record (hash consumer -> last ms)."""
+    return settings.key("fleet", settings.stream)
+
+
+JOB_INDEX_TTL_S = 86_400 + 3_600  # each hour's job index lives a day past its hour
+
+
+def job_index_prefix(settings: Settings) -> str:
+    """job_index_key without the hour: the scripts append it (ids' ms // 3600000)."""
+    return settings.key("jobidx", settings.stream, "")
+
+
+def job_index_key(settings: Settings, hour: int) -> str:
+    """The job index of one hour of entry ids (hash: o:<order id> -> entry ids,
+    b:<outbox id> -> entry id, d:<entry id> -> dead-letter id); `hour` is id ms // 3.6e6."""
+    return settings.key("jobidx", settings.stream, hour)

@@ -41,6 +41,12 @@ def redis_oom(handles: Iterable[Handle]) -> bool:
     return any((h.stats.get("gauges") or {}).get("redis_oom") for h in handles)
 
 
+def paused(handles: Iterable[Handle]) -> bool:
+    """A worker saw the fleet-wide pause flag at its last heartbeat (its paused gauge;
+    worker/presence.py): the fleet reads nothing new until `stagedoor resume`."""
+    return any((h.stats.get("gauges") or {}).get("paused") for h in handles)
+
+
 class Reporter:
     def __init__(self, sup: Supervisor, now: float) -> None:
         self.sup = sup
@@ -67,6 +73,8 @@ class Reporter:
             text += f", cpu {cpu:.0f}%"
         if redis_oom(live):
             text = "Redis out of memory (writes refused), waiting: " + text
+        if paused(live):
+            text = "paused (stagedoor resume to read again): " + text
         return text
 
     def report(self, now: float) -> None:
@@ -103,6 +111,7 @@ class Reporter:
             "restarts": pool.restarts,
             "recycled": pool.recycled,
             "redis_oom": redis_oom(pool.handles.values()),
+            "paused": paused(pool.handles.values()),
             "handled": total(pool.retired, "handled")
             + sum(total(h.stats, "handled") for h in pool.handles.values()),
             "slots": {str(k): {"pid": s.current.pid if s.current else None,
@@ -198,6 +207,10 @@ class Reporter:
             return Probe(False, "stopping")
         if ready < wanted:
             return Probe(False, f"workers {ready}/{wanted} ready")
+        if paused(sup.pool.handles.values()):
+            # Alive and well, but taking no work by the operator's word: not ready.
+            return Probe(False, f"paused: workers {ready}/{wanted} ready, reading nothing "
+                                "new until `stagedoor resume`")
         if not self.fresh() or time.monotonic() - sup.pool.queue_at > READY_QUEUE_AGE:
             return Probe(False, f"workers {ready}/{wanted} ready, but Redis did not answer "
                                 "the queue status in time")

@@ -37,6 +37,7 @@ from .acks import Acker
 from .dispatch import Dispatcher
 from .outage import Outage
 from .policy import Deadlines
+from .presence import Pause, Presence
 from .reader import Reader
 from .redelivery import Redelivery
 from .slots import Slots
@@ -83,6 +84,7 @@ class Worker:
         self.deadlines = Deadlines()
         self.slots = Slots(s.concurrency)
         self.outage = Outage(s, self.cmd, self.stats, self.consumer)
+        self.pause = Pause(self.stats, self.consumer)
         reader: Reader  # the acker asks it whether a read is on the wire
         self.acker = Acker(FastConnection(s, timeout=s.socket_timeout,
                                           name=self.consumer + ":ack"), s,
@@ -99,13 +101,24 @@ class Worker:
                                         name=self.consumer + ":read"),
             consumer=self.consumer, slots=self.slots, acker=self.acker,
             dispatcher=self.dispatcher, redelivery=self.redelivery, stats=self.stats,
-            stop=self._stopping, outage=self.outage, burst=burst)
+            stop=self._stopping, outage=self.outage, pause=self.pause, burst=burst)
         self.dispatcher.recover_soon = reader.recover_soon
+        self.presence = Presence(s, self.cmd, consumer=self.consumer, slot=slot,
+                                 stats=self.stats, slots=self.slots, pause=self.pause,
+                                 unblock=self._unblock_read)
         self.killer = killer
 
     def request_stop(self) -> None:
         """Graceful: stop reading, let in-flight jobs finish within graceful_timeout."""
         self._stopping.set()
+
+    async def _unblock_read(self) -> None:
+        """The fleet was paused: end a blocking read that waits (a reply already sent
+        is still dispatched), so nothing new is taken after this heartbeat."""
+        r = self.reader
+        if r.reading and r.blocking and r.conn.client_id is not None:
+            with contextlib.suppress(Exception):
+                await self.acker.conn.call("CLIENT", "UNBLOCK", r.conn.client_id)
 
     @property
     def stopping(self) -> bool:
@@ -140,6 +153,11 @@ class Worker:
             # and reads nothing (lifecycle.unless_stopped).
             if not await lifecycle.unless_stopped(self._boot(), self._stopping, "booting"):
                 return
+            # The fleet registry and the pause flag, before the first read: a worker
+            # that starts while the fleet is paused reads nothing.
+            with contextlib.suppress(Exception):
+                await self.presence.beat()
+            tasks.append(asyncio.create_task(self.presence.run(), name="presence"))
             self.ready.set()
             if self._on_ready:
                 self._on_ready()
@@ -158,7 +176,7 @@ class Worker:
             consume = asyncio.create_task(self.reader.consume(), name="consume")
             reclaim = asyncio.create_task(self.reader.reclaim_timer(), name="reclaim")
             stop = asyncio.create_task(self._stopping.wait(), name="stop")
-            tasks = [asyncio.create_task(self.acker.run(), name="ack"),
+            tasks += [asyncio.create_task(self.acker.run(), name="ack"),
                      asyncio.create_task(self.deadlines.run(), name="deadlines"),
                      consume, reclaim, stop]
             # Any of these ending on its own is a bug: fail loudly so the supervisor

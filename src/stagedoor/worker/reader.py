@@ -25,7 +25,9 @@
   worker runs is never claimed before it (job_timeout < claim_idle_ms, config.py).
 - A job left pending because Redis failed it (a stall, a reset, OOM) asks for a
   re-read of the own pending list (`recover_soon`): it runs again after the next read,
-  not after claim_idle_ms.  While Redis refuses writes (outage.py) nothing is read.
+  not after claim_idle_ms.  While Redis refuses writes (outage.py) nothing is read,
+  nor while the fleet is paused (presence.py: the flag is read at the heartbeat, the
+  read path only looks at an attribute).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from ..stream.resp import Exchange, FastConnection
 from .acks import Acker
 from .dispatch import Dispatcher, Entry
 from .outage import Outage
+from .presence import Pause
 from .redelivery import Redelivery
 from .slots import Slots
 
@@ -85,7 +88,7 @@ class Reader:
     def __init__(self, settings: Settings, cmd: aioredis.Redis, conn: FastConnection, *,
                  consumer: str, slots: Slots, acker: Acker, dispatcher: Dispatcher,
                  redelivery: Redelivery, stats: WorkerStats, stop: asyncio.Event,
-                 outage: Outage, burst: bool = False) -> None:
+                 outage: Outage, pause: Pause, burst: bool = False) -> None:
         self.settings = settings
         self.cmd = cmd
         self.conn = conn
@@ -97,6 +100,7 @@ class Reader:
         self.stats = stats
         self.stop = stop
         self.outage = outage
+        self.pause = pause
         self.burst = burst
         self.reading = 0  # '>' reads on the wire (stop_reading waits for their replies)
         self.blocking = False  # the one on the wire may BLOCK (the acker then flushes alone)
@@ -185,7 +189,8 @@ class Reader:
 
     def _must_pause(self) -> bool:
         """Something other than '>' reads comes next: stop reading ahead."""
-        return (self.stop.is_set() or self.outage.active or self._reclaim_due
+        return (self.stop.is_set() or self.outage.active or self.pause.active
+                or self._reclaim_due
                 or self._recover or self.settings.read_ahead < 2)
 
     def _send(self, n: int, *, block: bool) -> _Read:
@@ -286,8 +291,12 @@ class Reader:
                 # Reads work under OOM, the handlers' writes do not: take nothing new.
                 await self.outage.wait_clear()
                 self._recover, self._recover_cursor = True, b"0"
+            if self.pause.active:
+                # The fleet is paused (presence.py): the held jobs finish, nothing new
+                # is read or reclaimed until the flag is gone.
+                await self.pause.wait_clear()
             n = await self.slots.reserve(s.count)
-            if self.outage.active:  # began while we waited for a slot: read nothing
+            if self.outage.active or self.pause.active:  # began while we waited for a slot
                 self.slots.unreserve(n)
                 continue
             try:

@@ -1,81 +1,41 @@
-"""`stagedoor dead list|show|replay|purge`: read and act on the dead-letter stream.
+"""`stagedoor dead list|show|replay|delete|purge`: the dead-letter stream from the CLI.
 
-A dead-letter entry is the job's original fields (as a flat list, duplicates kept)
-followed by dead:error, dead:source_id, dead:deliveries, dead:consumer, dead:time
-(stagedoor.stream.queue).  Replay puts the original fields back on the job stream with a
-new id and deletes the dead entry, in one Lua script:
+A thin front end over stagedoor.ops.deadletters (the web page calls the same
+functions): what an entry holds, the filters, and why replay is idempotent and safe
+to interrupt are told there.  Here: arguments, confirmation, output.
 
-    ensure the group (XGROUP CREATE ... $ MKSTREAM, BUSYGROUP is fine)
-    XADD jobs MAXLEN ~ <maxlen> * <original fields>
-    XDEL jobs:dead <id>                 -- only reached if the XADD succeeded
-
-A script is atomic and stops at the first failing call, so a dead entry is never
-deleted without its job back on the stream, and a retried replay of an id already
-replayed finds nothing and does nothing (no duplicate job).  Both keys are passed as
-KEYS; on Redis Cluster give them one hash tag, e.g. {jobs} and {jobs}:dead.
-
-`replay --all` replays the entries present when it starts, oldest first, so a job
-that dies again at once is not replayed in a loop.  `purge` deletes up to the newest
-entry it counted (XTRIM MINID), so a job dead-lettered during the prompt survives.
+Filters (list, replay, purge): --kind, --error (substring), --since/--until (an entry
+id, epoch ms or an ISO 8601 time, UTC unless it says otherwise).  Bulk actions count
+what they would touch first: --dry-run prints it and stops; on a terminal they ask;
+without one, purge (destructive) needs --yes, replay (which only puts jobs back) goes on.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import orjson
 import redis
+import redis.asyncio as aioredis
 
 from ... import config
 from ...exitcodes import EX_USAGE
-from ...ops.inspect import parse_id
-from ...stream.queue import DEAD_FIELD_PREFIX
-from .status import CONNECTION_SETTINGS, cli_client, unreachable
+from ..console_run import confirm, run_op, write_json
+from .status import CONNECTION_SETTINGS
 
-_ENTRY_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
-PAGE = 100
+if TYPE_CHECKING:
+    from ...ops import deadletters as dl
 
-REPLAY_LUA = """
-local e = redis.call('XRANGE', KEYS[2], ARGV[3], ARGV[3])
-if #e == 0 then return {'missing', ''} end
-local f = e[1][2]
-local args = {'XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*'}
-for i = 1, #f - 1, 2 do
-  if string.sub(f[i], 1, 5) ~= 'dead:' then
-    args[#args + 1] = f[i]
-    args[#args + 1] = f[i + 1]
-  end
-end
-if #args == 6 then return {'empty', ''} end
-local g = redis.pcall('XGROUP', 'CREATE', KEYS[1], ARGV[1], '$', 'MKSTREAM')
-if type(g) == 'table' and g.err and string.sub(g.err, 1, 9) ~= 'BUSYGROUP' then
-  return redis.error_reply(g.err)
-end
-local id = redis.call(unpack(args))
-redis.call('XDEL', KEYS[2], ARGV[3])
-return {'ok', id}
-"""
-
-
-def _cmd(client: redis.Redis, *args: Any) -> Any:
-    untyped: Any = client  # execute_command is untyped in some redis-py stubs
-    return untyped.execute_command(*args)
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "dead", help="List, show, replay or purge dead-letter entries.",
+        "dead", help="List, show, replay, delete or purge dead-letter entries.",
         description="Work with the dead-letter stream: jobs that failed for good or were "
-                    "poison. Replay puts a job back on the job stream; purge deletes them.")
+                    "poison. Replay puts a job back on the job stream; delete and purge "
+                    "remove entries.")
     sub = p.add_subparsers(dest="dead_command", metavar="ACTION", parser_class=type(p))
     sub.required = True
 
@@ -97,20 +57,43 @@ def register(subparsers: Any) -> None:
         "replay", help="put jobs back on the job stream (new id) and delete the dead entries",
         description="Put the original fields (all but dead:*) back on the job stream with a "
                     "new id (XADD MAXLEN ~ maxlen, group ensured), then delete the dead "
-                    "entry, atomically in one script.")
+                    "entry, atomically in one script per entry. Give IDs, --all, or "
+                    "filters; an entry replayed twice is found missing the second time.")
     replay.add_argument("ids", nargs="*", default=[], type=_entry_id, metavar="ID",
                         help="dead-letter entry ids")
     replay.add_argument("--all", action="store_true",
                         help="every entry present now, oldest first (instead of IDs)")
     replay.set_defaults(func=run_replay, parser=replay)
 
-    purge = sub.add_parser("purge", help="delete every dead-letter entry (asks first)",
-                           description="Delete the dead-letter entries. Asks on a terminal; "
-                                       "without a terminal it needs --yes.")
-    purge.add_argument("--yes", "-y", action="store_true", help="do not ask")
-    purge.set_defaults(func=run_purge)
+    delete = sub.add_parser("delete", help="delete dead-letter entries by id",
+                            description="Delete the given dead-letter entries (XDEL).")
+    delete.add_argument("ids", nargs="+", type=_entry_id, metavar="ID",
+                        help="dead-letter entry ids")
+    delete.add_argument("--json", action="store_true", help="one JSON array (for scripts)")
+    delete.set_defaults(func=run_delete)
 
-    for leaf in (ls, show, replay, purge):
+    purge = sub.add_parser("purge", help="delete every (matching) dead-letter entry",
+                           description="Delete the dead-letter entries, or those the "
+                                       "filters match. Asks on a terminal; without a "
+                                       "terminal it needs --yes.")
+    purge.add_argument("--yes", "-y", action="store_true", help="do not ask")
+    purge.set_defaults(func=run_purge, parser=purge)
+
+    for leaf in (ls, replay, purge):
+        leaf.add_argument("--kind", metavar="KIND", help="only entries of this job kind")
+        leaf.add_argument("--error", metavar="TEXT",
+                          help="only entries whose error contains TEXT")
+        leaf.add_argument("--since", type=_bound, metavar="WHEN",
+                          help="only entries dead-lettered at or after WHEN: an entry id, "
+                               "epoch ms or an ISO 8601 time (UTC unless it says)")
+        leaf.add_argument("--until", type=_bound_end, metavar="WHEN",
+                          help="only entries dead-lettered at or before WHEN")
+    for leaf in (replay, purge):
+        leaf.add_argument("--dry-run", action="store_true",
+                          help="print what would be touched, touch nothing")
+        leaf.add_argument("--json", action="store_true", help="JSON out (for scripts)")
+    replay.add_argument("--yes", "-y", action="store_true", help="do not ask")
+    for leaf in (ls, show, replay, delete, purge):
         config.add_arguments(leaf, only=(*CONNECTION_SETTINGS, "maxlen"))
 
 
@@ -125,62 +108,35 @@ def _positive(text: str) -> int:
 
 
 def _entry_id(text: str) -> str:
-    if not _ENTRY_ID.fullmatch(text):
+    from ...ops import deadletters as dl
+    if not dl.ENTRY_ID.fullmatch(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a stream entry id like "
                                          "1758200000000-0")
     return text
 
 
-# -- reading entries ----------------------------------------------------------------------
-
-_DIGITS = re.compile(r"[0-9]{1,19}")
-
-
-def _field(fields: Sequence[bytes], name: bytes) -> str | None:
-    for i in range(0, len(fields) - 1, 2):
-        if fields[i] == name:
-            return _text(fields[i + 1])
-    return None
-
-
-def _when(raw: str | None) -> str:
+def _bound(text: str) -> str:
+    from ...ops import deadletters as dl
     try:
-        stamp = float(raw or "")
-    except ValueError:
-        return raw or "-"
-    return datetime.fromtimestamp(stamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return dl.parse_bound(text)
+    except dl.BadBound as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _number(text: str | None) -> int | None:
-    """An integer field as JSON's integer (as `stagedoor status --json` gives them)."""
-    return int(text) if text is not None and _DIGITS.fullmatch(text) else None
+def _bound_end(text: str) -> str:
+    from ...ops import deadletters as dl
+    try:
+        return dl.parse_bound(text, end=True)
+    except dl.BadBound as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def summary(entry_id: bytes | str, fields: Sequence[bytes]) -> dict[str, Any]:
-    """The columns of `dead list` for one entry.
-
-    order_id and deliveries are integers, or null when the entry's value is not one (a
-    malformed job is why it is here): its text is then in order_id_raw."""
-    order_id = _field(fields, b"order_id")
-    row: dict[str, Any] = {
-        "id": _text(entry_id),
-        "time": _when(_field(fields, DEAD_FIELD_PREFIX + b"time")),
-        "error": _field(fields, DEAD_FIELD_PREFIX + b"error"),
-        "source_id": _field(fields, DEAD_FIELD_PREFIX + b"source_id"),
-        "kind": _field(fields, b"kind"),
-        "order_id": _number(order_id),
-        "deliveries": _number(_field(fields, DEAD_FIELD_PREFIX + b"deliveries")),
-        "consumer": _field(fields, DEAD_FIELD_PREFIX + b"consumer"),
-    }
-    if order_id is not None and row["order_id"] is None:
-        row["order_id_raw"] = order_id
-    return row
+def _filter(args: argparse.Namespace) -> dl.DeadFilter:
+    from ...ops import deadletters as dl
+    return dl.DeadFilter(kind=args.kind, error=args.error, since=args.since, until=args.until)
 
 
-def _one(client: redis.Redis, settings: config.Settings, entry_id: str
-         ) -> list[bytes] | None:
-    reply = _cmd(client, "XRANGE", settings.dead_stream, entry_id, entry_id)
-    return list(reply[0][1]) if reply else None
+# -- output ---------------------------------------------------------------------------------
 
 
 def safe(text: str) -> str:
@@ -206,163 +162,234 @@ def _short(text: str | None, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-# -- actions ------------------------------------------------------------------------------
+def summary(entry: dl.DeadEntry) -> dict[str, Any]:
+    """The columns of `dead list --json` for one entry (order_id_raw only when the
+    order id is not an integer: a malformed job is why it is here)."""
+    row: dict[str, Any] = {"id": entry.id, "time": entry.time, "error": entry.error,
+                           "source_id": entry.source_id, "kind": entry.kind,
+                           "order_id": entry.order_id, "deliveries": entry.deliveries,
+                           "consumer": entry.consumer, "outbox_id": entry.outbox_id}
+    if entry.order_id_raw is not None:
+        row["order_id_raw"] = entry.order_id_raw
+    return row
 
 
-def _with_client(prog: str, args: argparse.Namespace, action: Any) -> int:
-    settings = config.from_args(args)
-    client = cli_client(settings)
-    try:
-        return int(action(client, settings))
-    except (redis.ConnectionError, redis.TimeoutError) as e:
-        return unreachable(prog, settings, e)
-    except redis.ResponseError as e:
-        print(f"{prog}: Redis error: {(str(e).splitlines() or [''])[0]}", file=sys.stderr)
-        return 1
-    finally:
-        client.close()
+def _order(entry: dl.DeadEntry | dl.Outcome) -> str:
+    from ...ops import deadletters as dl
+    if isinstance(entry, dl.Outcome):
+        return entry.order_id or "-"
+    return str(entry.order_id or entry.order_id_raw or "-")
+
+
+# -- actions --------------------------------------------------------------------------------
 
 
 def run_list(args: argparse.Namespace) -> int:
-    def action(client: redis.Redis, s: config.Settings) -> int:
-        total = int(_cmd(client, "XLEN", s.dead_stream))
-        reply = _cmd(client, "XREVRANGE", s.dead_stream, "+", "-", "COUNT", args.count)
-        rows = [summary(eid, fields) for eid, fields in reply or []]
+    from ...ops import deadletters as dl
+    s = config.from_args(args)
+
+    async def action(client: aioredis.Redis) -> int:
+        page = await dl.list_dead(client, s, _filter(args), limit=args.count)
+        rows = [summary(e) for e in page.entries]
         if args.json:
-            sys.stdout.buffer.write(orjson.dumps(rows, option=orjson.OPT_APPEND_NEWLINE))
-            sys.stdout.flush()
+            write_json(rows)
             return 0
         if not rows:
-            print(f"{s.dead_stream}: no dead-letter entries")
+            print(f"{s.dead_stream}: no " + ("matching " if not _filter(args).empty else "")
+                  + "dead-letter entries")
             return 0
-        print(f"{s.dead_stream}: {total} entries, newest {len(rows)} first")
+        print(f"{s.dead_stream}: {page.total} entries, newest {len(rows)} "
+              + ("matching " if not _filter(args).empty else "") + "first")
         head = ("id", "time", "kind", "order_id", "source_id", "error")
         # Every cell escaped and cut: one 1 MB field must not make a 55 MB listing.
-        table = [head] + [(r["id"], _short(r["time"], 20), _short(r["kind"], 24),
-                           _short(str(r["order_id"] or r.get("order_id_raw") or "-"), 20),
-                           _short(r["source_id"], 41), _short(r["error"], 60))
-                          for r in rows]
+        table = [head] + [(e.id, _short(e.time, 20), _short(e.kind, 24),
+                           _short(_order(e), 20), _short(e.source_id, 41), _short(e.error, 60))
+                          for e in page.entries]
         widths = [max(len(row[i]) for row in table) for i in range(len(head) - 1)]
         for row in table:
             cells = [cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)]
             print("  ".join([*cells, row[-1]]))
+        if page.next_before and len(rows) == args.count:
+            print(f"(more: older than {page.next_before})")
         return 0
 
-    return _with_client("stagedoor dead list", args, action)
+    return run_op("stagedoor dead list", s, action)
 
 
 def run_show(args: argparse.Namespace) -> int:
-    def action(client: redis.Redis, s: config.Settings) -> int:
-        fields = _one(client, s, args.id)
-        if fields is None:
+    from ...ops import deadletters as dl
+    s = config.from_args(args)
+
+    async def action(client: aioredis.Redis) -> int:
+        entry = await dl.show_dead(client, s, args.id)
+        if entry is None:
             print(f"stagedoor dead show: no entry {args.id} in {s.dead_stream}", file=sys.stderr)
             return 1
-        pairs = [(_text(fields[i]), _text(fields[i + 1])) for i in range(0, len(fields) - 1, 2)]
         if args.json:
-            doc = {"id": args.id, "fields": [list(p) for p in pairs]}
-            sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_APPEND_NEWLINE))
-            sys.stdout.flush()
+            write_json({"id": args.id, "fields": [list(p) for p in entry.fields]})
             return 0
-        shown = [(safe(name), safe(value)) for name, value in pairs]  # whole, escaped
+        shown = [(safe(name), safe(value)) for name, value in entry.fields]  # whole, escaped
         width = max([len("id"), *(min(len(name), 40) for name, _ in shown)])
         print(f"{'id':<{width}}  {args.id}")
         for name, value in shown:
             print(f"{name:<{width}}  {value}")
-        when = _field(fields, DEAD_FIELD_PREFIX + b"time")
-        if when:
-            print(f"{'(time)':<{width}}  {_when(when)}")
+        if entry.time != "-":
+            print(f"{'(time)':<{width}}  {entry.time}")
         return 0
 
-    return _with_client("stagedoor dead show", args, action)
+    return run_op("stagedoor dead show", s, action)
+
+
+def _print_selection(s: config.Settings, sel: dl.Selection, verb: str, as_json: bool) -> None:
+    if as_json:
+        write_json({"dry_run": True, "action": verb, "count": len(sel.ids), "ids": sel.ids,
+                    "scanned": sel.scanned})
+        return
+    for i in sel.ids:
+        print(f"would {verb}  {i}")
+    print(f"{len(sel.ids)} of {sel.scanned} entries in range would be {verb}d"
+          if verb.endswith("e") else
+          f"{len(sel.ids)} of {sel.scanned} entries in range would be {verb}ed")
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    from ...ops import deadletters as dl
+    flt = _filter(args)
+    bulk = args.all or not flt.empty
+    if bulk == bool(args.ids):
+        args.parser.error("give dead-letter entry IDs, or --all or filters (one of the two)")
+    s = config.from_args(args)
+
+    async def action(client: aioredis.Redis) -> int:
+        ids = list(dict.fromkeys(args.ids))
+        if bulk:
+            sel = await dl.select(client, s, flt)
+            if args.dry_run:
+                _print_selection(s, sel, "replay", args.json)
+                return 0
+            if not sel.ids:
+                print(f"{s.dead_stream}: nothing to replay")
+                return 0
+            if not args.yes and sys.stdin.isatty() and not confirm(
+                    f"Replay {len(sel.ids)} dead-letter entries from {s.dead_stream} "
+                    f"onto {s.stream}?"):
+                print("not replayed")
+                return 1
+            ids = sel.ids
+        elif args.dry_run:
+            found = [i for i in ids if await dl.show_dead(client, s, i) is not None]
+            _print_selection(s, dl.Selection(ids=found, scanned=len(ids), newest=None),
+                             "replay", args.json)
+            return 0
+        outcomes = await dl.replay(client, s, ids)
+        done = sum(o.status == "ok" for o in outcomes)
+        if args.json:
+            write_json({"replayed": done, "of": len(outcomes),
+                        "outcomes": [o.to_json() for o in outcomes]})
+            return 0 if done == len(outcomes) else 1
+        for o in outcomes:
+            what = f"kind {_short(o.kind, 24)}, order_id {_short(_order(o), 20)}"
+            if o.status == "ok":
+                print(f"replayed   {o.id} -> {s.stream} {o.new_id} ({what})")
+            elif o.status == "empty":
+                print(f"skipped    {o.id}: no original fields to replay ({what}); "
+                      "left in place")
+            elif o.kind is None and o.order_id is None:
+                print(f"not found  {o.id} (no such entry in {s.dead_stream})")
+            else:
+                print(f"not found  {o.id} (gone from {s.dead_stream} meanwhile)")
+        failed = len(outcomes) - done
+        print(f"replayed {done} of {len(outcomes)}"
+              + (f", {failed} not replayed" if failed else ""))
+        return 0 if failed == 0 else 1
+
+    return run_op("stagedoor dead replay", s, action)
+
+
+def run_delete(args: argparse.Namespace) -> int:
+    from ...ops import deadletters as dl
+    s = config.from_args(args)
+
+    async def action(client: aioredis.Redis) -> int:
+        outcomes = await dl.delete(client, s, list(args.ids))
+        if args.json:
+            write_json([o.to_json() for o in outcomes])
+        else:
+            for o in outcomes:
+                print(f"deleted    {o.id}" if o.status == "ok"
+                      else f"not found  {o.id} (no such entry in {s.dead_stream})")
+        return 0 if all(o.status == "ok" for o in outcomes) else 1
+
+    return run_op("stagedoor dead delete", s, action)
+
+
+def run_purge(args: argparse.Namespace) -> int:
+    from ...ops import deadletters as dl
+    prog = "stagedoor dead purge"
+    interactive = sys.stdin.isatty()
+    if not args.yes and not interactive and not args.dry_run:
+        print(f"{prog}: error: refusing to delete dead letters without --yes when stdin is "
+              "not a terminal", file=sys.stderr)
+        return EX_USAGE
+    flt = _filter(args)
+    s = config.from_args(args)
+
+    async def action(client: aioredis.Redis) -> int:
+        if flt.empty:  # everything: counted without reading the entries
+            count, newest = await dl.extent(client, s)
+            sel = dl.Selection(ids=[], scanned=count, newest=newest)
+        else:
+            sel = await dl.select(client, s, flt)
+            count = len(sel.ids)
+        if args.dry_run:
+            if flt.empty:
+                if args.json:
+                    write_json({"dry_run": True, "action": "delete", "count": count,
+                                "newest": newest})
+                else:
+                    print(f"{count} entries (all, up to {newest}) would be deleted")
+            else:
+                _print_selection(s, sel, "delete", args.json)
+            return 0
+        if not count:
+            if args.json:
+                write_json({"purged": 0})
+            else:
+                print(f"{s.dead_stream}: nothing to purge")
+            return 0
+        if not args.yes and not confirm(
+                f"Delete {count} dead-letter entries from {s.dead_stream} "
+                f"(up to {sel.newest})?"):
+            print("not purged")
+            return 1
+        # Without filters: everything up to the newest entry counted (XTRIM MINID), so
+        # a job dead-lettered during the prompt survives; with filters: the ids counted.
+        if flt.empty:
+            removed = await dl.purge(client, s, None, upto=sel.newest)
+        else:
+            removed = len([o for o in await dl.delete(client, s, sel.ids) if o.status == "ok"])
+        if args.json:
+            write_json({"purged": removed})
+        else:
+            print(f"purged {removed} entries from {s.dead_stream}")
+        return 0
+
+    return run_op(prog, s, action)
 
 
 def replay_one(client: redis.Redis, settings: config.Settings, dead_id: str
                ) -> tuple[str, str | None]:
-    """Replay one dead entry: ('ok', new id), ('missing', None) or ('empty', None)."""
+    """Replay one dead entry with a blocking client (tests, sync tools): ('ok', new id),
+    ('missing', None) or ('empty', None); the same script as ops.deadletters.replay."""
+    from ...ops import deadletters as dl
     s = settings
-    script = client.register_script(REPLAY_LUA)
+    script = client.register_script(dl.REPLAY_LUA)
     status, new_id = script(keys=[s.stream, s.dead_stream], args=[s.group, s.maxlen, dead_id])
     return _text(status), (_text(new_id) or None)
 
 
-def _replay_ids(client: redis.Redis, s: config.Settings, all_: bool, ids: Sequence[str]
-                ) -> list[tuple[str, list[bytes] | None]]:
-    if not all_:
-        return [(i, _one(client, s, i)) for i in dict.fromkeys(ids)]
-    newest = _cmd(client, "XREVRANGE", s.dead_stream, "+", "-", "COUNT", 1)
-    if not newest:
-        return []
-    end = _text(newest[0][0])
-    out: list[tuple[str, list[bytes] | None]] = []
-    start = "-"
-    while True:
-        page = _cmd(client, "XRANGE", s.dead_stream, start, end, "COUNT", PAGE)
-        out += [(_text(eid), list(fields)) for eid, fields in page or []]
-        if not page or len(page) < PAGE:
-            return out
-        start = "(" + _text(page[-1][0])
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
 
 
-def run_replay(args: argparse.Namespace) -> int:
-    if args.all == bool(args.ids):
-        args.parser.error("give dead-letter entry IDs or --all (one of the two)")
-
-    def action(client: redis.Redis, s: config.Settings) -> int:
-        todo = _replay_ids(client, s, args.all, args.ids)
-        if not todo:
-            print(f"{s.dead_stream}: nothing to replay")
-            return 0
-        done = failed = 0
-        for dead_id, fields in todo:
-            if fields is None:
-                print(f"not found  {dead_id} (no such entry in {s.dead_stream})")
-                failed += 1
-                continue
-            status, new_id = replay_one(client, s, dead_id)
-            info = summary(dead_id, fields)
-            order = str(info["order_id"] or info.get("order_id_raw") or "-")
-            what = f"kind {_short(info['kind'], 24)}, order_id {_short(order, 20)}"
-            if status == "ok":
-                done += 1
-                print(f"replayed   {dead_id} -> {s.stream} {new_id} ({what})")
-            elif status == "empty":
-                failed += 1
-                print(f"skipped    {dead_id}: no original fields to replay ({what}); "
-                      "left in place")
-            else:
-                failed += 1
-                print(f"not found  {dead_id} (gone from {s.dead_stream} meanwhile)")
-        print(f"replayed {done} of {len(todo)}" + (f", {failed} not replayed" if failed else ""))
-        return 0 if failed == 0 else 1
-
-    return _with_client("stagedoor dead replay", args, action)
-
-
-def run_purge(args: argparse.Namespace) -> int:
-    prog = "stagedoor dead purge"
-    interactive = sys.stdin.isatty()
-    if not args.yes and not interactive:
-        print(f"{prog}: error: refusing to delete dead letters without --yes when stdin is "
-              "not a terminal", file=sys.stderr)
-        return EX_USAGE
-
-    def action(client: redis.Redis, s: config.Settings) -> int:
-        count = int(_cmd(client, "XLEN", s.dead_stream))
-        newest = _cmd(client, "XREVRANGE", s.dead_stream, "+", "-", "COUNT", 1)
-        if not count or not newest:
-            print(f"{s.dead_stream}: nothing to purge")
-            return 0
-        last = _text(newest[0][0])
-        if not args.yes:
-            answer = input(f"Delete {count} dead-letter entries from {s.dead_stream} "
-                           f"(up to {last})? [y/N] ")
-            if answer.strip().lower() not in ("y", "yes"):
-                print("not purged")
-                return 1
-        ms, seq = parse_id(last)
-        threshold = f"{ms}-{seq + 1}" if seq < 2**64 - 1 else f"{ms + 1}-0"
-        removed = int(_cmd(client, "XTRIM", s.dead_stream, "MINID", threshold))
-        print(f"purged {removed} entries from {s.dead_stream}")
-        return 0
-
-    return _with_client(prog, args, action)
+__all__: Sequence[str] = ("register", "replay_one", "safe", "summary")

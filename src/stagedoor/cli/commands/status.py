@@ -130,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         status = queue_status(client, settings)
         status["redis_memory"] = redis_memory(client)
+        status["fleet"] = fleet_status(settings)
     except OUTAGE_ERRORS as e:
         return unreachable("stagedoor status", settings, e)
     except InspectError as e:
@@ -139,6 +140,67 @@ def run(args: argparse.Namespace) -> int:
         client.close()
     _write(status, args.json)
     return 0
+
+
+def fleet_status(settings: config.Settings) -> dict[str, Any] | None:
+    """The registry and the pause flag (ops/fleet.py), or None when the user may not
+    read them (an ACL without those keys): the queue's numbers are still worth showing."""
+    import asyncio
+
+    from ...ops.fleet import fleet
+    from ...ops.records import console_client
+
+    async def read() -> dict[str, Any]:
+        client = console_client(settings)
+        try:
+            return (await fleet(client, settings)).to_json()
+        finally:
+            await client.aclose()
+
+    try:
+        return asyncio.run(read())
+    except redis.ResponseError:
+        return None
+
+
+def format_fleet(fl: dict[str, Any]) -> list[str]:
+    """The pause flag, the live workers and the consumers with nobody behind them."""
+    lines: list[str] = []
+    p = fl["paused"]
+    if p["paused"]:
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(p["since"])) \
+            if p.get("since") else "?"
+        lines.append(f"PAUSED    since {since}" + (f" by {safe(p['by'])}" if p.get("by") else "")
+                     + (f": {safe(p['reason'])}" if p.get("reason") else "")
+                     + "; workers read nothing new (stagedoor resume)")
+    else:
+        lines.append("paused    no")
+    workers = fl["workers"]
+    lines.append(f"workers   {len(workers)} live (fleet registry)")
+    if workers:
+        head = ("host", "slot", "pid", "version", "renderer", "up", "handled", "held",
+                "rss", "paused", "seen")
+        rows = [head] + [(safe(w["host"]), str(w["slot"]), str(w["pid"]), safe(w["version"]),
+                          safe(w["renderer"] or "-"),
+                          human_ms(max(0.0, fl["time_ms"] - w["started"] * 1000)),
+                          str(w["handled"]), str(w["in_flight"]),
+                          f"{w['rss_bytes'] / 2**20:.0f}MB", "yes" if w["paused"] else "no",
+                          human_ms(w["age_ms"]) + " ago") for w in workers]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+        lines += ["  " + "  ".join(c.ljust(wd) for c, wd in zip(r, widths, strict=True)).rstrip()
+                  for r in rows]
+    for c in fl["consumers"]:
+        if c["orphaned"]:
+            lines.append(f"ORPHANED  consumer {safe(c['name'])} holds {c['pending']} pending "
+                         "entries and no live worker is behind it (they run again when a "
+                         "worker of that name starts, or are reclaimed after claim_idle_ms)")
+    return lines
+
+
+def safe(text: str) -> str:
+    from .dead import safe as escape
+
+    return escape(str(text))
 
 
 def _write(doc: dict[str, Any], as_json: bool, text: str | None = None) -> None:
@@ -325,6 +387,8 @@ def format_status(st: dict[str, Any]) -> str:
     if dead.get("trimmed"):
         text += f", {dead['trimmed']} older ones TRIMMED at the cap (gone)"
     lines.append(text + (" (see: stagedoor dead list)" if dead["length"] else ""))
+    if st.get("fleet"):
+        lines += format_fleet(st["fleet"])
     consumers = st["consumers"]
     if consumers:
         width = max(8, *(len(c["name"]) for c in consumers))

@@ -1,0 +1,95 @@
+"""`stagedoor pause` / `stagedoor resume`: the fleet-wide pause flag (ops/fleet.py).
+
+Paused, every worker of the stream finishes the jobs it holds, reads and reclaims
+nothing new from its next heartbeat on, and keeps heartbeating; the supervisors stay
+up and say `paused` in /readyz and the status file.  Resume deletes the flag; the
+workers read again at their next heartbeat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import socket
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import redis.asyncio as aioredis
+
+from ... import config
+from ..console_run import run_op, write_json
+from .dead import safe
+from .status import CONNECTION_SETTINGS
+
+if TYPE_CHECKING:
+    from ...ops import fleet
+
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "pause", help="Stop the whole fleet taking new jobs (the processes stay up).",
+        description="Set the fleet-wide pause flag: every worker finishes what it holds "
+                    "and reads nothing new from its next heartbeat on, until `stagedoor "
+                    "resume`. The flag survives restarts of workers and supervisors.")
+    p.add_argument("--reason", default="", metavar="TEXT",
+                   help="why (shown by stagedoor status and the web page)")
+    p.add_argument("--json", action="store_true", help="one JSON object (for scripts)")
+    p.set_defaults(func=run_pause)
+    r = subparsers.add_parser(
+        "resume", help="Let the fleet take new jobs again (deletes the pause flag).",
+        description="Delete the fleet-wide pause flag: the workers read again at their "
+                    "next heartbeat.")
+    r.add_argument("--json", action="store_true", help="one JSON object (for scripts)")
+    r.set_defaults(func=run_resume)
+    for leaf in (p, r):
+        config.add_arguments(leaf, only=CONNECTION_SETTINGS)
+
+
+def _who() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "?"
+    return f"{user}@{socket.gethostname()}"
+
+
+def _since(state: fleet.PauseState) -> str:
+    if state.since is None:
+        return "?"
+    return datetime.fromtimestamp(state.since, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def run_pause(args: argparse.Namespace) -> int:
+    from ...ops import fleet
+    s = config.from_args(args)
+
+    async def action(client: aioredis.Redis) -> int:
+        state = await fleet.pause(client, s, by=_who(), reason=args.reason)
+        if args.json:
+            write_json(state.to_json())
+        else:
+            print(f"paused {s.stream} since {_since(state)}"
+                  + (f" by {safe(state.by)}" if state.by else "")
+                  + "; workers stop reading within one heartbeat")
+        return 0
+
+    return run_op("stagedoor pause", s, action)
+
+
+def run_resume(args: argparse.Namespace) -> int:
+    from ...ops import fleet
+    s = config.from_args(args)
+
+    async def action(client: aioredis.Redis) -> int:
+        state = await fleet.resume(client, s)
+        if args.json:
+            write_json(state.to_json())
+        elif state.paused:
+            print(f"resumed {s.stream} (paused since {_since(state)}); workers read again "
+                  "within one heartbeat")
+        else:
+            print(f"{s.stream} was not paused")
+        return 0
+
+    return run_op("stagedoor resume", s, action)

@@ -1,0 +1,212 @@
+"""The aiohttp application: middlewares (headers, authentication, CSRF), routes, serving.
+
+Requests pass, in order: `headers` (the security headers of security.HEADERS on every
+response, errors included), `authenticate` (a session, else the log-in page for a
+page, 401 for /api), `csrf` (every POST: the Origin check and the session's token),
+`outage` (Redis away: 503 and one line).
+Actions are operator-only (views.operator_only); the viewer never sees their forms,
+and a viewer's POST is refused with 403 all the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import ssl
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import jinja2
+import redis
+from aiohttp import web
+
+from ..cli.commands.status import human_ms
+from ..config import Settings
+from ..stream.errors import OUTAGE_ERRORS, first_line, outage_line
+from . import security
+from .credentials import Credentials
+from .sampler import Sampler, human_bytes
+
+log = logging.getLogger("stagedoor.web")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+PUBLIC = ("/login", "/static/", "/healthz", "/favicon.ico")
+
+
+@dataclass
+class Console:
+    """Everything a request handler needs, one per process (app["console"])."""
+
+    settings: Settings
+    credentials: Credentials
+    client: Any  # the asyncio Redis client the ops functions are handed
+    sampler: Sampler
+    secure_cookies: bool = False
+    public_origin: str | None = None
+    sessions: security.Sessions = field(default_factory=security.Sessions)
+    templates: jinja2.Environment = field(default_factory=lambda: templates())
+
+
+def templates() -> jinja2.Environment:
+    """Jinja2 with autoescape on for every template (all are HTML), undefined names an
+    error rather than an empty string."""
+    env = jinja2.Environment(loader=jinja2.PackageLoader("stagedoor.web", "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True)
+    env.filters["ms"] = lambda v: human_ms(v) if isinstance(v, int | float) else "-"
+    env.filters["bytes"] = lambda v: human_bytes(v) if isinstance(v, int) else "-"
+    env.filters["utc"] = lambda v: (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(v))
+                                    if isinstance(v, int | float) else "-")
+    return env
+
+
+def console_of(request: web.Request) -> Console:
+    c: Console = request.app["console"]
+    return c
+
+
+@web.middleware
+async def headers(request: web.Request, handler: Handler) -> web.StreamResponse:
+    started = time.perf_counter()
+    try:
+        response = await handler(request)
+    except web.HTTPException as e:
+        _set_headers(request, e, started)
+        raise
+    _set_headers(request, response, started)
+    return response
+
+
+def _set_headers(request: web.Request, response: web.StreamResponse, started: float) -> None:
+    # the time the console spent on the request (bench/measure_console.py reads it)
+    response.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - started) * 1000:.2f}"
+    response.headers["Server"] = "stagedoor"  # not the framework's name and version
+    for name, value in security.HEADERS.items():
+        response.headers.setdefault(name, value)
+    if not request.path.startswith("/static/"):
+        response.headers.setdefault("Cache-Control", "no-store")
+    if request.secure or console_of(request).secure_cookies:
+        response.headers.setdefault("Strict-Transport-Security", "max-age=31536000")
+
+
+@web.middleware
+async def outage(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Redis away or refusing during a page: 503 with one line (the URL redacted), not
+    a 500 and a traceback; the overview keeps showing its last sample and the error."""
+    try:
+        return await handler(request)
+    except OUTAGE_ERRORS as e:
+        line = outage_line(console_of(request).settings.redis_url, e)
+    except redis.ResponseError as e:
+        line = f"Redis refused: {first_line(e)}"
+    log.warning("%s %s: %s", request.method, request.path, line)
+    raise web.HTTPServiceUnavailable(text=f"{line}\n")
+
+
+@web.middleware
+async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if request.path.startswith(PUBLIC):
+        return await handler(request)
+    console = console_of(request)
+    session = console.sessions.get(request.cookies.get(security.SESSION_COOKIE))
+    if session is None:
+        if request.path.startswith("/api/") or request.method != "GET":
+            raise web.HTTPUnauthorized(text="log in first\n")
+        raise web.HTTPSeeOther("/login")
+    request["session"] = session
+    return await handler(request)
+
+
+@web.middleware
+async def csrf(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if request.method in ("GET", "HEAD"):
+        return await handler(request)
+    if request.method != "POST":
+        raise web.HTTPMethodNotAllowed(request.method, ["GET", "HEAD", "POST"])
+    console = console_of(request)
+    if not security.origin_allowed(request.headers.get("Origin"), request.host,
+                                   console.public_origin):
+        raise web.HTTPForbidden(text="cross-site request refused (Origin)\n")
+    form = await request.post()
+    token = form.get("csrf")
+    token = token if isinstance(token, str) else None
+    if request.path == "/login":
+        want = request.cookies.get(security.PRE_COOKIE)
+    else:
+        session = request.get("session")
+        want = session.csrf if session is not None else None
+    if not security.same_token(token, want):
+        raise web.HTTPForbidden(text="missing or wrong CSRF token: reload the page\n")
+    return await handler(request)
+
+
+async def static(request: web.Request) -> web.StreamResponse:
+    """The two shipped files (package data), by exact name: nothing else is served."""
+    name = request.match_info["name"]
+    kinds = {"console.js": "text/javascript", "console.css": "text/css"}
+    if name not in kinds:
+        raise web.HTTPNotFound()
+    body = resources.files("stagedoor.web").joinpath("static", name).read_bytes()
+    return web.Response(body=body, content_type=kinds[name], charset="utf-8",
+                        headers={"Cache-Control": "max-age=300"})
+
+
+async def healthz(request: web.Request) -> web.StreamResponse:
+    return web.Response(text="ok\n")
+
+
+def build(console: Console) -> web.Application:
+    from . import views
+
+    app = web.Application(middlewares=[headers, authenticate, csrf, outage],
+                          client_max_size=64 * 1024)
+    app["console"] = console
+    views.add_routes(app)
+    app.router.add_get("/static/{name}", static)
+    app.router.add_get("/healthz", healthz)
+
+    async def on_startup(app: web.Application) -> None:
+        await console.sampler.refresh()  # the first page has numbers
+        console.sampler.start()
+
+    async def on_cleanup(app: web.Application) -> None:
+        await console.sampler.stop()
+        await console.client.aclose()
+
+    app.on_startup.append(on_startup)
+    app.on_cleanup.append(on_cleanup)
+    return app
+
+
+def tls_context(cert: str, key: str) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert, key)
+    return context
+
+
+async def serve(app: web.Application, host: str, port: int,
+                tls: ssl.SSLContext | None) -> None:
+    """Serve until SIGTERM or SIGINT; say where on stderr (port 0: the one picked)."""
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port, ssl_context=tls, reuse_address=True)
+        await site.start()
+        server: Any = site._server
+        bound = server.sockets[0].getsockname()[1] if server and server.sockets else port
+        scheme = "https" if tls else "http"
+        shown = f"[{host}]" if ":" in host else host
+        print(f"stagedoor web: serving on {scheme}://{shown}:{bound}/", file=sys.stderr,
+              flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+    finally:
+        await runner.cleanup()

@@ -1,0 +1,395 @@
+"""The pages and the actions.  Queries and actions are ops/ functions (the CLI's too);
+this module only reads forms, calls them and renders templates.
+
+Every value shown comes from Redis (the stream, a dead letter, an order) and is hostile:
+templates print it with Jinja2's autoescape, the script sets it with textContent, and
+nothing from Redis ever lands in a URL path, an attribute without quotes, a script or
+a style.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import secrets
+import stat
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from ..handlers.files import OutsideTicketsDir, confined
+from ..ops import deadletters, fleet, jobs, pending
+from ..ops.deadletters import BadBound, DeadFilter
+from ..ops.inspect import parse_id
+from . import security
+from .app import Console, console_of
+from .credentials import ACTS
+
+log = logging.getLogger("stagedoor.web")
+FAILED_LOGIN_DELAY = 0.5  # seconds; a guess costs the guesser, not the server
+ORDER_ID = re.compile(r"[0-9]{1,19}")
+MAX_PDF = 64 * 1024 * 1024
+View = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def page(request: web.Request, name: str, status: int = 200, **context: Any) -> web.Response:
+    console = console_of(request)
+    session = request.get("session")
+    flash: list[tuple[str, str]] = []
+    if session is not None:
+        flash, session.flash = session.flash, []
+    html = console.templates.get_template(name).render(
+        role=session.role if session else None,
+        can_act=bool(session and session.role in ACTS),
+        csrf=session.csrf if session else "", flash=flash, path=request.path,
+        settings=console.settings, **context)
+    return web.Response(text=html, status=status, content_type="text/html", charset="utf-8")
+
+
+def tell(request: web.Request, kind: str, message: str) -> None:
+    """A message for the next page this session sees (after the redirect of an action)."""
+    session = request["session"]
+    session.flash.append((kind, message))
+
+
+def operator_only(view: View) -> View:
+    async def guarded(request: web.Request) -> web.StreamResponse:
+        session = request.get("session")
+        if session is None or session.role not in ACTS:
+            raise web.HTTPForbidden(text="only the operator may do this\n")
+        log.info("action %s by %s", request.path, session.role)
+        return await view(request)
+    return guarded
+
+
+# -- log-in ----------------------------------------------------------------------------------
+async def login_form(request: web.Request, error: str | None = None,
+                     status: int = 200) -> web.StreamResponse:
+    console = console_of(request)
+    # one token per browser while it logs in: a second log-in page (another tab, a
+    # redirect) must not invalidate the form of the first
+    token = request.cookies.get(security.PRE_COOKIE) or ""
+    if not re.fullmatch(r"[A-Za-z0-9_-]{43}", token):
+        token = secrets.token_urlsafe(32)
+    response = page(request, "login.html", status=status, login_csrf=token, error=error,
+                    roles=console.credentials.roles)
+    response.set_cookie(security.PRE_COOKIE, token, httponly=True, samesite="Strict",
+                        secure=_secure(request), path="/login", max_age=3600)
+    return response
+
+
+async def login(request: web.Request) -> web.StreamResponse:
+    console = console_of(request)
+    form = await request.post()
+    user, password = str(form.get("username", "")), str(form.get("password", ""))
+    role = console.credentials.check(user, password)
+    if role is None:
+        log.warning("failed log-in for user %r", user[:40])
+        await asyncio.sleep(FAILED_LOGIN_DELAY)
+        return await login_form(request, "wrong user name or password", status=401)
+    sid, _ = console.sessions.create(role)
+    log.info("log-in: %s", role)
+    response = web.HTTPSeeOther("/")
+    response.set_cookie(security.SESSION_COOKIE, sid, httponly=True, samesite="Strict",
+                        secure=_secure(request), path="/")
+    response.del_cookie(security.PRE_COOKIE, path="/login")
+    return response
+
+
+async def logout(request: web.Request) -> web.StreamResponse:
+    console_of(request).sessions.drop(request.cookies.get(security.SESSION_COOKIE))
+    response = web.HTTPSeeOther("/login")
+    response.del_cookie(security.SESSION_COOKIE, path="/")
+    return response
+
+
+def _secure(request: web.Request) -> bool:
+    return request.secure or console_of(request).secure_cookies
+
+
+# -- overview and fleet ------------------------------------------------------------------
+async def overview(request: web.Request) -> web.StreamResponse:
+    console = console_of(request)
+    return page(request, "overview.html", o=console.sampler.overview(),
+                interval_ms=int(console.sampler.interval * 1000))
+
+
+async def overview_json(request: web.Request) -> web.StreamResponse:
+    return web.json_response(console_of(request).sampler.overview())
+
+
+async def fleet_page(request: web.Request) -> web.StreamResponse:
+    console = console_of(request)
+    return page(request, "fleet.html", fleet=await fleet.fleet(console.client, console.settings))
+
+
+@operator_only
+async def pause_action(request: web.Request) -> web.StreamResponse:
+    console = console_of(request)
+    form = await request.post()
+    reason = str(form.get("reason", ""))[:200]
+    state = await fleet.pause(console.client, console.settings, by="web operator",
+                              reason=reason)
+    await console.sampler.refresh()
+    tell(request, "ok", "fleet paused: workers finish what they hold and read nothing new"
+         if state.paused else "pause flag not set")
+    raise web.HTTPSeeOther(_back(form, "/fleet"))
+
+
+@operator_only
+async def resume_action(request: web.Request) -> web.StreamResponse:
+    console = console_of(request)
+    form = await request.post()
+    before = await fleet.resume(console.client, console.settings)
+    await console.sampler.refresh()
+    tell(request, "ok", "fleet resumed" if before.paused else "the fleet was not paused")
+    raise web.HTTPSeeOther(_back(form, "/fleet"))
+
+
+def _back(form: Any, default: str) -> str:
+    """Where an action returns: one of our own pages (a path we know), never a URL
+    from the form as given."""
+    back = str(form.get("back", ""))
+    return back if back in ("/", "/fleet", "/dead", "/pending", "/job") else default
+
+
+# -- pending -----------------------------------------------------------------------------
+def _int_arg(query: Any, name: str, scale: int = 1) -> int:
+    raw = str(query.get(name, "") or "").strip()
+    if not raw:
+        return 0
+    try:
+        value = float(raw)
+    except ValueError:
+        raise web.HTTPBadRequest(text=f"{name}: not a number\n") from None
+    if not 0 <= value < 1e12:
+        raise web.HTTPBadRequest(text=f"{name}: out of range\n")
+    return int(value * scale)
+
+
+def _opt(query: Any, name: str) -> str | None:
+    value = str(query.get(name, "") or "").strip()
+    return value[:200] or None
+
+
+async def pending_page(request: web.Request) -> web.StreamResponse:
+    console = console_of(request)
+    q = request.query
+    found = await pending.list_pending(
+        console.client, console.settings, kind=_opt(q, "kind"), consumer=_opt(q, "consumer"),
+        min_idle_ms=_int_arg(q, "min_idle", 1000), min_deliveries=_int_arg(q, "min_deliveries"),
+        limit=100)
+    return page(request, "pending.html", found=found, q={k: q.get(k, "") for k in (
+        "kind", "consumer", "min_idle", "min_deliveries")})
+
+
+# -- dead letters ------------------------------------------------------------------------
+FILTER_FIELDS = ("kind", "error", "since", "until")
+
+
+def dead_filter(source: Any) -> tuple[DeadFilter, dict[str, str]]:
+    """The filter of a query string or form, and its fields as given (for the links
+    and hidden fields that carry it on); a bad time is a 400 with one line."""
+    given = {k: str(source.get(k, "") or "").strip()[:200] for k in FILTER_FIELDS}
+    try:
+        flt = DeadFilter(kind=given["kind"] or None, error=given["error"] or None,
+                         since=deadletters.parse_bound(given["since"]) if given["since"] else None,
+                         until=deadletters.parse_bound(given["until"], end=True)
+                         if given["until"] else None)
+    except BadBound as e:
+        raise web.HTTPBadRequest(text=f"{e}\n") from None
+    return flt, given
+
+
+async def dead_page(request: web.Request) -> web.StreamResponse:
+    console = console_of(request)
+    flt, given = dead_filter(request.query)
+    before = _opt(request.query, "before")
+    if before is not None and not deadletters.ENTRY_ID.fullmatch(before):
+        raise web.HTTPBadRequest(text="before: not an entry id\n")
+    found = await deadletters.list_dead(console.client, console.settings, flt, limit=50,
+                                        before=before)
+    return page(request, "dead.html", found=found, q=given, before=before,
+                carry_q=_carry(request.query))
+
+
+def _entry_id(text: str) -> str:
+    if not deadletters.ENTRY_ID.fullmatch(text):
+        raise web.HTTPBadRequest(text="not an entry id\n")
+    return text
+
+
+async def dead_entry_page(request: web.Request) -> web.StreamResponse:
+    console = console_of(request)
+    entry = await deadletters.show_dead(console.client, console.settings,
+                                        _entry_id(request.match_info["entry_id"]))
+    if entry is None:
+        raise web.HTTPNotFound(text="no such dead letter (replayed, deleted or trimmed)\n")
+    return page(request, "dead_entry.html", entry=entry)
+
+
+def _outcomes(what: str, outcomes: list[Any]) -> str:
+    done = [o.id for o in outcomes if o.status == "ok"]
+    other = [f"{o.id} {o.status}" for o in outcomes if o.status != "ok"]
+    text = f"{what} {len(done)}"
+    if done:
+        text += ": " + ", ".join(done[:10]) + (" ..." if len(done) > 10 else "")
+    if other:
+        text += "; not touched: " + ", ".join(other[:10])
+    return text
+
+
+@operator_only
+async def dead_replay(request: web.Request) -> web.StreamResponse:
+    """Replay the entries checked (or the one button's id)."""
+    console = console_of(request)
+    form = await request.post()
+    ids = [_entry_id(str(v)) for v in form.getall("id", [])][:500]
+    if not ids:
+        tell(request, "error", "nothing selected")
+    else:
+        outcomes = await deadletters.replay(console.client, console.settings, ids)
+        tell(request, "ok", _outcomes("replayed", outcomes))
+    raise web.HTTPSeeOther("/dead?" + _carry(form))
+
+
+@operator_only
+async def dead_delete(request: web.Request) -> web.StreamResponse:
+    console = console_of(request)
+    form = await request.post()
+    ids = [_entry_id(str(v)) for v in form.getall("id", [])][:500]
+    outcomes = await deadletters.delete(console.client, console.settings, ids)
+    tell(request, "ok", _outcomes("deleted", outcomes))
+    raise web.HTTPSeeOther("/dead?" + _carry(form))
+
+
+def _carry(source: Any) -> str:
+    """The filter, as a query string for the page to return to (urlencoded)."""
+    from urllib.parse import urlencode
+
+    return urlencode({k: str(source.get(k, "")) for k in FILTER_FIELDS if source.get(k)})
+
+
+@operator_only
+async def dead_bulk(request: web.Request) -> web.StreamResponse:
+    """Replay or purge every entry the filter selects, in two steps: the first POST
+    shows what would be touched (the dry run: the count, the range); the second, with
+    confirm and the newest id shown, acts on entries up to that id only, so an entry
+    dead-lettered meanwhile is not touched."""
+    console = console_of(request)
+    form = await request.post()
+    action = str(form.get("action", ""))
+    if action not in ("replay", "purge"):
+        raise web.HTTPBadRequest(text="action: replay or purge\n")
+    flt, given = dead_filter(form)
+    upto = str(form.get("upto", ""))
+    if not form.get("confirm"):
+        selection = await deadletters.select(console.client, console.settings, flt)
+        return page(request, "dead_confirm.html", action=action, selection=selection,
+                    q=given, carry=_carry(form))
+    upto = _entry_id(upto)
+    if flt.until is None or parse_id(upto) < parse_id(flt.until):
+        flt.until = upto
+    if action == "replay":
+        selection = await deadletters.select(console.client, console.settings, flt)
+        outcomes = await deadletters.replay(console.client, console.settings, selection.ids)
+        tell(request, "ok", _outcomes("replayed", outcomes))
+    else:
+        removed = await deadletters.purge(console.client, console.settings, flt, upto=upto)
+        tell(request, "ok", f"purged {removed} dead letters")
+    await console.sampler.refresh()
+    raise web.HTTPSeeOther("/dead?" + _carry(form))
+
+
+# -- job lookup --------------------------------------------------------------------------
+async def job_page(request: web.Request) -> web.StreamResponse:
+    console = console_of(request)
+    q = request.query
+    given = {k: str(q.get(k, "") or "").strip()[:40] for k in ("order_id", "outbox_id",
+                                                                 "entry_id")}
+    asked = {k: v for k, v in given.items() if v}
+    story = None
+    error = None
+    if asked:
+        try:
+            if len(asked) != 1:
+                raise jobs.LookupError_("give one of an order id, an outbox id or an entry id")
+            [(name, value)] = asked.items()
+            if name == "entry_id":
+                story = await jobs.lookup(console.client, console.settings,
+                                          entry_id=_entry_id(value))
+            elif ORDER_ID.fullmatch(value) and name == "order_id":
+                story = await jobs.lookup(console.client, console.settings,
+                                          order_id=int(value))
+            elif ORDER_ID.fullmatch(value):
+                story = await jobs.lookup(console.client, console.settings,
+                                          outbox_id=int(value))
+            else:
+                raise jobs.LookupError_(f"{name.replace('_', ' ')}: digits only")
+        except jobs.LookupError_ as e:
+            error = str(e)
+    return page(request, "job.html", story=story, q=given, error=error,
+                status=400 if error else 200)
+
+
+# -- tickets -----------------------------------------------------------------------------
+def ticket_path(console: Console, order_id: str) -> Path:
+    """order-<id>.pdf directly inside the tickets directory (files.confined), where the id
+    is digits only: nothing of the request's text reaches the path but those digits."""
+    if not ORDER_ID.fullmatch(order_id):
+        raise web.HTTPNotFound(text="no such ticket\n")
+    name = f"order-{int(order_id)}.pdf"
+    base = console.settings.tickets_dir
+    try:
+        return confined(base, Path(base) / name, name)
+    except OutsideTicketsDir:  # pragma: no cover - cannot happen for a name of digits
+        raise web.HTTPNotFound(text="no such ticket\n") from None
+
+
+def read_ticket(path: Path) -> bytes:
+    """The file's bytes; a symlink (O_NOFOLLOW), a non-regular or oversized file is
+    refused: the tickets directory is trusted to hold files, not pointers elsewhere."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_PDF:
+            raise FileNotFoundError(str(path))
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(MAX_PDF)
+    finally:
+        os.close(fd)
+
+
+async def ticket(request: web.Request) -> web.StreamResponse:
+    console = console_of(request)
+    path = ticket_path(console, request.match_info["order_id"])
+    try:
+        body = await asyncio.to_thread(read_ticket, path)
+    except OSError:
+        raise web.HTTPNotFound(text="no such ticket\n") from None
+    return web.Response(body=body, content_type="application/pdf", headers={
+        "Content-Disposition": f'inline; filename="{path.name}"'})
+
+
+def add_routes(app: web.Application) -> None:
+    r = app.router
+    r.add_get("/login", login_form)
+    r.add_post("/login", login)
+    r.add_post("/logout", logout)
+    r.add_get("/", overview)
+    r.add_get("/api/overview", overview_json)
+    r.add_get("/fleet", fleet_page)
+    r.add_post("/pause", pause_action)
+    r.add_post("/resume", resume_action)
+    r.add_get("/pending", pending_page)
+    r.add_get("/dead", dead_page)
+    r.add_get("/dead/{entry_id}", dead_entry_page)
+    r.add_post("/dead/replay", dead_replay)
+    r.add_post("/dead/delete", dead_delete)
+    r.add_post("/dead/bulk", dead_bulk)
+    r.add_get("/job", job_page)
+    r.add_get("/ticket/{order_id}", ticket)

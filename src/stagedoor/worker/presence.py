@@ -1,0 +1,140 @@
+"""The worker's heartbeat to Redis: its presence in the fleet registry, and the pause flag.
+
+Once a heartbeat_interval, one pipelined round trip on the worker's command client
+(ops/fleet.py describes the keys):
+
+    GET stagedoor:paused:<stream>
+    SET stagedoor:worker:<stream>:<consumer> <json> PX <presence_ttl_ms>
+    HSET stagedoor:fleet:<stream> <consumer> <ms>
+    EXPIRE stagedoor:fleet:<stream> 86400
+
+Nothing here is on the read path: the reader only looks at `Pause.active` (an
+attribute) before each read, so a running fleet pays one round trip a second a
+worker, and a pause is seen within one heartbeat.  Seen, the worker ends a blocking
+read that waits (CLIENT UNBLOCK, as at a stop: a reply already sent is still
+dispatched), finishes what it holds, reads and reclaims nothing, and keeps
+heartbeating; the flag gone, it reads again at once.
+
+A failed round trip (Redis away, OOM refusing the SET) changes nothing: the worker
+keeps the pause state it had and tries again at the next heartbeat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+import psutil
+import redis
+import redis.asyncio as aioredis
+
+from .. import __version__
+from ..config import Settings
+from ..ops.fleet import FLEET_TTL_S, PauseState, parse_pause, presence_ttl_ms
+from ..ops.metrics import WorkerStats
+from ..stream import connection
+from ..stream.keys import fleet_key, paused_key, presence_key
+from .slots import Slots
+
+log = logging.getLogger("stagedoor.worker")
+_BEST_EFFORT: tuple[type[BaseException], ...] = (redis.RedisError, *connection.TRANSIENT_ERRORS)
+
+
+class Pause:
+    """Whether the fleet is paused, as this worker last saw the flag."""
+
+    def __init__(self, stats: WorkerStats, consumer: str) -> None:
+        self.stats = stats
+        self.consumer = consumer
+        self.state: PauseState | None = None
+        self._clear = asyncio.Event()
+        self._clear.set()
+        stats.gauges["paused"] = 0
+
+    @property
+    def active(self) -> bool:
+        return not self._clear.is_set()
+
+    def enter(self, state: PauseState) -> None:
+        self.state = state
+        self._clear.clear()
+        self.stats.gauges["paused"] = 1
+        log.warning("fleet paused%s%s: finishing the jobs held, reading nothing new",
+                    f" by {state.by}" if state.by else "",
+                    f" ({state.reason})" if state.reason else "",
+                    extra={"consumer": self.consumer})
+
+    def leave(self) -> None:
+        self.state = None
+        self._clear.set()
+        self.stats.gauges["paused"] = 0
+        log.warning("fleet resumed: reading again", extra={"consumer": self.consumer})
+
+    async def wait_clear(self) -> None:
+        await self._clear.wait()
+
+
+class Presence:
+    """Writes this worker's presence record and reads the pause flag, each heartbeat."""
+
+    def __init__(self, settings: Settings, cmd: aioredis.Redis, *, consumer: str, slot: int,
+                 stats: WorkerStats, slots: Slots, pause: Pause,
+                 unblock: Callable[[], Awaitable[None]]) -> None:
+        self.settings = settings
+        self.cmd = cmd
+        self.consumer = consumer
+        self.slot = slot
+        self.stats = stats
+        self.slots = slots
+        self.pause = pause
+        self.unblock = unblock
+        self.started = time.time()
+        self.host = socket.gethostname()
+        self._proc = psutil.Process(os.getpid())
+        self._keys = (paused_key(settings), presence_key(settings, consumer),
+                      fleet_key(settings))
+        self._ttl = presence_ttl_ms(settings)
+
+    def record(self) -> dict[str, Any]:
+        gauges = self.stats.gauges
+        renderer = ("native" if gauges.get("renderer_native") else
+                    "reference" if gauges.get("renderer_reference") else None)
+        return {"consumer": self.consumer, "host": self.host, "slot": self.slot,
+                "pid": self._proc.pid, "version": __version__, "renderer": renderer,
+                "started": round(self.started, 3),
+                "handled": int(sum(self.stats.counters.get("handled", {}).values())),
+                "in_flight": len(self.slots.running),
+                "rss_bytes": self._proc.memory_info().rss, "paused": self.pause.active,
+                "seen_ms": int(time.time() * 1000)}
+
+    async def beat(self) -> None:
+        paused, presence, names = self._keys
+        pipe = self.cmd.pipeline(transaction=False)
+        pipe.execute_command("GET", paused)
+        pipe.execute_command("SET", presence, orjson.dumps(self.record()), "PX", self._ttl)
+        pipe.execute_command("HSET", names, self.consumer, int(time.time() * 1000))
+        pipe.execute_command("EXPIRE", names, FLEET_TTL_S)
+        replies = await pipe.execute(raise_on_error=False)
+        flag = replies[0]
+        if isinstance(flag, BaseException):
+            raise flag
+        state = parse_pause(flag, paused)
+        if state.paused and not self.pause.active:
+            self.pause.enter(state)
+            await self.unblock()
+        elif not state.paused and self.pause.active:
+            self.pause.leave()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.beat()
+            except _BEST_EFFORT as e:
+                log.debug("presence heartbeat failed: %s", e)
+            await asyncio.sleep(self.settings.heartbeat_interval)

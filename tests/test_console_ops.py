@@ -1,0 +1,387 @@
+"""The console's operations (stagedoor.ops.jobs / pending / deadletters) and their CLI
+twins, on the suite's real Redis with real workers (issue 26).
+
+Each test builds the state it looks at with the product itself (enqueue, a worker
+running handlers that succeed, fail for a while, fail for good or hold), then asks
+the operations layer, and the CLI with --json, what an operator would ask.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import orjson
+import pytest
+import redis
+import redis.asyncio as aioredis
+from tests.paths import SRC
+from tests.workerkit import add_jobs, eventually, running
+
+from stagedoor.config import Settings
+from stagedoor.handlers import Context, PermanentError, Registry, TransientError
+from stagedoor.ops import deadletters as dl
+from stagedoor.ops import jobs, pending
+from stagedoor.ops.records import console_client
+from stagedoor.stream.job import Job
+from stagedoor.stream.queue import dead_letter_fields
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.asyncio
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
+    env["PYTHONPATH"] = str(SRC)
+    return subprocess.run([sys.executable, "-m", "stagedoor.cli", *args], cwd=ROOT, env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+
+
+@pytest.fixture
+async def client(settings: Settings) -> AsyncIterator[aioredis.Redis]:
+    c = console_client(settings)
+    yield c
+    await c.aclose()
+
+
+def registry(release: asyncio.Event) -> Registry:
+    reg = Registry()
+
+    @reg.register("render_tickets")
+    async def ok(job: Job, ctx: Context) -> None:
+        if await ctx.already_done(job):
+            return
+        await ctx.mark_done(job)
+
+    @reg.register("refund")
+    async def flaky(job: Job, ctx: Context) -> None:
+        raise TransientError("payment gateway answered 503 <script>x</script>")
+
+    @reg.register("mail")
+    async def fatal(job: Job, ctx: Context) -> None:
+        raise PermanentError("card declined")
+
+    @reg.register("hold")
+    async def hold(job: Job, ctx: Context) -> None:
+        await release.wait()
+
+    return reg
+
+
+async def test_job_lookup_in_every_state(settings: Settings, client: aioredis.Redis,
+                                         sync_redis: redis.Redis, redis_url: str) -> None:
+    s = settings.replace(retries=0, claim_idle_ms=600_000, max_deliveries=5)
+    (lost,) = add_jobs(s, "render_tickets", [4470])
+    sync_redis.xdel(s.stream, lost)  # gone before any worker read it: a trim
+    (queued,) = add_jobs(s, "render_tickets", [4471])
+    story = await jobs.lookup(client, s, order_id=4471)
+    assert [(e.entry_id, e.state) for e in story.entries] == [(queued, "queued")]
+    assert story.indexed and story.entries[0].kind == "render_tickets"
+    assert (await jobs.lookup(client, s, order_id=4470)).entries[0].state == "trimmed-unread"
+    assert (await jobs.lookup(client, s, order_id=999_999)).entries == []
+
+    release = asyncio.Event()
+    async with running(s, registry(release)) as w:
+        add_jobs(s, "refund", [4472])
+        add_jobs(s, "mail", [4473])
+        (held,) = add_jobs(s, "hold", [4474])
+        await eventually(lambda: w.stats.total("handled") >= 1 and
+                         w.stats.total("dead_lettered") >= 1 and
+                         w.stats.total("failed") >= 1 and len(w.slots.running) == 1,
+                         20, "every job settled but the held one")
+        done = (await jobs.lookup(client, s, order_id=4471)).entries[0]
+        assert (done.state, done.done_mark, done.consumer) == ("done", "render_tickets", None)
+        assert done.ticket is not None and not done.ticket.exists
+        assert done.ticket.path.endswith("order-4471.pdf")
+
+        retrying = (await jobs.lookup(client, s, outbox_id=4472)).entries[0]
+        assert retrying.state == "retrying"
+        assert retrying.consumer == w.consumer and retrying.deliveries == 1
+        assert retrying.last_error is not None and "payment gateway answered 503" in \
+            retrying.last_error
+
+        dead = (await jobs.lookup(client, s, order_id=4473)).entries[0]
+        assert dead.state == "dead" and dead.dead is not None
+        assert dead.dead.error is not None and "card declined" in dead.dead.error
+        assert dead.dead.source_id == dead.entry_id
+
+        pend = (await jobs.lookup(client, s, entry_id=held)).entries[0]
+        assert (pend.state, pend.consumer, pend.kind) == ("pending", w.consumer, "hold")
+        assert pend.lease is None  # the test handler takes no lease
+        release.set()
+        await eventually(lambda: not w.slots.running, 10, "the held job finished")
+
+    # Acked and then trimmed: still told apart by its done mark.
+    sync_redis.xdel(s.stream, done.entry_id)
+    gone = (await jobs.lookup(client, s, order_id=4471)).entries[0]
+    assert (gone.state, gone.in_stream) == ("done", False)
+
+    # The CLI twin, --json and text (hostile text escaped on the terminal).
+    proc = cli("job", "4472", "--json", "--redis-url", redis_url)
+    assert proc.returncode == 0, proc.stderr
+    doc = orjson.loads(proc.stdout)
+    assert doc["entries"][0]["state"] == "retrying"
+    assert "503" in doc["entries"][0]["last_error"]
+    proc = cli("job", "--outbox-id", "4473", "--redis-url", redis_url)
+    assert proc.returncode == 0, proc.stderr
+    assert "DEAD" in proc.stdout and "card declined" in proc.stdout
+    proc = cli("job", "4471", "--entry-id", held, "--redis-url", redis_url)
+    assert proc.returncode == 2 and "error:" in proc.stderr
+    proc = cli("job", "424242", "--redis-url", redis_url)
+    assert proc.returncode == 1 and "nothing found" in proc.stdout
+
+
+async def test_replayed_job_is_found_by_its_order(settings: Settings, client: aioredis.Redis,
+                                                  sync_redis: redis.Redis) -> None:
+    fields = Job(kind="render_tickets", order_id=5001, outbox_id=95001, request_id="r",
+                 trace="t").fields()
+    dead_id = sync_redis.execute_command(
+        "XADD", settings.dead_stream, "*",
+        *dead_letter_fields(fields, error="e", source_id="1-0", deliveries=6,
+                            consumer="c")).decode()
+    (outcome,) = await dl.replay(client, settings, [dead_id])
+    assert outcome.status == "ok"
+    story = await jobs.lookup(client, settings, order_id=5001)
+    assert [e.entry_id for e in story.entries] == [outcome.new_id]
+    assert story.entries[0].state == "queued"
+    assert [e.entry_id for e in (await jobs.lookup(client, settings,
+                                                   outbox_id=95001)).entries] == [outcome.new_id]
+
+
+# -- pending ------------------------------------------------------------------------------------
+
+
+async def test_pending_filters_sort_and_last_error(settings: Settings, client: aioredis.Redis,
+                                                   sync_redis: redis.Redis,
+                                                   redis_url: str) -> None:
+    s = settings
+    refunds = add_jobs(s, "refund", [1, 2, 3])
+    mails = add_jobs(s, "mail", [4, 5])
+    # Two consumers take them; then idle times and delivery counts are set with XCLAIM.
+    sync_redis.execute_command("XREADGROUP", "GROUP", s.group, "host-a", "COUNT", 3,
+                               "STREAMS", s.stream, ">")
+    sync_redis.execute_command("XREADGROUP", "GROUP", s.group, "host-b", "COUNT", 2,
+                               "STREAMS", s.stream, ">")
+    for eid, consumer, idle, count in ((refunds[0], "host-a", 50_000, 4),
+                                       (refunds[1], "host-a", 90_000, 1),
+                                       (refunds[2], "host-a", 10_000, 2),
+                                       (mails[0], "host-b", 70_000, 3),
+                                       (mails[1], "host-b", 1_000, 1)):
+        sync_redis.execute_command("XCLAIM", s.stream, s.group, consumer, 0, eid,
+                                   "IDLE", idle, "RETRYCOUNT", count)
+    sync_redis.set(s.key("lasterr", refunds[0]), "TransientError: gateway 503")
+
+    page = await pending.list_pending(client, s)
+    assert page.total == 5 and [e.id for e in page.entries] == [
+        refunds[1], mails[0], refunds[0], refunds[2], mails[1]]  # longest idle first
+    by_id = {e.id: e for e in page.entries}
+    assert by_id[refunds[0]].last_error == "TransientError: gateway 503"
+    assert by_id[refunds[0]].deliveries == 4 and by_id[refunds[0]].kind == "refund"
+    assert by_id[mails[0]].consumer == "host-b" and by_id[mails[0]].order_id == "4"
+
+    ids = lambda p: [e.id for e in p.entries]  # noqa: E731
+    assert ids(await pending.list_pending(client, s, kind="mail")) == [mails[0], mails[1]]
+    assert ids(await pending.list_pending(client, s, consumer="host-a")) == [
+        refunds[1], refunds[0], refunds[2]]
+    assert ids(await pending.list_pending(client, s, min_idle_ms=60_000)) == [
+        refunds[1], mails[0]]
+    assert ids(await pending.list_pending(client, s, min_deliveries=3)) == [
+        mails[0], refunds[0]]
+    assert ids(await pending.list_pending(client, s, kind="refund", min_deliveries=2,
+                                          min_idle_ms=20_000)) == [refunds[0]]
+    assert ids(await pending.list_pending(client, s, limit=2)) == [refunds[1], mails[0]]
+    small = await pending.list_pending(client, s, scan_limit=2)
+    assert small.truncated and small.scanned == 2
+
+    shown = await pending.show_pending(client, s, refunds[0])
+    assert shown is not None and shown.last_error == "TransientError: gateway 503"
+    assert await pending.show_pending(client, s, "1-1") is None
+
+    proc = cli("pending", "list", "--kind", "refund", "--min-deliveries", "2", "--json",
+               "--redis-url", redis_url)
+    assert proc.returncode == 0, proc.stderr
+    assert [e["id"] for e in orjson.loads(proc.stdout)["entries"]] == [refunds[0], refunds[2]]
+    proc = cli("pending", "list", "--min-idle", "60", "--redis-url", redis_url)
+    assert proc.returncode == 0, proc.stderr
+    assert refunds[1] in proc.stdout and refunds[0] not in proc.stdout
+    proc = cli("pending", "show", refunds[0], "--redis-url", redis_url)
+    assert proc.returncode == 0 and "gateway 503" in proc.stdout
+    proc = cli("pending", "show", "1-1", "--redis-url", redis_url)
+    assert proc.returncode == 1 and "not pending" in proc.stderr
+
+
+# -- dead letters -------------------------------------------------------------------------------
+
+T0 = 1_765_000_000_000  # 2025-12-06T05:46:40Z: the dead-letter ids are times
+
+
+def seed_dead(sync_redis: redis.Redis, settings: Settings) -> dict[str, str]:
+    """Six dead letters at known times: name -> id."""
+    out = {}
+    rows = (("r1", 0, "render_tickets", "TimeoutError: render took 30s"),
+            ("m1", 60_000, "mail", "SMTP 554"),
+            ("r2", 120_000, "render_tickets", "MalformedJob: order_id"),
+            ("r3", 180_000, "render_tickets", "TimeoutError: render took 31s"),
+            ("m2", 240_000, "mail", "TimeoutError: smtp"),
+            ("r4", 300_000, "render_tickets", "TimeoutError: render took 29s"))
+    for n, (name, dt, kind, error) in enumerate(rows):
+        fields = Job(kind=kind, order_id=100 + n, outbox_id=900 + n, request_id="r",
+                     trace="t").fields()
+        out[name] = sync_redis.execute_command(
+            "XADD", settings.dead_stream, f"{T0 + dt}-0",
+            *dead_letter_fields(fields, error=error, source_id="1-0", deliveries=6,
+                                consumer="c")).decode()
+    return out
+
+
+async def test_dead_filters_list_and_select(settings: Settings, client: aioredis.Redis,
+                                            sync_redis: redis.Redis) -> None:
+    d = seed_dead(sync_redis, settings)
+    names = {v: k for k, v in d.items()}
+
+    async def listed(**kw: object) -> list[str]:
+        page = await dl.list_dead(client, settings, dl.DeadFilter(**kw))  # type: ignore[arg-type]
+        return [names[e.id] for e in page.entries]
+
+    assert await listed() == ["r4", "m2", "r3", "r2", "m1", "r1"]
+    assert await listed(kind="mail") == ["m2", "m1"]
+    assert await listed(error="TimeoutError") == ["r4", "m2", "r3", "r1"]
+    since = dl.parse_bound("2025-12-06T05:47:40Z")  # T0 + 60 s
+    until = dl.parse_bound("2025-12-06T05:49:40Z", end=True)  # T0 + 180 s
+    assert await listed(since=since, until=until) == ["r3", "r2", "m1"]
+    assert await listed(kind="render_tickets", error="Timeout", since=since, until=until) \
+        == ["r3"]
+    assert await listed(since=d["r2"], until=d["r3"]) == ["r3", "r2"]
+    page = await dl.list_dead(client, settings, limit=2)
+    assert [names[e.id] for e in page.entries] == ["r4", "m2"] and page.next_before == d["m2"]
+    page = await dl.list_dead(client, settings, limit=2, before=page.next_before)
+    assert [names[e.id] for e in page.entries] == ["r3", "r2"]
+    small = await dl.list_dead(client, settings, dl.DeadFilter(kind="mail"), scan_limit=3)
+    assert [names[e.id] for e in small.entries] == ["m2"] and small.scanned == 3
+    assert small.next_before == d["r3"]  # more to read, from there
+    sel = await dl.select(client, settings, dl.DeadFilter(kind="render_tickets",
+                                                          error="Timeout"))
+    assert [names[i] for i in sel.ids] == ["r1", "r3", "r4"]  # oldest first
+    with pytest.raises(dl.BadBound):
+        dl.parse_bound("20:00 yesterday")
+
+
+async def test_dead_replay_delete_purge_by_filter_cli(settings: Settings,
+                                                      sync_redis: redis.Redis,
+                                                      redis_url: str) -> None:
+    d = seed_dead(sync_redis, settings)
+    url = ("--redis-url", redis_url)
+    window = ("--since", "2025-12-06T05:47:00Z", "--until", "2025-12-06T05:50:00Z")
+
+    def dead_ids() -> set[str]:
+        return {e[0].decode() for e in sync_redis.xrange(settings.dead_stream)}
+
+    # Dry run: prints what would be replayed, touches nothing.
+    proc = cli("dead", "replay", "--kind", "render_tickets", *window, "--dry-run", "--json", *url)
+    assert proc.returncode == 0, proc.stderr
+    assert orjson.loads(proc.stdout)["ids"] == [d["r2"], d["r3"]]
+    assert len(dead_ids()) == 6 and sync_redis.exists(settings.stream) == 0
+
+    # The render_tickets dead letters of the window, and only those, go back.
+    proc = cli("dead", "replay", "--kind", "render_tickets", *window, *url)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "replayed 2 of 2"
+    assert dead_ids() == {d["r1"], d["m1"], d["m2"], d["r4"]}
+    orders = sorted(int(f[b"order_id"]) for _, f in sync_redis.xrange(settings.stream))
+    assert orders == [102, 103]
+    # Replayed twice (a retry, a second operator): found missing, no second job.
+    proc = cli("dead", "replay", d["r2"], *url)
+    assert proc.returncode == 1 and f"not found  {d['r2']}" in proc.stdout
+    assert sync_redis.xlen(settings.stream) == 2
+
+    # One entry deleted by id; a missing one says so.
+    proc = cli("dead", "delete", d["m1"], *url)
+    assert proc.returncode == 0 and proc.stdout == f"deleted    {d['m1']}\n"
+    proc = cli("dead", "delete", d["m1"], "--json", *url)
+    assert proc.returncode == 1 and orjson.loads(proc.stdout)[0]["status"] == "missing"
+
+    # Purge by filter: refused without --yes off a terminal, dry run counts, --yes deletes.
+    proc = cli("dead", "purge", "--error", "render took", *url)
+    assert proc.returncode == 2 and len(dead_ids()) == 3
+    proc = cli("dead", "purge", "--error", "render took", "--dry-run", *url)
+    assert proc.returncode == 0 and "2 of 3 entries in range would be deleted" in proc.stdout
+    assert len(dead_ids()) == 3
+    proc = cli("dead", "purge", "--error", "render took", "--yes", "--json", *url)
+    assert proc.returncode == 0 and orjson.loads(proc.stdout) == {"purged": 2}
+    assert dead_ids() == {d["m2"]}
+    proc = cli("dead", "list", "--since", "not a time", *url)
+    assert proc.returncode == 2 and "error:" in proc.stderr
+
+
+async def test_an_order_with_several_jobs_lists_them_all(settings: Settings,
+                                                         client: aioredis.Redis,
+                                                         sync_redis: redis.Redis) -> None:
+    from stagedoor.stream.queue import enqueue_sync
+
+    c = redis.Redis.from_url(settings.redis_url, protocol=2)
+    ids = enqueue_sync(c, settings, [
+        Job(kind="render_tickets", order_id=6001, outbox_id=96001 + n, request_id="r",
+            trace="t") for n in range(3)])
+    c.close()
+    story = await jobs.lookup(client, settings, order_id=6001)
+    assert [e.entry_id for e in story.entries] == ids[::-1]  # newest first
+    assert [e.outbox_id for e in story.entries] == ["96003", "96002", "96001"]
+    sync_redis.xdel(settings.stream, ids[0])  # trimmed: the index still knows its outbox id
+    oldest = (await jobs.lookup(client, settings, order_id=6001)).entries[-1]
+    assert (oldest.entry_id, oldest.outbox_id, oldest.in_stream) == (ids[0], "96001", False)
+
+
+def commandstats(r: redis.Redis) -> dict[str, int]:
+    info = r.info("commandstats")
+    return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in info.items()}
+
+
+async def test_lookups_do_bounded_work_on_a_big_queue(settings: Settings,
+                                                      client: aioredis.Redis,
+                                                      sync_redis: redis.Redis) -> None:
+    """20,000 entries on the stream, 2,000 dead letters, 1,000 pending: a lookup by order
+    id, a pending page and a dead-letter page send a fixed handful of commands, none of
+    which reads a range of the stream (Redis's own command counters say so)."""
+    s = settings.replace(maxlen=1_000_000)
+    c = redis.Redis.from_url(s.redis_url, protocol=2)
+    from stagedoor.stream.queue import enqueue_sync
+    enqueue_sync(c, s, [Job(kind="render_tickets", order_id=i, outbox_id=i, request_id="r",
+                            trace="t") for i in range(1, 20_001)], chunk=2000)
+    c.execute_command("XREADGROUP", "GROUP", s.group, "host-a", "COUNT", 1000,
+                      "STREAMS", s.stream, ">")
+    pipe = c.pipeline(transaction=False)
+    for i in range(2000):
+        pipe.execute_command("XADD", s.dead_stream, "*", *dead_letter_fields(
+            Job(kind="mail", order_id=i + 1, outbox_id=i + 1, request_id="r",
+                trace="t").fields(), error="e", source_id="1-0", deliveries=6,
+            consumer="c"))
+    pipe.execute()
+
+    def counted() -> dict[str, int]:
+        return commandstats(sync_redis)
+
+    sync_redis.config_resetstat()
+    story = await jobs.lookup(client, s, order_id=15_000)
+    stats = counted()
+    assert [e.state for e in story.entries] == ["queued"]
+    # TIME + XINFO GROUPS, 26 HGETs of the index, 6 for the entry, 2 for its marks
+    assert sum(v for k, v in stats.items() if k not in ("config|resetstat", "info")) <= 40
+    assert stats.get("xrange", 0) == 1 and "xrevrange" not in stats and "xpending" in stats
+
+    sync_redis.config_resetstat()
+    page = await pending.list_pending(client, s, limit=50)
+    stats = counted()
+    assert page.total == 1000 and len(page.entries) == 50
+    assert stats.get("xpending", 0) == 2 and stats.get("xrange", 0) == 50
+    assert stats.get("get", 0) == 100
+
+    sync_redis.config_resetstat()
+    dead = await dl.list_dead(client, s, limit=50)
+    stats = counted()
+    assert dead.total == 2000 and len(dead.entries) == 50 and dead.scanned == 50
+    assert stats.get("xrevrange", 0) == 1 and stats.get("xlen", 0) == 1
+    c.close()

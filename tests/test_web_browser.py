@@ -1,0 +1,388 @@
+"""The web console in a real browser: headless Chromium (Debian's) driven by Selenium.
+
+Each test starts a real `stagedoor web` on a free port against the suite's Redis
+(tests/webkit.py); the browser is shared by the module (a fresh profile, cookies
+cleared between log-ins).  Asserted in the browser: log-in and wrong credentials, a
+backlog drained by a real supervisor seen live without a reload, job lookup and the
+ticket PDF, dead letters filtered, replayed and deleted, pause and resume, a viewer
+who cannot act (no button, POST refused), a POST without the CSRF token refused, and
+hostile field values shown as text with no injected script run.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import redis
+from tests.helpers_supervisor import Sup, enqueue
+from tests.paths import PACKAGE
+from tests.webkit import chrome, console, log_in, post_from_page, wait
+
+from stagedoor.stream.job import Job
+from stagedoor.stream.queue import dead_letter_fields
+
+ORDER = PACKAGE / "demo" / "order.json"
+pytestmark = [pytest.mark.server, pytest.mark.timeout(120)]
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    driver = chrome(tmp_path_factory.mktemp("chromium-profile"))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def by_id(driver: Any, name: str) -> Any:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.ID, name)
+
+
+def all_css(driver: Any, css: str) -> list[Any]:
+    from selenium.webdriver.common.by import By
+
+    return list(driver.find_elements(By.CSS_SELECTOR, css))
+
+
+def test_log_in_wrong_credentials_refused(browser: Any, tmp_path: Path, redis_url: str) -> None:
+    with console(tmp_path, redis_url) as c:
+        log_in(browser, c, "operator", password="not-the-password")
+        assert "wrong user name or password" in by_id(browser, "login-error").text
+        assert browser.current_url.endswith("/login")
+        assert not browser.get_cookie("sd_session")
+        # the viewer's password is not the operator's
+        log_in(browser, c, "operator", password="viewer-Secret-1")
+        assert by_id(browser, "login-error")
+        # the pages stay behind the log-in
+        browser.get(c.url + "/dead")
+        assert browser.current_url.endswith("/login")
+        log_in(browser, c, "operator")
+        wait(lambda: browser.current_url.rstrip("/") == c.url, what="the overview")
+        assert by_id(browser, "backlog").text == "0"
+        log = c.stderr()
+        assert log.count("failed log-in for user 'operator'") == 2 and "log-in: operator" in log
+        assert "Secret" not in log  # no password, right or wrong, is logged
+
+
+def test_backlog_drains_live(browser: Any, tmp_path: Path, redis_url: str) -> None:
+    enqueue(redis_url, "noop", range(1, 401))
+    (tmp_path / "web").mkdir()
+    with console(tmp_path / "web", redis_url) as c:
+        log_in(browser, c, "viewer")
+        wait(lambda: by_id(browser, "backlog").text == "400", what="a backlog of 400")
+        browser.execute_script("window.__sameDocument = 'yes';")
+        sup = Sup(tmp_path, redis_url, ["--workers", "1"]).start()
+        try:
+            def drained() -> bool:
+                return by_id(browser, "backlog").text == "0" and \
+                    browser.find_element("css selector", '[data-field="pending"]').text == "0"
+            wait(drained, 60, "the page to show the backlog drained")
+        finally:
+            sup.kill_all()
+        # the numbers changed in place: same document, no reload, by the live script
+        assert browser.execute_script("return window.__sameDocument;") == "yes"
+        assert by_id(browser, "live").get_attribute("data-updated")
+        # the chart was redrawn with the out rate of the drain
+        points = by_id(browser, "chart-out").get_attribute("points")
+        assert points and any(float(p.split(",")[1]) < 139 for p in points.split())
+
+
+# -- dead letters --------------------------------------------------------------------------
+EARLY, LATE = 1765000000000, 1765000900000  # 2025-12-06 05:46:40 and 15 minutes later
+
+
+def dead_letter(client: redis.Redis, entry_id: str, kind: str, order: int, error: str,
+                **extra: str) -> str:
+    fields = Job(kind=kind, order_id=order, outbox_id=order, request_id=f"r{order}",
+                 trace="t").fields()
+    for name, value in extra.items():
+        fields += [name.encode(), value.encode()]
+    flat = dead_letter_fields(fields, error=error, source_id=f"{order}-0", deliveries=5,
+                              consumer="sup-0")
+    return str(client.execute_command("XADD", "jobs:dead", entry_id, *flat).decode())
+
+
+def seed_dead(redis_url: str) -> dict[str, str]:
+    client = redis.Redis.from_url(redis_url, protocol=2)
+    try:
+        ids = {}
+        for n in range(4):  # in the window: 2 render_tickets + gateway, 1 refund, 1 font
+            kind = ("render_tickets", "render_tickets", "refund", "render_tickets")[n]
+            error = "font missing" if n == 3 else "payment gateway timeout"
+            ids[f"early{n}"] = dead_letter(client, f"{EARLY + n}-0", kind, 100 + n, error)
+        for n in range(2):  # after the window, same kind and error
+            ids[f"late{n}"] = dead_letter(client, f"{LATE + n}-0", "render_tickets", 200 + n,
+                                          "payment gateway timeout")
+        return ids
+    finally:
+        client.close()
+
+
+def dead_ids(redis_url: str) -> list[str]:
+    client = redis.Redis.from_url(redis_url, protocol=2)
+    try:
+        return [i.decode() for i, _ in client.xrange("jobs:dead")]
+    finally:
+        client.close()
+
+
+def stream_orders(redis_url: str) -> list[str]:
+    client = redis.Redis.from_url(redis_url, protocol=2)
+    try:
+        return [f[b"order_id"].decode() for _, f in client.xrange("jobs")]
+    finally:
+        client.close()
+
+
+def test_dead_letters_filter_replay_delete(browser: Any, tmp_path: Path, redis_url: str
+                                           ) -> None:
+    ids = seed_dead(redis_url)
+    with console(tmp_path, redis_url) as c:
+        log_in(browser, c, "operator")
+        browser.get(c.url + "/dead")
+        assert len(all_css(browser, "#dead tbody tr[data-id]")) == 6
+        by_id(browser, "f-kind").send_keys("render_tickets")
+        by_id(browser, "f-error").send_keys("gateway")
+        by_id(browser, "f-since").send_keys("2025-12-06T05:46:00Z")
+        by_id(browser, "f-until").send_keys("2025-12-06T05:50:00Z")
+        by_id(browser, "filter").click()
+        rows = wait(lambda: all_css(browser, "#dead tbody tr[data-id]")
+                    if "kind=render_tickets" in browser.current_url else None)
+        assert sorted(r.get_attribute("data-id") for r in rows) == sorted(
+            [ids["early0"], ids["early1"]])
+        # replay every match: first the dry run with the count, then the confirmation
+        by_id(browser, "bulk-replay").click()
+        wait(lambda: "would replay 2 entries" in by_id(browser, "dry-run").text)
+        assert dead_ids(redis_url) == list(ids.values())  # the dry run touched nothing
+        by_id(browser, "confirm").click()
+        wait(lambda: "replayed 2" in browser.find_element("css selector", ".flash").text)
+        assert sorted(stream_orders(redis_url)) == ["100", "101"]
+        assert dead_ids(redis_url) == [ids[k] for k in ("early2", "early3", "late0", "late1")]
+        # the filter is kept after the action; the replayed ones are gone from it
+        assert all_css(browser, "#dead tbody tr[data-id]") == []
+        # delete one entry by its row's button
+        browser.get(c.url + "/dead?kind=refund")
+        [row] = all_css(browser, "#dead tbody tr[data-id]")
+        assert row.get_attribute("data-id") == ids["early2"]
+        row.find_element("css selector", "button.delete").click()
+        wait(lambda: "deleted 1" in browser.find_element("css selector", ".flash").text)
+        assert ids["early2"] not in dead_ids(redis_url)
+        assert len(dead_ids(redis_url)) == 3 and sorted(stream_orders(redis_url)) == [
+            "100", "101"]  # deleted, not replayed
+        # purge what a filter selects, after the dry run's count: only those go
+        browser.get(c.url + "/dead?error=font")
+        by_id(browser, "bulk-purge").click()
+        wait(lambda: "would purge 1 entries" in by_id(browser, "dry-run").text)
+        by_id(browser, "confirm").click()
+        wait(lambda: "purged 1" in browser.find_element("css selector", ".flash").text)
+        assert dead_ids(redis_url) == [ids["late0"], ids["late1"]]
+        assert "action /dead/bulk by operator" in c.stderr()
+
+
+def test_viewer_cannot_act(browser: Any, tmp_path: Path, redis_url: str) -> None:
+    ids = seed_dead(redis_url)
+    with console(tmp_path, redis_url) as c:
+        log_in(browser, c, "viewer")
+        browser.get(c.url + "/dead")
+        assert len(all_css(browser, "#dead tbody tr[data-id]")) == 6
+        assert all_css(browser, "button.replay, button.delete, #bulk-replay, #bulk-purge") == []
+        browser.get(c.url + "/fleet")
+        assert all_css(browser, "#pause, #resume") == []
+        token = browser.find_element("css selector", "form.logout input[name=csrf]"
+                                     ).get_attribute("value")
+        # a hand-made POST with the viewer's own valid token is refused all the same
+        for path, fields in (("/dead/delete", {"id": ids["early0"]}),
+                             ("/dead/replay", {"id": ids["early0"]}),
+                             ("/dead/bulk", {"action": "purge", "confirm": "1",
+                                             "upto": ids["late1"]}),
+                             ("/pause", {"reason": "viewer"})):
+            status, body = post_from_page(browser, path, {**fields, "csrf": token})
+            assert status == 403 and "only the operator" in body, (path, status, body)
+        assert dead_ids(redis_url) == list(ids.values())
+        assert stream_orders(redis_url) == []
+        client = redis.Redis.from_url(redis_url, protocol=2)
+        try:
+            assert client.keys("stagedoor:paused:*") == []
+        finally:
+            client.close()
+
+
+def test_action_without_csrf_token_refused(browser: Any, tmp_path: Path, redis_url: str
+                                           ) -> None:
+    ids = seed_dead(redis_url)
+    with console(tmp_path, redis_url) as c:
+        log_in(browser, c, "operator")
+        browser.get(c.url + "/dead")
+        for fields in ({"id": ids["early0"]}, {"id": ids["early0"], "csrf": "forged"}):
+            status, body = post_from_page(browser, "/dead/delete", fields)
+            assert status == 403 and "CSRF" in body, (fields, status, body)
+        assert ids["early0"] in dead_ids(redis_url)
+        # the same request with the page's token goes through (so the refusal was the token)
+        token = browser.find_element("css selector", "form.logout input[name=csrf]"
+                                     ).get_attribute("value")
+        status, _ = post_from_page(browser, "/dead/delete", {"id": ids["early0"], "csrf": token})
+        assert status in (0, 200, 303)  # a redirect, opaque to fetch(redirect: 'manual')
+        assert ids["early0"] not in dead_ids(redis_url)
+
+
+# -- hostile values --------------------------------------------------------------------------
+HOSTILE = {
+    "script": "<script>window.__pwned='script'</script>",
+    "img": "\"><img src=x onerror=\"window.__pwned='img'\">",
+    "attr": "' onmouseover='window.__pwned=1' x='",
+    "svg": "<svg onload=window.__pwned='svg'>",
+    "close": "</td></tr></table><script>window.__pwned='close'</script>",
+    "js": "javascript:window.__pwned='href'",
+}
+
+
+def test_hostile_values_are_shown_as_text_and_run_nothing(browser: Any, tmp_path: Path,
+                                                          redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url, protocol=2)
+    try:
+        # a job whose every field is hostile, pending under a hostile consumer name,
+        # with a hostile last error; and a dead letter the same
+        flat: list[Any] = ["kind", HOSTILE["script"], "order_id", HOSTILE["img"],
+                           "outbox_id", HOSTILE["svg"], "request_id", HOSTILE["attr"],
+                           HOSTILE["close"], HOSTILE["js"]]
+        entry = client.execute_command("XADD", "jobs", "*", *flat).decode()
+        client.xgroup_create("jobs", "workers", id="0")
+        client.xreadgroup("workers", HOSTILE["img"], {"jobs": ">"}, count=1)
+        client.set(f"stagedoor:lasterr:{entry}", HOSTILE["close"])
+        dead = dead_letter(client, "*", HOSTILE["script"], 7, HOSTILE["img"],
+                           **{HOSTILE["close"]: HOSTILE["js"]})
+        client.execute_command("XADD", "jobs:dead", "*", *flat, "dead:error", HOSTILE["svg"])
+    finally:
+        client.close()
+    with console(tmp_path, redis_url) as c:
+        log_in(browser, c, "operator")
+        for path in ("/", "/fleet", "/pending", "/dead", f"/dead/{dead}",
+                     f"/job?entry_id={entry}", "/dead?kind=" + HOSTILE["script"]):
+            browser.get(c.url + path)
+            wait(lambda: browser.execute_script("return document.readyState") == "complete")
+            body = browser.find_element("css selector", "main").text
+            assert browser.execute_script("return window.__pwned;") is None, path
+            # no element the payloads would have made exists
+            assert all_css(browser, "main script, main img, main svg[onload], [onerror], "
+                                    "[onmouseover], a[href^=javascript]") == [], path
+            if path in ("/pending", "/dead", f"/job?entry_id={entry}"):
+                assert "<script>window.__pwned='script'</script>" in body or \
+                    "<svg onload=" in body, (path, body[:500])
+            if path == "/pending":
+                assert HOSTILE["close"] in body and HOSTILE["img"] in body
+            if path == f"/dead/{dead}":
+                assert HOSTILE["img"] in by_id(browser, "dead-error").text
+                assert HOSTILE["close"] in by_id(browser, "dead-fields").text
+        time.sleep(1.2)  # a live refresh of the overview came and went: still nothing ran
+        browser.get(c.url + "/")
+        time.sleep(1.2)
+        assert browser.execute_script("return window.__pwned;") is None
+
+
+# -- pause and resume ------------------------------------------------------------------------
+def test_pause_and_resume_the_fleet(browser: Any, tmp_path: Path, redis_url: str) -> None:
+    (tmp_path / "web").mkdir()
+    sup = Sup(tmp_path, redis_url, ["--workers", "2"]).start()
+    try:
+        sup.wait_ready(2, timeout=30)
+        with console(tmp_path / "web", redis_url) as c:
+            log_in(browser, c, "operator")
+            browser.get(c.url + "/fleet")
+            wait(lambda: len(all_css(browser, "#workers tbody tr td")) > 1 or
+                 browser.refresh(), 30, "two workers on the fleet page")
+            by_id(browser, "pause").click()
+            wait(lambda: by_id(browser, "fleet-state").text == "PAUSED")
+
+            def workers_paused() -> bool:
+                browser.get(c.url + "/fleet")
+                cells = [r.find_elements("css selector", "td")
+                         for r in all_css(browser, "#workers tbody tr")]
+                return len(cells) == 2 and all(row[10].text == "yes" for row in cells)
+            wait(workers_paused, 30, "both workers to say they are paused")
+            enqueue(redis_url, "noop", range(1, 51))
+            browser.get(c.url + "/")
+            wait(lambda: by_id(browser, "backlog").text == "50", 20, "a backlog of 50")
+            assert browser.find_element("css selector", '[data-field="paused"]').text == "PAUSED"
+            time.sleep(2)  # paused workers read nothing: the backlog stays
+            assert by_id(browser, "backlog").text == "50"
+            by_id(browser, "resume").click()
+            wait(lambda: by_id(browser, "backlog").text == "0", 30, "the backlog to drain")
+            assert browser.find_element("css selector", '[data-field="paused"]').text == \
+                "running"
+            sup.assert_running()  # paused and resumed, never stopped
+    finally:
+        sup.kill_all()
+
+
+# -- job lookup and the ticket ---------------------------------------------------------------
+def test_find_a_job_by_order_id_and_open_its_ticket(browser: Any, tmp_path: Path,
+                                                     redis_url: str) -> None:
+    [entry] = enqueue(redis_url, "render_tickets", [4471])
+    (tmp_path / "tickets").mkdir()
+    subprocess.run([sys.executable, "-m", "stagedoor", "render", str(ORDER), "-o",
+                    str(tmp_path / "tickets" / "order-4471.pdf")], check=True, timeout=60,
+                   capture_output=True)
+    with console(tmp_path, redis_url) as c:
+        log_in(browser, c, "viewer")
+        browser.get(c.url + "/job")
+        by_id(browser, "order_id").send_keys("4471")
+        by_id(browser, "find").click()
+        [section] = wait(lambda: all_css(browser, "section.job"), what="the job's story")
+        assert section.get_attribute("data-entry") == entry
+        assert section.find_element("css selector", ".state").text == "queued"
+        link = section.find_element("css selector", "a.ticket")
+        assert link.text == "order-4471.pdf"
+        href = link.get_attribute("href")
+        # the browser fetches the ticket with its session: a real PDF, served as one
+        status, ctype, head = browser.execute_async_script("""
+            const [url, done] = arguments;
+            fetch(url, {credentials: 'same-origin'}).then(r => r.arrayBuffer().then(b =>
+              done([r.status, r.headers.get('content-type'),
+                    String.fromCharCode(...new Uint8Array(b).slice(0, 5))])));
+        """, href)
+        assert (status, ctype, head) == (200, "application/pdf", "%PDF-")
+        link.click()  # and it opens in Chromium's PDF viewer
+        wait(lambda: urlsplit(browser.current_url).path == "/ticket/4471", 20,
+             "the ticket to open")
+        # an order nobody enqueued: found nothing, said so
+        browser.get(c.url + "/job?order_id=4472")
+        assert "Nothing found" in by_id(browser, "no-job").text
+
+
+def test_every_action_works_without_javascript(tmp_path: Path, redis_url: str) -> None:
+    """Scripts off: log in, replay and delete a dead letter, pause and resume, all as
+    plain forms; the overview shows its numbers, rendered on the server."""
+    ids = seed_dead(redis_url)
+    driver = chrome(tmp_path / "profile-nojs", javascript=False)
+    try:
+        (tmp_path / "web").mkdir()
+        with console(tmp_path / "web", redis_url) as c:
+            log_in(driver, c, "operator")
+            assert by_id(driver, "backlog").text == "0"
+            time.sleep(1.5)  # the live refresh would have run by now: it did not
+            assert by_id(driver, "live").get_attribute("data-updated") is None
+            driver.get(c.url + "/dead?kind=refund")
+            [row] = all_css(driver, "#dead tbody tr[data-id]")
+            row.find_element("css selector", "button.replay").click()
+            wait(lambda: "replayed 1" in driver.find_element("css selector", ".flash").text)
+            assert stream_orders(redis_url) == ["102"]
+            driver.get(c.url + "/dead")
+            all_css(driver, "button.delete")[0].click()
+            wait(lambda: "deleted 1" in driver.find_element("css selector", ".flash").text)
+            assert ids["late1"] not in dead_ids(redis_url)  # the newest, first row
+            driver.get(c.url + "/fleet")
+            by_id(driver, "pause").click()
+            wait(lambda: by_id(driver, "fleet-state").text == "PAUSED")
+            by_id(driver, "resume").click()
+            wait(lambda: by_id(driver, "fleet-state").text == "running")
+    finally:
+        driver.quit()
