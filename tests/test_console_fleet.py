@@ -227,7 +227,7 @@ async def _one_worker(c: Any, s: Settings) -> fleet.Fleet | None:
 
 async def _state(c: Any, s: Settings, order_id: int) -> bool:
     story = await jobs.lookup(c, s, order_id=order_id)
-    return [e.state for e in story.entries] == ["gone"]
+    return [e.state for e in story.entries] == ["acked"]
 
 
 def test_console_follows_the_sentinel_master(tmp_path: Path) -> None:
