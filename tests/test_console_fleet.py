@@ -150,6 +150,9 @@ def test_registry_lists_live_workers_and_drops_a_killed_host(
         assert not read_fleet(s).orphaned
         doc = orjson.loads(cli("status", "--json", "--redis-url", redis_url).stdout)
         assert len(doc["fleet"]["workers"]) == 2 and doc["fleet"]["orphaned"] == []
+        text = cli("status", "--redis-url", redis_url).stdout
+        row = next(ln for ln in text.splitlines() if ln.startswith(held.consumer + " "))
+        assert row.endswith(f"pid {held.pid}")
 
         # The host dies outright: supervisor and workers, kill -9, nothing says goodbye.
         sup.known_pids.update(sup.children())
@@ -165,6 +168,8 @@ def test_registry_lists_live_workers_and_drops_a_killed_host(
         text = cli("status", "--redis-url", redis_url).stdout
         assert f"ORPHANED  consumer {held.consumer} holds 1 pending" in text
         assert "workers   0 live" in text
+        row = next(ln for ln in text.splitlines() if ln.startswith(held.consumer + " "))
+        assert row.endswith("NONE (orphaned)")
 
 
 def test_console_keys_share_the_queue_slot_on_a_cluster(tmp_path: Path) -> None:
@@ -222,7 +227,7 @@ async def _one_worker(c: Any, s: Settings) -> fleet.Fleet | None:
 
 async def _state(c: Any, s: Settings, order_id: int) -> bool:
     story = await jobs.lookup(c, s, order_id=order_id)
-    return [e.state for e in story.entries] == ["gone"]
+    return [e.state for e in story.entries] == ["acked"]
 
 
 def test_console_follows_the_sentinel_master(tmp_path: Path) -> None:

@@ -115,6 +115,11 @@ async def test_job_lookup_in_every_state(settings: Settings, client: aioredis.Re
         release.set()
         await eventually(lambda: not w.slots.running, 10, "the held job finished")
 
+        async def acked() -> bool:
+            e = (await jobs.lookup(client, s, entry_id=held)).entries[0]
+            return (e.state, e.done_mark, e.consumer) == ("acked", None, None)
+        await eventually(acked, 10, "the held job acked (its handler keeps no done mark)")
+
     # Acked and then trimmed: still told apart by its done mark.
     sync_redis.xdel(s.stream, done.entry_id)
     gone = (await jobs.lookup(client, s, order_id=4471)).entries[0]

@@ -7,11 +7,12 @@ reclaims nothing, and keeps heartbeating; the key deleted, it reads again at its
 heartbeat.  `pause` sets it with NX (a second pause keeps the first one's time),
 `resume` deletes it.
 
-Registry.  Each worker, at each heartbeat, in the pipeline that reads the flag:
+Registry.  Each worker, at each presence beat (worker/presence.py: its heartbeat,
+at least a second apart), in the pipeline that reads the flag:
 
     SET stagedoor:worker:<stream>:<consumer> <json> PX <presence_ttl_ms>
-    HSET stagedoor:fleet:<stream> <consumer> <ms>        (the names, for the reader)
-    EXPIRE stagedoor:fleet:<stream> 86400
+    HSET stagedoor:fleet:<stream> <consumer> <ms>        (the names, once a minute)
+    EXPIRE stagedoor:fleet:<stream> 86400                (with the HSET)
 
 A host that dies stops writing and its record expires after presence_ttl_ms; the name
 stays in the fleet hash (bounded by hosts x slots, gone a day after the last worker).
@@ -38,7 +39,8 @@ FLEET_TTL_S = 86_400
 
 
 def presence_ttl_ms(settings: Settings) -> int:
-    """How long a presence record outlives its last heartbeat: a few heartbeats, >= 5 s."""
+    """How long a presence record outlives its last beat: five beats (a beat is the
+    heartbeat, at least a second apart: worker/presence.py), so at least 5 s."""
     return max(5_000, int(settings.heartbeat_interval * 5_000))
 
 

@@ -16,7 +16,7 @@ the lease of its outbox id, XRANGE of its dead letter.  Plus TIME and XINFO GROU
 What it cannot know: a job written by something other than stagedoor's enqueue (a
 bare XADD) is found by entry id only; an index hour older than INDEX_TTL_S is gone, so
 an older job is found by entry id only; a job acked without a done mark (a handler
-that does not mark) and trimmed from the stream shows as `gone`; the ticket file is
+that does not mark) shows as `acked`, done or not; the ticket file is
 looked for on this machine's tickets_dir (the page's host, not necessarily the worker's).
 """
 
@@ -63,7 +63,7 @@ class Ticket(Record):
 class JobEntry(Record):
     entry_id: str
     queued_at: str  # the id's time, ISO 8601 UTC
-    state: str  # queued | pending | retrying | done | dead | gone | trimmed-unread
+    state: str  # queued | pending | retrying | done | dead | acked | trimmed-unread
     in_stream: bool  # False: MAXLEN ~ trimmed it (or it was never there)
     delivered: bool  # the group read it (id <= last-delivered-id)
     kind: str | None
@@ -140,7 +140,9 @@ def _state(pending: bool, deliveries: int | None, last_error: str | None, delive
         return "retrying" if last_error or (deliveries or 0) > 1 else "pending"
     if not delivered:
         return "queued" if in_stream else "trimmed-unread"
-    return "done" if done else "gone"
+    # Delivered and no longer pending: acked.  Its done mark says it did its work; a
+    # handler that keeps none (or a mark expired) leaves only "acked".
+    return "done" if done else "acked"
 
 
 async def lookup(client: aioredis.Redis, settings: Settings, *, order_id: int | None = None,

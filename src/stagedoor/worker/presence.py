@@ -1,22 +1,27 @@
 """The worker's heartbeat to Redis: its presence in the fleet registry, and the pause flag.
 
-Once a heartbeat_interval, one pipelined round trip on the worker's command client
-(ops/fleet.py describes the keys):
+Once a presence interval (heartbeat_interval, but at least PRESENCE_MIN_INTERVAL: a
+sub-second heartbeat, for fast hang detection, must not multiply the Redis traffic of
+a fleet), one pipelined round trip on the worker's command client (ops/fleet.py
+describes the keys):
 
     GET stagedoor:paused:<stream>
     SET stagedoor:worker:<stream>:<consumer> <json> PX <presence_ttl_ms>
-    HSET stagedoor:fleet:<stream> <consumer> <ms>
+
+and at the first beat and once every NAMES_EVERY seconds, in the same round trip:
+
+    HSET stagedoor:fleet:<stream> <consumer> <ms>     (the names, for the reader)
     EXPIRE stagedoor:fleet:<stream> 86400
 
 Nothing here is on the read path: the reader only looks at `Pause.active` (an
-attribute) before each read, so a running fleet pays one round trip a second a
-worker, and a pause is seen within one heartbeat.  Seen, the worker ends a blocking
-read that waits (CLIENT UNBLOCK, as at a stop: a reply already sent is still
-dispatched), finishes what it holds, reads and reclaims nothing, and keeps
-heartbeating; the flag gone, it reads again at once.
+attribute) before each read, so a running fleet pays two commands a second a worker,
+and a pause is seen within one such beat (one heartbeat at the default 1 s).  Seen,
+the worker ends a blocking read that waits (CLIENT UNBLOCK, as at a stop: a reply
+already sent is still dispatched), finishes what it holds, reads and reclaims
+nothing, and keeps heartbeating; the flag gone, it reads again at once.
 
 A failed round trip (Redis away, OOM refusing the SET) changes nothing: the worker
-keeps the pause state it had and tries again at the next heartbeat.
+keeps the pause state it had and tries again at the next beat.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ from ..stream.keys import fleet_key, paused_key, presence_key
 from .slots import Slots
 
 log = logging.getLogger("stagedoor.worker")
+PRESENCE_MIN_INTERVAL = 1.0  # seconds: the shortest time between two presence beats
+NAMES_EVERY = 60.0  # seconds between two writes of the fleet's name hash
 _BEST_EFFORT: tuple[type[BaseException], ...] = (redis.RedisError, *connection.TRANSIENT_ERRORS)
 
 
@@ -100,6 +107,8 @@ class Presence:
         self._keys = (paused_key(settings), presence_key(settings, consumer),
                       fleet_key(settings))
         self._ttl = presence_ttl_ms(settings)
+        self.interval = max(settings.heartbeat_interval, PRESENCE_MIN_INTERVAL)
+        self._names_due = 0.0  # monotonic time the name hash is next written
 
     def record(self) -> dict[str, Any]:
         gauges = self.stats.gauges
@@ -118,9 +127,14 @@ class Presence:
         pipe = self.cmd.pipeline(transaction=False)
         pipe.execute_command("GET", paused)
         pipe.execute_command("SET", presence, orjson.dumps(self.record()), "PX", self._ttl)
-        pipe.execute_command("HSET", names, self.consumer, int(time.time() * 1000))
-        pipe.execute_command("EXPIRE", names, FLEET_TTL_S)
+        now = time.monotonic()
+        if now >= self._names_due:
+            pipe.execute_command("HSET", names, self.consumer, int(time.time() * 1000))
+            pipe.execute_command("EXPIRE", names, FLEET_TTL_S)
         replies = await pipe.execute(raise_on_error=False)
+        if now >= self._names_due and not any(isinstance(r, BaseException)
+                                              for r in replies[2:]):
+            self._names_due = now + NAMES_EVERY
         flag = replies[0]
         if isinstance(flag, BaseException):
             raise flag
@@ -137,4 +151,4 @@ class Presence:
                 await self.beat()
             except _BEST_EFFORT as e:
                 log.debug("presence heartbeat failed: %s", e)
-            await asyncio.sleep(self.settings.heartbeat_interval)
+            await asyncio.sleep(self.interval)

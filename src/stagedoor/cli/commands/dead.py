@@ -25,9 +25,8 @@ from ...exitcodes import EX_USAGE
 from ..console_run import confirm, run_op, write_json
 from .status import CONNECTION_SETTINGS
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported where they run: no cost to building the parser
     from ...ops import deadletters as dl
-
 
 
 def register(subparsers: Any) -> None:

@@ -13,9 +13,8 @@ from ..console_run import run_op, write_json
 from .dead import _entry_id, _positive, safe
 from .status import CONNECTION_SETTINGS, human_ms
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported where they run: no cost to building the parser
     from ...ops import jobs
-
 
 
 def register(subparsers: Any) -> None:

@@ -21,9 +21,8 @@ from ..console_run import run_op, write_json
 from .dead import safe
 from .status import CONNECTION_SETTINGS
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported where they run: no cost to building the parser
     from ...ops import fleet
-
 
 
 def register(subparsers: Any) -> None:

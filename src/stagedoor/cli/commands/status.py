@@ -395,12 +395,19 @@ def format_status(st: dict[str, Any]) -> str:
         lines.append("")
         # `inactive` (since the last successful read) only where the server reports it.
         inactive = any(c.get("inactive_ms") is not None for c in consumers)
+        # Beside each consumer, the live process behind its name (the fleet registry).
+        fl = st.get("fleet")
+        procs = {w["consumer"]: f"{safe(w['host'])} pid {w['pid']}"
+                 for w in (fl or {}).get("workers", [])}
         lines.append(f"{'consumer':<{width}}  {'pending':>7}  {'idle':>8}"
-                     + (f"  {'inactive':>8}" if inactive else ""))
+                     + (f"  {'inactive':>8}" if inactive else "")
+                     + ("  process" if fl else ""))
         for c in consumers:
             row = f"{c['name']:<{width}}  {c['pending']:>7}  {human_ms(c['idle_ms']):>8}"
             if inactive:
                 ms = c.get("inactive_ms")
                 row += f"  {'never' if ms is None or ms < 0 else human_ms(ms):>8}"
+            if fl:
+                row += "  " + procs.get(c["name"], "NONE (orphaned)" if c["pending"] else "-")
             lines.append(row)
     return "\n".join(lines) + "\n"
