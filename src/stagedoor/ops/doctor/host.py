@@ -104,6 +104,14 @@ def fonts_check(settings: Settings) -> Finding:
     if not lacking:
         return Finding("fonts", CHECK_OK, f"{files} font files draw all {len(rows)} sample "
                        f"scripts ({' '.join(covered)})")
+    # As --check-fonts: a script the settings name, Han or emoji without a glyph is a
+    # problem; one that no installed font has at all (Unicode's newest and historic
+    # scripts) is listed, not warned of: it cannot be fixed by a package.
+    needed = fonts.required(plan)
+    if not any(tag in needed or tag == "Latn" for tag, _ in lacking):
+        return Finding("fonts", CHECK_OK, f"{files} font files draw {len(covered)} of "
+                       f"{len(rows)} scripts; no installed font has "
+                       + " ".join(tag for tag, _ in lacking))
     state = CHECK_CRITICAL if any(tag == "Latn" for tag, _ in lacking) else CHECK_WARNING
     return Finding("fonts", state, f"{files} font files; no glyph for "
                    + ", ".join(f"{tag} ({miss})" for tag, miss in lacking)
