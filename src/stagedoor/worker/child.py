@@ -249,6 +249,7 @@ class _PipeProtocol(asyncio.BaseProtocol):
 async def _amain(settings: Settings, registry: Any, slot: int, heartbeat_fd: int,
                  lifeline_fd: int, killer: tuple[str, str] | None = None,
                  page: mmap.mmap | None = None, hold: bool = False) -> None:
+    from . import lifecycle
     from .loop import Worker
 
     loop = asyncio.get_running_loop()
@@ -316,9 +317,8 @@ async def _amain(settings: Settings, registry: Any, slot: int, heartbeat_fd: int
         await worker.run()
     finally:
         loop.remove_reader(lifeline_fd)
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        # slot 0's queue status reads Redis: a cancel it swallows must not keep us alive
+        await lifecycle.cancel_and_wait(tasks)
         with contextlib.suppress(Exception):
             heartbeat.beat(worker)  # the final counters, so the supervisor's totals are exact
         transport.close()

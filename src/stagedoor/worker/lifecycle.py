@@ -17,7 +17,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
+from typing import Any
 
 import redis
 import redis.asyncio as aioredis
@@ -119,6 +120,26 @@ async def unless_stopped(work: Awaitable[object], stopping: asyncio.Event, what:
         log.debug("%s ended with %r after the stop", what, task.exception())
     log.info("stop requested while %s: stopping", what)
     return False
+
+
+async def cancel_and_wait(tasks: Sequence[asyncio.Task[Any]]) -> None:
+    """Cancel the tasks and wait until every one has ended, cancelling again any that
+    swallowed its cancel: Python 3.11's asyncio.wait_for (inside redis-py) loses a
+    cancel that lands as the awaited call completes (CPython gh-86296), and a loop task
+    that lost it (the presence beat, a stopped worker's at the moment it boots) would
+    otherwise keep the process alive after its stop.  A task still asked to stop has
+    cancelling() > 0."""
+    for t in tasks:
+        t.cancel()
+    pending = {t for t in tasks if not t.done()}
+    while pending:
+        _, pending = await asyncio.wait(pending, timeout=0.5)
+        for t in pending:
+            if t.cancelling():
+                t.cancel()
+    for t in tasks:  # retrieve outcomes: no "exception was never retrieved"
+        if not t.cancelled():
+            t.exception()
 
 
 async def on_start(registry: Registry, ctx: Context) -> None:

@@ -190,11 +190,7 @@ class Worker:
             await lifecycle.drain(s, self.cmd, self.reader, self.slots, self.acker,
                                   consume, reclaim)
         finally:
-            for t in tasks:
-                t.cancel()
-            for t in self.slots.running.values():
-                t.cancel()
-            await asyncio.gather(*tasks, *self.slots.running.values(), return_exceptions=True)
+            await lifecycle.cancel_and_wait([*tasks, *self.slots.running.values()])
             self.executor.shutdown(wait=False, cancel_futures=True)
             await self.reader.conn.aclose()
             await self.acker.aclose()
