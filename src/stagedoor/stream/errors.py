@@ -23,6 +23,7 @@ import re
 import ssl
 
 import redis
+from redis.asyncio.sentinel import MasterNotFoundError as AsyncMasterNotFoundError
 from redis.exceptions import SlotNotCoveredError
 from redis.sentinel import MasterNotFoundError
 
@@ -84,6 +85,11 @@ OUTAGE_ERRORS = (redis.ConnectionError, redis.TimeoutError,
                  redis.exceptions.RedisClusterException, redis.exceptions.ClusterDownError)
 
 
+# redis-py has two: redis.sentinel's and redis.asyncio.sentinel's, unrelated classes
+# (both ConnectionErrors); the asyncio client (the console, the worker) raises the second.
+MASTER_NOT_FOUND = (MasterNotFoundError, AsyncMasterNotFoundError)
+
+
 def outage_line(url: str, exc: BaseException) -> str:
     """The one line for an outage: the cluster's state when it is up but not ready, else
     'cannot reach Redis at <url, redacted>: <why>'."""
@@ -98,7 +104,7 @@ def describe_unreachable(url: str, exc: BaseException) -> str:
     the server never sends ("Timeout connecting to server"), or read its plain-text
     error as a broken record ("wrong version number"): say what to check instead."""
     detail = first_line(exc)
-    if isinstance(exc, MasterNotFoundError):
+    if isinstance(exc, MASTER_NOT_FOUND):
         return describe_no_master(detail)
     if url.startswith("rediss:") and (
             isinstance(exc, redis.TimeoutError | ssl.SSLError)

@@ -14,12 +14,14 @@ lean hot-path connection (resp.py) asks through `discover_master` on each connec
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import redis
 import redis.asyncio as aioredis
+from redis.asyncio.sentinel import MasterNotFoundError as AsyncMasterNotFoundError
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.sentinel import MasterNotFoundError
 from redis.sentinel import Sentinel as SyncSentinel
@@ -92,31 +94,41 @@ def down_text(state: dict[str, Any]) -> str:
             f"(flags {flags}); {then}")
 
 
+# The state of a known master that check_master_state refused, per caller: a context
+# variable, not an attribute, because the asyncio client discovers the master from
+# several tasks at once (a pipeline's connections, gathered calls), and one call's reset
+# would erase another's finding (the wrong-name text for a master that is down).
+ConnectionError_ = TypeVar("ConnectionError_", bound=redis.ConnectionError)
+_REFUSED: ContextVar[dict[str, Any] | None] = ContextVar("sentinel_refused", default=None)
+
+
 class _NamesTheCause:
     """Mixed into redis-py's Sentinel: its MasterNotFoundError says the same for a name
     the sentinels do not monitor (a wrong URL) and for a master that is down or mid-
     failover.  check_master_state sees the state of a known master; keep the one it
     refused, and say so in the error."""
 
-    _refused: dict[str, Any] | None = None
-
     def check_master_state(self, state: dict[str, Any], service_name: str) -> bool:
         ok: bool = super().check_master_state(state, service_name)  # type: ignore[misc]
         if not ok:
-            self._refused = state
+            _REFUSED.set(state)
         return ok
 
-    def _named(self, e: MasterNotFoundError) -> MasterNotFoundError:
-        refused, self._refused = self._refused, None
+    @staticmethod
+    def _named(e: ConnectionError_) -> ConnectionError_:
+        """e with the refused state named; of e's own class (redis-py has a sync and an
+        asyncio MasterNotFoundError, unrelated: stream/errors.py MASTER_NOT_FOUND)."""
+        refused = _REFUSED.get()
+        _REFUSED.set(None)
         if refused is None:
             return e
         head, sep, errors = str(e).partition(" : ")
-        return MasterNotFoundError(head + down_text(refused) + sep + errors)
+        return type(e)(head + down_text(refused) + sep + errors)
 
 
 class NamingSyncSentinel(_NamesTheCause, SyncSentinel):
     def discover_master(self, service_name: str) -> Any:
-        self._refused = None
+        _REFUSED.set(None)
         try:
             return super().discover_master(service_name)
         except MasterNotFoundError as e:
@@ -125,10 +137,10 @@ class NamingSyncSentinel(_NamesTheCause, SyncSentinel):
 
 class NamingAsyncSentinel(_NamesTheCause, AsyncSentinel):
     async def discover_master(self, service_name: str) -> Any:
-        self._refused = None
+        _REFUSED.set(None)
         try:
             return await super().discover_master(service_name)
-        except MasterNotFoundError as e:
+        except AsyncMasterNotFoundError as e:
             raise self._named(e) from None
 
 
