@@ -54,8 +54,8 @@ done
 echo "check-wheel: a non-Latin order rendered from outside the repository"
 "$WORK/venv/bin/python" - "$WORK/world.json" "$WORK/thai-wrap.json" <<'PY'
 """An order of Arabic, Thai and Devanagari tickets (the demo script samples shipped in
-the package), and one Thai ticket whose event is too long for one line and has no
-space in it: it wraps where libthai's dictionary finds a word boundary."""
+the package), and one Thai ticket whose small print is too long for one line and has
+no space in it: it wraps where libthai's dictionary finds a word boundary."""
 import dataclasses
 import json
 import sys
@@ -69,7 +69,9 @@ tickets = [Order.from_json((samples / f"{s}.json").read_bytes()).tickets[0]
 open(sys.argv[1], "wb").write(Order(order_id=2701, tickets=tuple(tickets)).to_json())
 thai = ("ขอบคุณที่ใช้บริการการแสดงคอนเสิร์ตดนตรีคลาสสิกของวงออร์เคสตราแห่งชาติ"
         "ณศูนย์วัฒนธรรมแห่งประเทศไทยกรุงเทพมหานคร")
-order = json.loads(Order(order_id=2702, tickets=(dataclasses.replace(tickets[1], event=thai),))
+# the small print: a field that wraps (one-line fields shrink to fit their ink)
+order = json.loads(Order(order_id=2702, tickets=(dataclasses.replace(tickets[1],
+                                                                    small_print=thai * 3),))
                    .to_json())
 open(sys.argv[2], "w").write(json.dumps(order, ensure_ascii=False))
 PY
