@@ -117,7 +117,9 @@ class SentinelSet:
                  == "up", 20, "the replica in sync")
             self.sentinels = [Sentinel(directory / f"sentinel-{i}", self.master.port,
                                        sentinel_password, sentinel_tls) for i in range(3)]
-            poll(self._watching, 30, "three sentinels that see the master and the replica")
+            # Set-up, not a check: sentinels learn of a replica from the master's INFO
+            # (every 10 s); with two suites on the box this took over 30 s once.
+            poll(self._watching, 60, "three sentinels that see the master and the replica")
         except BaseException:
             self.stop()
             raise
