@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import orjson
@@ -43,6 +43,15 @@ def run_op(prog: str, settings: config.Settings,
 def write_json(doc: Any) -> None:
     sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_APPEND_NEWLINE))
     sys.stdout.flush()
+
+
+def print_table(rows: Sequence[Sequence[str]]) -> None:
+    """rows[0] the head: columns padded to their widest cell, the last one left as is
+    (the long one: an error, a reason)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join([*(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)),
+                         row[-1]]))
 
 
 def confirm(question: str) -> bool:

@@ -22,7 +22,7 @@ import redis.asyncio as aioredis
 
 from ... import config
 from ...exitcodes import EX_USAGE
-from ..console_run import confirm, run_op, write_json
+from ..console_run import confirm, print_table, run_op, write_json
 from .status import CONNECTION_SETTINGS
 
 if TYPE_CHECKING:  # imported where they run: no cost to building the parser
@@ -155,7 +155,7 @@ def _escape(ch: str) -> str:
         else f"\\U{code:08x}"
 
 
-def _short(text: str | None, width: int) -> str:
+def short(text: str | None, width: int) -> str:
     """A listing cell: escaped, one line, at most `width` characters."""
     text = safe(text or "-")
     return text if len(text) <= width else text[: width - 3] + "..."
@@ -201,13 +201,10 @@ def run_list(args: argparse.Namespace) -> int:
               + ("matching " if not _filter(args).empty else "") + "first")
         head = ("id", "time", "kind", "order_id", "source_id", "error")
         # Every cell escaped and cut: one 1 MB field must not make a 55 MB listing.
-        table = [head] + [(e.id, _short(e.time, 20), _short(e.kind, 24),
-                           _short(_order(e), 20), _short(e.source_id, 41), _short(e.error, 60))
+        table = [head] + [(e.id, short(e.time, 20), short(e.kind, 24),
+                           short(_order(e), 20), short(e.source_id, 41), short(e.error, 60))
                           for e in page.entries]
-        widths = [max(len(row[i]) for row in table) for i in range(len(head) - 1)]
-        for row in table:
-            cells = [cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)]
-            print("  ".join([*cells, row[-1]]))
+        print_table(table)
         if page.next_before and len(rows) == args.count:
             print(f"(more: older than {page.next_before})")
         return 0
@@ -287,7 +284,7 @@ def run_replay(args: argparse.Namespace) -> int:
                         "outcomes": [o.to_json() for o in outcomes]})
             return 0 if done == len(outcomes) else 1
         for o in outcomes:
-            what = f"kind {_short(o.kind, 24)}, order_id {_short(_order(o), 20)}"
+            what = f"kind {short(o.kind, 24)}, order_id {short(_order(o), 20)}"
             if o.status == "ok":
                 print(f"replayed   {o.id} -> {s.stream} {o.new_id} ({what})")
             elif o.status == "empty":

@@ -10,8 +10,8 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ... import config
-from ..console_run import run_op, write_json
-from .dead import _entry_id, _positive, _short, safe
+from ..console_run import print_table, run_op, write_json
+from .dead import _entry_id, _positive, safe, short
 from .status import CONNECTION_SETTINGS, human_ms
 
 
@@ -76,13 +76,11 @@ def run_list(args: argparse.Namespace) -> int:
         if not page.entries:
             return 0
         head = ("id", "consumer", "idle", "deliv", "kind", "order_id", "last error")
-        rows = [head] + [(e.id, _short(e.consumer, 30), human_ms(e.idle_ms), str(e.deliveries),
-                          _short(e.kind, 20), _short(e.order_id, 20),
-                          _short(e.last_error or ("(trimmed)" if e.trimmed else ""), 70))
+        rows = [head] + [(e.id, short(e.consumer, 30), human_ms(e.idle_ms), str(e.deliveries),
+                          short(e.kind, 20), short(e.order_id, 20),
+                          short(e.last_error or ("(trimmed)" if e.trimmed else ""), 70))
                          for e in page.entries]
-        widths = [max(len(r[i]) for r in rows) for i in range(len(head) - 1)]
-        for r in rows:
-            print("  ".join([*(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)), r[-1]]))
+        print_table(rows)
         return 0
 
     return run_op("stagedoor pending list", s, action)
