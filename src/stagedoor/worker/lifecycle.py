@@ -113,9 +113,7 @@ async def unless_stopped(work: Awaitable[object], stopping: asyncio.Event, what:
     if not stopping.is_set():
         task.result()  # the work ended first: its outcome (raises its error)
         return True
-    while not task.done():
-        task.cancel()
-        await asyncio.wait([task], timeout=0.5)
+    await cancel_and_wait([task])
     if not task.cancelled() and task.exception() is not None:
         log.debug("%s ended with %r after the stop", what, task.exception())
     log.info("stop requested while %s: stopping", what)
