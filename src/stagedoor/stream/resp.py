@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from collections.abc import Callable
 from typing import Any, cast
 
 import hiredis
@@ -54,13 +55,53 @@ def is_demoted(text: str) -> bool:
                                            and "replica" in text)
 
 
+def _ignore(reply: Any) -> None:
+    pass
+
+
+class Hook:
+    """Stands where a reply's future would in a connection's queue of waiters: the reply
+    (or the error, a redis.ResponseError or the connection's failure) is handed to `fn`
+    inside data_received, as it is parsed.  No future, no task step, no event-loop turn
+    between a reply and its handling: the reader's read-ahead (worker/readahead.py).
+    `fn` must not raise.  cancel() makes the reply be dropped."""
+
+    __slots__ = ("_done", "fn")
+
+    def __init__(self, fn: Callable[[Any], None]) -> None:
+        self.fn = fn
+        self._done = False
+
+    def done(self) -> bool:
+        return self._done
+
+    def cancel(self) -> bool:
+        self._done = True
+        return True
+
+    def set_result(self, reply: Any) -> None:
+        self._done = True
+        self.fn(reply)
+
+    def set_exception(self, error: BaseException) -> None:
+        self._done = True
+        self.fn(error)
+
+
 class _Protocol(asyncio.Protocol):
     """One TCP/TLS/unix connection: replies parsed by hiredis, matched to waiters in order."""
 
-    def __init__(self) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        # The loop it was made on, for the futures of its calls: asyncio.get_running_loop()
+        # is a getpid() system call on Python 3.11 (its fork check), and the read path
+        # asked twice a read: 9 % of a no-op drain's CPU (py-spy, docs/benchmarks.md).
+        self.loop = loop
         self.transport: asyncio.Transport | None = None
         self.reader = hiredis.Reader()
         self.waiters: collections.deque[asyncio.Future[Any]] = collections.deque()
+        # Called once at the end of data_received when set: the replies handled by hooks
+        # there are answered with one write for all of them (worker/readahead.py).
+        self.after: Callable[[], None] | None = None
         self.asking = False  # cluster: ASKING before every command (a slot migrating here)
         self.redirected: tuple[str, str, int] | None = None  # the last MOVED/ASK
 
@@ -69,6 +110,15 @@ class _Protocol(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
+        try:
+            self._replies(data)
+        finally:
+            after = self.after
+            if after is not None:
+                self.after = None
+                after()
+
+    def _replies(self, data: bytes) -> None:
         reader = self.reader
         reader.feed(data)
         while True:
@@ -128,6 +178,18 @@ class _Protocol(asyncio.Protocol):
         self.waiters.extend(futs)
         self.transport.write(b"".join(datas))
         return futs
+
+    def write_hooked(self, datas: list[bytes], hooks: list[Hook]) -> None:
+        """write_many() whose replies go to hooks, called inside data_received."""
+        assert self.transport is not None
+        if self.asking:
+            for hook in hooks:
+                self.waiters.append(Hook(_ignore))  # type: ignore[arg-type]  # +OK of ASKING
+                self.waiters.append(hook)  # type: ignore[arg-type]
+            self.transport.write(b"".join(_ASKING + d for d in datas))
+            return
+        self.waiters.extend(hooks)  # type: ignore[arg-type]
+        self.transport.write(b"".join(datas))
 
     def write(self, data: bytes, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any]:
         assert self.transport is not None
@@ -230,6 +292,12 @@ class FastConnection:
     def connected(self) -> bool:
         return self._proto is not None and self._proto.usable
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop of the live connection (its calls' futures are of it)."""
+        assert self._proto is not None, "not connected"
+        return self._proto.loop
+
     def packed(self, *args: Any) -> bytes:
         """Pack once, reuse: the loop sends the same XREADGROUP over and over."""
         data = self._packed.get(args)
@@ -246,7 +314,7 @@ class FastConnection:
             await self.connect()
         proto = self._proto
         assert proto is not None
-        loop = asyncio.get_running_loop()
+        loop = proto.loop
         fut = proto.write(data, loop)
         self._deadlines.add(proto, fut, self._timeout if limit is None else limit, loop)
         return await fut
@@ -266,10 +334,30 @@ class FastConnection:
         after another are answered in that order (the reader's read-ahead)."""
         proto = self._proto
         assert proto is not None and proto.usable, "write_many needs a live connection"
-        loop = asyncio.get_running_loop()
+        loop = proto.loop
         futs = proto.write_many(datas, loop)
         self._deadlines.add(proto, futs[-1], self._timeout if limit is None else limit, loop)
         return futs
+
+    def more_replies(self) -> bool:
+        """Called from a Hook: has more of what Redis sent come in with this reply?"""
+        return self._proto is not None and bool(self._proto.reader.has_data())
+
+    def after_replies(self, fn: Callable[[], None]) -> None:
+        """Call fn once when the replies received with this one have been handed out
+        (at the end of data_received); called from a Hook."""
+        assert self._proto is not None
+        self._proto.after = fn
+
+    def write_hooked(self, datas: list[bytes], hooks: list[Hook], *,
+                     limit: float | None = None) -> None:
+        """write_many() whose replies are handed to `hooks` as they are parsed, inside
+        the protocol's data_received; the time limit runs to the last one's."""
+        proto = self._proto
+        assert proto is not None and proto.usable, "write_hooked needs a live connection"
+        proto.write_hooked(datas, hooks)
+        self._deadlines.add(proto, hooks[-1], self._timeout if limit is None else limit,  # type: ignore[arg-type]
+                            proto.loop)
 
     @staticmethod
     async def replies(futs: Exchange) -> list[Any]:
@@ -363,7 +451,7 @@ class FastConnection:
             else:
                 options["host"], options["port"] = await cluster.stream_node(self._settings)
         loop = asyncio.get_running_loop()
-        proto = _Protocol()
+        proto = _Protocol(loop)
         try:
             if "path" in options:
                 await loop.create_unix_connection(lambda: proto, options["path"])

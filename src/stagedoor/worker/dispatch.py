@@ -75,6 +75,10 @@ class Dispatcher:
         self.kinds = registry.kinds
         self.cmd = ctx.redis
         self.tracer: JobTracer | None = None  # set by Worker.run when tracing is on
+        # The worker's loop, taken at the first dispatch: asyncio.get_running_loop() is a
+        # getpid() system call on Python 3.11 (its fork check), once a reply was 4 % of a
+        # no-op drain's CPU (docs/benchmarks.md, "The read path").
+        self.loop: asyncio.AbstractEventLoop | None = None
         # For the per-entry fast path: each known kind that parse_job accepts, as the
         # bytes on the stream -> the str a Job carries.
         self.kind_names = {k.encode(): k for k in self.kinds if _parses(k)}
@@ -101,7 +105,9 @@ class Dispatcher:
                 self.outage.enter(job_left=True)
             self.slots.unreserve(reserved)
             return
-        loop = asyncio.get_running_loop()
+        loop = self.loop
+        if loop is None:
+            loop = self.loop = asyncio.get_running_loop()
         outer = asyncio.current_task(loop)
         # Eagerly: a job that never waits (a no-op, a cache hit) is done before the next
         # entry is looked at, and costs no Task (eager.py).  The caller's task is left
@@ -139,7 +145,7 @@ class Dispatcher:
 
     def _start_new(self, entry_id: bytes, fields: list[bytes] | None) -> int:
         """A first delivery the C dispatch leaves to Python, whole."""
-        return self._start(entry_id, fields, 1, None, asyncio.get_running_loop())
+        return self._start(entry_id, fields, 1, None, self.loop or asyncio.get_running_loop())
 
     def _start_begun(self, entry_id: bytes, fields: list[bytes], job: Job, handler: Handler,
                      coro: Any, first: Any, error: BaseException | None, started: float,
@@ -153,7 +159,7 @@ class Dispatcher:
             attempt = eager.resume(coro, first)
         else:
             expired, attempt = [False], eager.raising(error)
-        return self._start(entry_id, fields, 1, None, asyncio.get_running_loop(),
+        return self._start(entry_id, fields, 1, None, self.loop or asyncio.get_running_loop(),
                            (job, handler, Begun(attempt, started, expired)), run, context)
 
     async def handle(self, entry_id: bytes, fields: list[bytes] | None,

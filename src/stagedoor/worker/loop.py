@@ -174,7 +174,7 @@ class Worker:
             # Everything alive now lives for the whole process: keep the collector off it.
             gc.freeze()
             consume = asyncio.create_task(self.reader.consume(), name="consume")
-            reclaim = asyncio.create_task(self.reader.reclaim_timer(), name="reclaim")
+            reclaim = asyncio.create_task(self.reader.reclaimer.timer(), name="reclaim")
             stop = asyncio.create_task(self._stopping.wait(), name="stop")
             tasks += [asyncio.create_task(self.acker.run(), name="ack"),
                      asyncio.create_task(self.deadlines.run(), name="deadlines"),

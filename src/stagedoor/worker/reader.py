@@ -14,15 +14,9 @@
   entries in it, so the next read is of our own pending list again, not '>'.
 - Ids that are running here or finished and waiting for their ack are skipped when
   our own pending list or XAUTOCLAIM hands them back, or they would run twice.
-- A reclaim pass runs between reads, not beside them: the blocking read holds every
-  free slot while it waits, so a pass is late by at most one BLOCK.
-- A reclaim pass follows the cursor while it has free slots; one that runs out of
-  slots before the cursor is back at 0-0 is due again as soon as a slot frees, so a
-  pending set left by an outage (a full disk, a dependency away) comes back at the
-  rate the fleet runs jobs, not a few slots' worth per reclaim_interval.  A worker
-  whose read found nothing new (idle: BLOCK ran out) reclaims at once too, at most
-  once per block_ms.  claim_idle_ms is the only gate on what is taken: an entry a live
-  worker runs is never claimed before it (job_timeout < claim_idle_ms, config.py).
+- While the replies come back full (a backlog), reads go ahead of the jobs and are
+  handled as their replies arrive (readahead.py); reclaim passes (reclaim.py) run
+  between reads, not beside them.
 - A job left pending because Redis failed it (a stall, a reset, OOM) asks for a
   re-read of the own pending list (`recover_soon`): it runs again after the next read,
   not after claim_idle_ms.  While Redis refuses writes (outage.py) nothing is read,
@@ -33,10 +27,8 @@
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
-import time
 from typing import Any, NamedTuple
 
 import redis
@@ -53,19 +45,12 @@ from .acks import Acker
 from .dispatch import Dispatcher, Entry
 from .outage import Outage
 from .presence import Pause
+from .readahead import ReadAhead
+from .reclaim import Reclaimer
 from .redelivery import Redelivery
 from .slots import Slots
 
 log = logging.getLogger("stagedoor.worker")
-
-# How many event-loop turns the read-ahead loop gives a non-blocking read's reply before
-# it waits for it (and the loop, with nothing else ready, sleeps in epoll).  On the 2-core
-# VM a sleep and the wake-up that ends it cost more than the few turns of polling the
-# reply takes (9-20 % of the worker's CPU was epoll).  A no-op drain at the defaults,
-# 3 interleaved rounds A/B: +12-16 % jobs/s at less CPU a job with 8 turns, and 16 as
-# good or better than 8 (docs/benchmarks.md, "Polling for the read ahead").  The first
-# read of a streak may BLOCK for seconds: it is never polled for.
-_POLLS = 16
 
 
 class _Read(NamedTuple):
@@ -83,7 +68,8 @@ def stream_entries(reply: Any) -> list[Entry]:
 
 
 class Reader:
-    """The consume loop (with recovery and reclaim passes) and the reclaim timer."""
+    """The consume loop: own-pending recovery, '>' reads (ahead while there is a
+    backlog: readahead.py) and reclaim passes (reclaim.py) between them."""
 
     def __init__(self, settings: Settings, cmd: aioredis.Redis, conn: FastConnection, *,
                  consumer: str, slots: Slots, acker: Acker, dispatcher: Dispatcher,
@@ -106,12 +92,11 @@ class Reader:
         self.blocking = False  # the one on the wire may BLOCK (the acker then flushes alone)
         self._recover = True
         self._recover_cursor = b"0"
-        self._claim_cursor = b"0-0"
-        self._reclaim_due = False
-        # When the last pass began (monotonic): an idle worker's passes are block_ms apart.
-        self._reclaimed_at = 0.0
         self._recover_again = False
         self._reads: dict[tuple[int, bool], bytes] = {}  # XREADGROUP '>' packed, by (n, block)
+        self.ahead = ReadAhead(self)
+        self.reclaimer = Reclaimer(settings, cmd, consumer=consumer, slots=slots,
+                                   redelivery=redelivery, stats=stats, busy=self._busy)
 
     def recover_soon(self) -> None:
         """Re-read the own pending list from the start before the next '>' read."""
@@ -123,74 +108,40 @@ class Reader:
     # -- reading '>' -----------------------------------------------------------------
     async def read_new(self, n: int) -> bool:
         """Read new entries into the n slots reserved for them and dispatch them; while
-        the replies come back full (a backlog), keep up to read_ahead reads on the wire.
-        Returns whether the last reply was empty (the stream had nothing new).
+        the replies come back full (a backlog), read ahead (readahead.py).  Returns
+        whether the last reply was empty (the stream had nothing new).
 
         The first read is alone on the wire and may BLOCK; reads ahead never block, so
         an ack queued meanwhile is not held behind them and CLIENT UNBLOCK ends the only
-        read that can wait.  Each read asks for no more entries than the free slots it
-        reserved, at most concurrency / read_ahead of them, so while one reply is being
-        handled here the next is being served by Redis (two cores, not one after the
-        other).  Every read sent is collected and its entries dispatched before this
-        returns, also on stop and on errors: a served read is never abandoned.
+        read that can wait.  Every read sent is collected and its entries dispatched
+        before this returns, also on stop and on errors: a served read is never
+        abandoned.
         """
-        s = self.settings
         try:
             if not self.conn.connected:
                 await self.conn.connect()
-            first = self._send(n, block=not self.burst)
+            read = self._send(n, block=not self.burst)
         except BaseException:
             self.slots.unreserve(n)
             raise
-        wire: collections.deque[_Read] = collections.deque([first])
-        cap = max(1, s.concurrency // s.read_ahead)
-        try:
-            while True:
-                # _collect(wire.popleft()) with the wait inline, one coroutine less a
-                # read; the read stays on the wire until its replies are in, so a
-                # cancellation meanwhile abandons it with the others.
-                read = wire[0]
-                last = read.exchange[-1]
-                if not self.blocking:
-                    # A read ahead is answered at once: let the loop poll for its reply
-                    # a few times rather than sleep in epoll and be woken (_POLLS).
-                    polls = 0
-                    while not last.done() and polls < _POLLS:
-                        polls += 1
-                        await asyncio.sleep(0)
-                if not last.done():
-                    try:  # noqa: SIM105 - once a read: no context manager on the hot path
-                        await last
-                    except Exception:
-                        pass  # _take() raises it, or hands on a ResponseError
-                got = self._take(wire.popleft())
-                if len(got) < read.n or self._must_pause():
-                    await self._collect_all(wire)
-                    return not got
-                while len(wire) < s.read_ahead and self.conn.connected:
-                    k = self.slots.try_reserve(min(s.count, cap))
-                    if not k:
-                        break
-                    try:
-                        wire.append(self._send(k, block=False))
-                    except BaseException:
-                        self.slots.unreserve(k)
-                        raise
-                if not wire:  # every slot busy: the consume loop waits for one
-                    return False
-        except asyncio.CancelledError:
-            self._abandon(wire)
-            raise
-        except BaseException:
-            # A served read's entries still run; the others give their slots back.
-            with contextlib.suppress(Exception):
-                await self._collect_all(wire)
-            raise
+        last = read.exchange[-1]
+        if not last.done():
+            try:
+                await last
+            except asyncio.CancelledError:
+                self._abandon(read)
+                raise
+            except Exception:
+                pass  # _take() raises it, or hands on a ResponseError
+        got = self._take(read)
+        if len(got) < read.n or self.must_pause():
+            return not got
+        return await self.ahead.run(self.conn.loop)
 
-    def _must_pause(self) -> bool:
+    def must_pause(self) -> bool:
         """Something other than '>' reads comes next: stop reading ahead."""
         return (self.stop.is_set() or self.outage.active or self.pause.active
-                or self._reclaim_due
+                or self.reclaimer.due
                 or self._recover or self.settings.read_ahead < 2)
 
     def _send(self, n: int, *, block: bool) -> _Read:
@@ -212,19 +163,6 @@ class Reader:
         self.reading += 1
         self.blocking = block
         return _Read(n, acks, exchange)
-
-    async def _collect(self, read: _Read) -> list[Entry]:
-        """Await one read's replies, settle its acks, dispatch its entries."""
-        try:
-            await self.conn.replies(read.exchange)
-        except Exception:
-            pass  # _take() raises it
-        except BaseException as e:  # cancelled: the read's slots and acks go back
-            self.reading -= 1
-            self.blocking = False
-            self._give_back(read, e)
-            raise
-        return self._take(read)
 
     def _give_back(self, read: _Read, error: BaseException) -> None:
         """A read that failed or was abandoned: its slots, and its acks to the queue."""
@@ -257,27 +195,15 @@ class Reader:
         self.dispatcher.dispatch(entries, read.n, None)
         return entries
 
-    async def _collect_all(self, wire: collections.deque[_Read]) -> None:
-        """Collect the reads still on the wire; the first failure is raised at the end."""
-        error: BaseException | None = None
-        while wire:
-            try:
-                await self._collect(wire.popleft())
-            except Exception as e:
-                error = error or e
-        if error is not None:
-            raise error
-
-    def _abandon(self, wire: collections.deque[_Read]) -> None:
-        """Cancelled (a hard stop): give back the slots of the reads still on the wire and
-        queue their acks again; a reply that comes is dropped, its entries stay pending."""
-        for read in wire:
-            FastConnection.retrieved(read.exchange)  # no "never retrieved" warning
-            for fut in read.exchange:
-                fut.cancel()
-            self._give_back(read, asyncio.CancelledError())
-        self.reading -= len(wire)
-        wire.clear()
+    def _abandon(self, read: _Read) -> None:
+        """Cancelled (a hard stop): give back the read's slots and queue its acks again;
+        a reply that comes is dropped, its entries stay pending."""
+        FastConnection.retrieved(read.exchange)  # no "never retrieved" warning
+        for fut in read.exchange:
+            fut.cancel()
+        self.reading -= 1
+        self.blocking = False
+        self._give_back(read, asyncio.CancelledError())
 
     def _busy(self, entry_id: bytes) -> bool:
         return entry_id in self.slots.running or entry_id in self.acker
@@ -300,11 +226,10 @@ class Reader:
                 self.slots.unreserve(n)
                 continue
             try:
-                if self._reclaim_due:
-                    self._reclaim_due = False
+                if self.reclaimer.due:
                     self.slots.unreserve(n)
                     n = 0
-                    await self.reclaim_once()
+                    await self.reclaimer.once()
                 elif self._recover:
                     entries = stream_entries(await self.cmd.execute_command(
                         "XREADGROUP", "GROUP", group, me, "COUNT", n,
@@ -328,9 +253,8 @@ class Reader:
                         return
                     if dry and self.burst:
                         await self._burst_check()
-                    elif dry and (time.monotonic() - self._reclaimed_at
-                                  >= s.block_ms / 1000):
-                        self._reclaim_due = True  # idle: take back what waits pending
+                    elif dry:
+                        self.reclaimer.idle()  # take back what waits pending
                 backoff.reset()
             except asyncio.CancelledError:
                 self.slots.unreserve(n)
@@ -367,48 +291,3 @@ class Reader:
     async def _ensure_group_quietly(self) -> None:
         with contextlib.suppress(*connection.TRANSIENT_ERRORS):
             await ensure_group(self.cmd, self.settings)
-
-    # -- reclaiming ------------------------------------------------------------------
-    async def reclaim_timer(self) -> None:
-        """Mark a reclaim pass due every reclaim_interval; the consume loop runs it."""
-        while True:
-            await asyncio.sleep(self.settings.reclaim_interval)
-            self._reclaim_due = True
-
-    async def reclaim_once(self) -> int:
-        """One pass of XAUTOCLAIM following the cursor; returns how many entries it took.
-
-        Out of slots with the cursor not back at 0-0: more may wait, so the next pass
-        is due at once (the consume loop runs it when a slot frees)."""
-        s = self.settings
-        taken = 0
-        self._reclaimed_at = time.monotonic()
-        while True:
-            n = self.slots.try_reserve(s.reclaim_count)
-            if n == 0:
-                if taken and self._claim_cursor != b"0-0":
-                    self._reclaim_due = True
-                return taken
-            try:
-                cursor, entries, deleted = await self.cmd.execute_command(
-                    "XAUTOCLAIM", s.stream, s.group, self.consumer, s.claim_idle_ms,
-                    self._claim_cursor, "COUNT", n)
-            except BaseException:
-                self.slots.unreserve(n)
-                raise
-            self._claim_cursor = cursor
-            if deleted:
-                self.stats.inc("deleted", n=len(deleted))
-                log.warning("%d pending entries were trimmed before they were handled: %s",
-                            len(deleted), b", ".join(deleted[:10]).decode())
-            mine = [(e[0], e[1]) for e in entries if not self._busy(e[0])]
-            try:
-                counts = await self.redelivery.delivery_counts([e[0] for e in mine])
-            except BaseException:
-                self.slots.unreserve(n)
-                raise
-            self.stats.inc("reclaimed", n=len(mine))
-            await self.redelivery.dispatch(mine, n, counts)
-            taken += len(mine)
-            if cursor == b"0-0":
-                return taken

@@ -1,0 +1,284 @@
+"""The read-ahead: while the stream has a backlog, '>' reads handled as their replies
+arrive, inside the connection's data_received.
+
+    reply parsed (hiredis) -> its entries dispatched -> the next read written, carrying
+    the acks of the jobs that just finished -> back to the event loop
+
+The reader's first read of a streak may BLOCK for seconds and is awaited as usual
+(reader.py).  When its reply comes back full, the streak begins: up to read_ahead reads
+on the wire, each for at most concurrency / read_ahead entries and never more than the
+free slots it reserved, so Redis serves the next read while this one's jobs run.
+
+Why here and not in the consume task: a read awaited by a task costs a future per reply,
+a task step to wake it, and a choice between sleeping in epoll until the reply comes
+(a sleep and a wake-up, costly on a VM) and polling for it with event-loop turns (each
+an epoll_wait; it spins when Redis answers late: on a loaded second core, under a CPU
+quota, pinned to the worker's core).  Handled in data_received, a reply costs no future
+and no task step, and the loop waits for the next one in epoll only when it has not
+come yet: it adapts to the reply time instead of assuming one (docs/benchmarks.md,
+"The read path").
+
+The streak ends (no new read is sent) when a reply comes back short (the backlog is
+gone), when something else must come next (a stop, a pause, an outage, a reclaim pass,
+a re-read of the own pending list), when no slot is free, or on an error; every read
+already sent is still collected and its entries dispatched.  Then `run` returns to the
+consume loop.  Cancelled (a hard stop), the reads still on the wire are abandoned: their
+slots are given back, their acks queued again, and their replies dropped if they come
+(the entries stay pending, read again from the own pending list).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import functools
+from typing import TYPE_CHECKING, Any
+
+from ..stream.resp import Hook
+
+if TYPE_CHECKING:
+    from .reader import Reader
+
+
+class _OnWire:
+    """One read-ahead on the wire: its reserved slots, its acks, its replies' hooks."""
+
+    __slots__ = ("acks", "hooks", "n")
+
+    def __init__(self, n: int, acks: list[bytes], hooks: list[Hook]) -> None:
+        self.n = n
+        self.acks = acks
+        self.hooks = hooks
+
+
+class ReplyWait:
+    """How to wait for a reply that is due: keep the event loop turning for a few turns
+    (each an epoll_wait that returns at once) or let it sleep in epoll until the reply
+    wakes it.  On this class of VM a sleep and its wake-up cost more than a few turns
+    when Redis answers within them; when it answers later the turns are spent for
+    nothing.  So the number of turns is learned from the replies: twice the turns the
+    recent ones took, and none at all after a few misses in a row (Redis answers late:
+    a loaded second core, a CPU quota, both on one core), tried again after a while.
+    Never worse than plain waiting by more than those few tries."""
+
+    __slots__ = ("_loop", "_queued", "_turn_cb", "budget", "cooldown", "misses", "spinning",
+                 "turns")
+
+    START, MOST, MISSES, COOLDOWN = 8, 32, 3, 512
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._turn_cb = self._turn
+        self.budget = self.START  # turns to wait for the next reply; 0: sleep in epoll
+        self.cooldown = 0  # replies to sleep for before trying to turn again
+        self.misses = 0  # waits in a row that ran out of turns
+        self.spinning = False
+        self.turns = 0
+        self._queued = False  # a turn is scheduled (one chain of them at a time)
+
+    def due(self) -> None:
+        """A reply is due and none is here: turn the loop for it, if that pays."""
+        if not self.spinning and self.budget:
+            self.spinning, self.turns = True, 0
+            if not self._queued:
+                self._queued = True
+                self._loop.call_soon(self._turn_cb)
+
+    def arrived(self) -> None:
+        """A reply came (in data_received)."""
+        if self.spinning:
+            self.spinning, self.misses = False, 0
+            self.budget = max(4, min(self.MOST, (self.budget + 2 * self.turns) // 2))
+        elif not self.budget:
+            self.cooldown -= 1
+            if self.cooldown <= 0:
+                self.budget = self.START  # try turning again
+
+    def _turn(self) -> None:
+        if not self.spinning:
+            self._queued = False
+            return
+        self.turns += 1
+        if self.turns < self.budget:
+            self._loop.call_soon(self._turn_cb)
+            return
+        self._queued = self.spinning = False  # ran out of turns: the loop sleeps in epoll
+        self.misses += 1
+        if self.misses >= self.MISSES:
+            self.budget, self.cooldown, self.misses = 0, self.COOLDOWN, 0
+
+
+class ReadAhead:
+    """One streak of reads ahead at a time; `await run()` until it has ended."""
+
+    def __init__(self, reader: Reader) -> None:
+        self.reader = reader
+        self.settings = reader.settings
+        self._wire: collections.deque[_OnWire] = collections.deque()
+        self._ending = False
+        self._dry = False
+        self._error: BaseException | None = None
+        self._filling = False  # _after is due at the end of this data_received
+        self._done: asyncio.Future[None] | None = None
+        self._packed: dict[int, bytes] = {}  # XREADGROUP '>' COUNT n (never BLOCK), by n
+        self._wait: ReplyWait | None = None
+        self.together = False  # the reply being handled came with the one before it
+
+    async def run(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Read ahead until the streak ends; returns whether the reply that ended it was
+        empty (the stream had nothing new).  Raises the first error of the streak."""
+        self._ending, self._dry, self._error, self._filling = False, False, None, False
+        self._fill()
+        if not self._wire:  # every slot busy: the consume loop waits for one
+            return False
+        if self._wait is None:
+            self._wait = ReplyWait(loop)
+        self._wait.due()
+        done = self._done = loop.create_future()
+        try:
+            await done
+        except asyncio.CancelledError:
+            self._abandon()
+            raise
+        finally:
+            self._done = None
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        return self._dry
+
+    # -- inside data_received ------------------------------------------------------------
+    def _fill(self) -> None:
+        """Send reads until read_ahead are on the wire or no slot is free: in one write,
+        with the acks queued."""
+        reader, s = self.reader, self.settings
+        cap = max(1, s.concurrency // s.read_ahead)
+        reads: list[int] = []
+        while len(self._wire) + len(reads) < s.read_ahead:
+            k = reader.slots.try_reserve(min(s.count, cap))
+            if not k:
+                break
+            reads.append(k)
+        if not reads:
+            return
+        if not reader.conn.connected:
+            reader.slots.unreserve(sum(reads))
+            return
+        datas: list[bytes] = []
+        hooks: list[Hook] = []
+        acker = reader.acker
+        acks = acker.take()
+        if acks:
+            datas.append(acker.xack(acks))
+            hooks.append(Hook(functools.partial(self._acked, acks)))
+        for k in reads:
+            read = self._packed.get(k)
+            if read is None:
+                read = self._packed[k] = reader.conn.packed(
+                    "XREADGROUP", "GROUP", s.group, reader.consumer, "COUNT", k,
+                    "STREAMS", s.stream, ">")
+            datas.append(read)
+            hooks.append(Hook(self._arrived))
+        try:
+            reader.conn.write_hooked(datas, hooks)
+        except BaseException as e:
+            reader.slots.unreserve(sum(reads))
+            if acks:
+                acker.settle(acks, e)
+            raise
+        wire, first = self._wire, len(hooks) - len(reads)  # the first read's hook
+        for i, k in enumerate(reads):
+            # the acks' hook goes with the first read (cancelled with it)
+            wire.append(_OnWire(k, acks if i == 0 else [],
+                                hooks[:first + 1] if i == 0 else [hooks[first + i]]))
+        reader.reading += len(reads)
+        reader.blocking = False
+
+    def _acked(self, acks: list[bytes], reply: Any) -> None:
+        self.reader.acker.settle(acks, reply if isinstance(reply, BaseException) else None)
+
+    def _arrived(self, reply: Any) -> None:
+        """A read's reply (or its failure), in data_received: dispatch its entries and
+        send the next read, or, when more replies came with it, the next reads at once
+        for all of them (_after).
+        Never raises: an error ends the streak and `run` raises it."""
+        read = self._wire.popleft()
+        reader = self.reader
+        reader.reading -= 1
+        wait = self._wait
+        if wait is not None:
+            wait.arrived()
+        try:
+            if isinstance(reply, BaseException):
+                reader.slots.unreserve(read.n)
+                self._end(reply)
+            else:
+                # hiredis' [[stream, [[id, fields], ...]]] as it is (no copy a read)
+                entries = reply[0][1] if reply else []
+                # came in the same data as the reply before: the next reads go out for
+                # both once both are handled (tests/test_worker.py looks at this)
+                self.together = self._filling
+                reader.dispatcher.dispatch(entries, read.n, None)
+                if self._ending:
+                    pass
+                elif len(entries) < read.n or reader.must_pause():
+                    self._ending, self._dry = True, not entries
+                elif self._filling:
+                    pass
+                elif reader.conn.more_replies():
+                    # More replies came with this one: send the reads they all free in
+                    # one write once they are handled (one system call, not two).
+                    self._filling = True
+                    reader.conn.after_replies(self._after)
+                else:  # Redis serves the next read while the jobs of this one run
+                    self._refill()
+        except BaseException as e:  # data_received must not raise: run() raises it
+            self._end(e)
+        self._settled()
+
+    def _after(self) -> None:
+        """The replies that came together are handled: the reads they freed, at once."""
+        self._filling = False
+        if not self._ending:
+            try:
+                self._refill()
+            except BaseException as e:  # data_received must not raise: run() raises it
+                self._end(e)
+        self._settled()
+
+    def _refill(self) -> None:
+        self._fill()
+        if not self._wire:  # no slot free: the consume loop waits for one
+            self._ending = True
+
+    def _settled(self) -> None:
+        """Ended, and every read sent is collected: `run` returns.  Else a reply is due:
+        wait for it (ReplyWait)."""
+        if self._wire and not self._filling:
+            if self._wait is not None and not self.reader.conn.more_replies():
+                self._wait.due()
+            return
+        done = self._done
+        if self._ending and not self._wire and not self._filling and done is not None \
+                and not done.done():
+            done.set_result(None)
+
+    def _end(self, error: BaseException) -> None:
+        self._ending = True
+        if self._error is None:
+            self._error = error
+
+    # -- a hard stop -----------------------------------------------------------------------
+    def _abandon(self) -> None:
+        """Cancelled: give back the slots of the reads still on the wire and queue their
+        acks again; a reply that comes is dropped, its entries stay pending."""
+        reader = self.reader
+        self._ending = True  # an _after still due sends nothing
+        for read in self._wire:
+            for hook in read.hooks:
+                hook.cancel()
+            reader.slots.unreserve(read.n)
+            if read.acks:
+                reader.acker.settle(read.acks, asyncio.CancelledError())
+        reader.reading -= len(self._wire)
+        self._wire.clear()
