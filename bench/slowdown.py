@@ -12,18 +12,23 @@ process only, then runs the normal `stagedoor` command line (stagedoor.cli.main.
   handle-cpu-us=X    burn X us of CPU per entry, in the worker's fast path (fast_job)
                      and in parse_job (a hot-path CPU regression, like an accidental
                      O(n) in the handler path)
+  reply-turns=N      the read-ahead's wait for a due reply fixed instead of learned
+                     (worker/readahead.py, ReplyWait): 0 always sleeps in epoll, N > 0
+                     always turns the loop up to N times first (what the reader did
+                     before: 16); bench/measure_slow_redis.py compares them
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
-KNOWN = ("ack-sleep-ms", "read-sleep-ms", "handle-cpu-us")
+KNOWN = ("ack-sleep-ms", "read-sleep-ms", "handle-cpu-us", "reply-turns")
 
 
 async def delay(seconds: float) -> None:
@@ -49,6 +54,8 @@ class _SlowCommands:
     def __init__(self, inner: Any, command: str, delay_s: float) -> None:
         self._inner, self._command, self._delay = inner, command, delay_s
         self._slow: set[int] = set()  # exchanges written by write_many() that carry it
+        self._later: collections.deque[tuple[list[bytes], list[Any], dict[str, Any]]] = \
+            collections.deque()  # writes put off by write_hooked(), oldest first
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -90,6 +97,30 @@ class _SlowCommands:
             self._slow.discard(id(exchange[0]))
             await delay(self._delay)
         return await self._inner.replies(exchange)
+
+
+    # the reader's reads ahead since the replies are handled in data_received
+    # (worker/readahead.py): nothing awaits them, so the write itself is put off by the
+    # delay, in the order the writes were asked for (the replies must come in that order).
+    def write_hooked(self, datas: list[bytes], hooks: list[Any], **kwargs: Any) -> None:
+        if not any(_packed_name(d) == self._command for d in datas):
+            self._inner.write_hooked(datas, hooks, **kwargs)
+            return
+        self._later.append((datas, hooks, kwargs))
+        loop = self._inner.loop
+        if self._delay >= 0.001:
+            loop.call_later(self._delay, self._write_oldest)
+        else:  # uvloop rounds a sub-millisecond timer down (see delay())
+            loop.run_in_executor(None, time.sleep, self._delay).add_done_callback(
+                lambda _: self._write_oldest())
+
+    def _write_oldest(self) -> None:
+        datas, hooks, kwargs = self._later.popleft()
+        try:
+            self._inner.write_hooked(datas, hooks, **kwargs)
+        except Exception as e:  # the connection went meanwhile: the replies fail
+            for hook in hooks:
+                hook.set_exception(ConnectionError(f"bench.slowdown: {e}"))
 
 
 def _packed_name(data: bytes) -> str:
@@ -173,6 +204,18 @@ def install(specs: Sequence[str]) -> dict[str, float]:
                 return orig_fast(*args)
 
             dispatch.fast_job = fast_job
+    if "reply-turns" in conf:
+        from stagedoor.worker import readahead
+
+        turns = int(conf["reply-turns"])
+
+        def fixed(self: Any) -> None:
+            self.spinning = False
+            self.budget = turns
+
+        readahead.ReplyWait.START = turns
+        readahead.ReplyWait.MISSES = 1 << 30
+        readahead.ReplyWait.arrived = fixed  # type: ignore[method-assign]
     return conf
 
 
