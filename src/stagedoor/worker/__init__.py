@@ -2,7 +2,9 @@
 
 - loop.py        the Worker: composes the parts below and runs them
 - lifecycle.py   boot (Redis, group, connections), drain, stop
-- reader.py      own-pending recovery, consume '>', reclaim (XAUTOCLAIM)
+- reader.py      own-pending recovery, consume '>'
+- readahead.py   reads ahead during a backlog, replies handled in data_received
+- reclaim.py     XAUTOCLAIM passes of entries idle past claim_idle_ms
 - slots.py       at most `concurrency` entries held, reserved before a read
 - redelivery.py  delivery and start counts, isolation of suspicious entries (poison)
 - dispatch.py    entry -> parse -> handler under policy -> ack, dead letter or pending

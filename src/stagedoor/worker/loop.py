@@ -1,6 +1,7 @@
 """The worker: one consumer of the group, composed of small parts, run until stopped.
 
-    reader.py      recover own pending, consume '>', reclaim (XAUTOCLAIM) -> entries
+    reader.py      recover own pending, consume '>' (ahead: readahead.py) -> entries
+    reclaim.py     XAUTOCLAIM passes -> entries
     redelivery.py  delivery counts, start counts, isolation of suspicious entries
     dispatch.py    entry -> task: parse_job -> run_with_policy -> ack / dead / pending
     acks.py        XACK, coalesced, piggybacked on the next read
