@@ -6,9 +6,9 @@ wrapper, the pool, redis-py 8's per-command observability hooks, and an
 asyncio.wait_for task per write when a socket timeout is set; docs/profile-worker.md).
 The worker sends two commands in a loop, XREADGROUP '>' and XACK, thousands of
 times a second; everything else (scripts, XAUTOCLAIM, the order store) stays on
-redis-py.  This is an asyncio.Protocol: one write per call, replies parsed by
-hiredis in data_received, and one timer per connection for the time limits of all its
-calls (an event-loop timer per call cost ~2 us, as much as the rest of a read).
+redis-py.  Over an asyncio.Protocol (wire.py): one write per call, replies parsed by
+hiredis in data_received and handed to a future or a Hook, and one timer per
+connection for the time limits of all its calls (deadlines.py).
 
 Semantics the loop relies on:
 - a timeout or a lost connection fails every outstanding call with redis-py's
@@ -30,9 +30,8 @@ Semantics the loop relies on:
 from __future__ import annotations
 
 import asyncio
-import collections
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import hiredis
 import redis
@@ -40,239 +39,14 @@ from redis.connection import parse_url
 
 from ..config import Settings
 from . import auth, cluster, sentinel
+from .deadlines import Deadlines
+from .wire import Hook, MasterChanged, Protocol, is_demoted
 
-_NO_REPLY = False  # what hiredis.Reader.gets() returns when no whole reply is buffered
-_ASKING = hiredis.pack_command(("ASKING",))
-
-
-class MasterChanged(redis.ConnectionError):
-    """The server answered as a replica: find the master again (a failover happened)."""
-
-
-def is_demoted(text: str) -> bool:
-    """Error replies of a server that is no longer (or not) the master."""
-    return text.startswith("READONLY") or (text.startswith("UNBLOCKED")
-                                           and "replica" in text)
-
-
-def _ignore(reply: Any) -> None:
-    pass
-
-
-class Hook:
-    """Stands where a reply's future would in a connection's queue of waiters: the reply
-    (or the error, a redis.ResponseError or the connection's failure) is handed to `fn`
-    inside data_received, as it is parsed.  No future, no task step, no event-loop turn
-    between a reply and its handling: the reader's read-ahead (worker/readahead.py).
-    `fn` must not raise.  cancel() makes the reply be dropped."""
-
-    __slots__ = ("_done", "fn")
-
-    def __init__(self, fn: Callable[[Any], None]) -> None:
-        self.fn = fn
-        self._done = False
-
-    def done(self) -> bool:
-        return self._done
-
-    def cancel(self) -> bool:
-        self._done = True
-        return True
-
-    def set_result(self, reply: Any) -> None:
-        self._done = True
-        self.fn(reply)
-
-    def set_exception(self, error: BaseException) -> None:
-        self._done = True
-        self.fn(error)
-
-
-class _Protocol(asyncio.Protocol):
-    """One TCP/TLS/unix connection: replies parsed by hiredis, matched to waiters in order."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        # The loop it was made on, for the futures of its calls: asyncio.get_running_loop()
-        # is a getpid() system call on Python 3.11 (its fork check), and the read path
-        # asked twice a read: 9 % of a no-op drain's CPU (py-spy, docs/benchmarks.md).
-        self.loop = loop
-        self.transport: asyncio.Transport | None = None
-        self.reader = hiredis.Reader()
-        self.waiters: collections.deque[asyncio.Future[Any]] = collections.deque()
-        # Called once at the end of data_received when set: the replies handled by hooks
-        # there are answered with one write for all of them (worker/readahead.py).
-        self.after: Callable[[], None] | None = None
-        self.asking = False  # cluster: ASKING before every command (a slot migrating here)
-        self.redirected: tuple[str, str, int] | None = None  # the last MOVED/ASK
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's transports quack like asyncio.Transport without subclassing it.
-        self.transport = cast(asyncio.Transport, transport)
-
-    def data_received(self, data: bytes) -> None:
-        try:
-            self._replies(data)
-        finally:
-            after = self.after
-            if after is not None:
-                self.after = None
-                after()
-
-    def _replies(self, data: bytes) -> None:
-        reader = self.reader
-        reader.feed(data)
-        while True:
-            reply = reader.gets()
-            if reply is _NO_REPLY:
-                return
-            if not self.waiters:  # a reply nobody waits for: the stream is out of step
-                self.fail(redis.ConnectionError("unexpected reply from Redis"))
-                return
-            fut = self.waiters.popleft()
-            if fut.done():
-                continue
-            if isinstance(reply, hiredis.ReplyError):
-                moved = cluster.redirect(str(reply))
-                error: redis.ConnectionError | None = None
-                if moved is not None:  # the stream's slot is served elsewhere: go there
-                    self.redirected = moved
-                    error = cluster.Redirected(str(reply), *moved)
-                elif is_demoted(str(reply)):  # a replica now: find the master again
-                    error = MasterChanged(f"{reply} (finding the master again)")
-                if error is not None:
-                    # Every later reply is from the wrong server too: fail this call and
-                    # all others and drop the connection; the next call reconnects.
-                    fut.set_exception(error)
-                    self.fail(error)
-                    return
-                fut.set_exception(redis.ResponseError(str(reply)))
-            else:
-                fut.set_result(reply)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.fail(redis.ConnectionError(f"connection to Redis lost: {exc or 'closed'}"))
-
-    @property
-    def usable(self) -> bool:
-        return self.transport is not None and not self.transport.is_closing()
-
-    def fail(self, exc: Exception) -> None:
-        """Fail every outstanding call and drop the connection: its reply order is lost."""
-        waiters, self.waiters = self.waiters, collections.deque()
-        for fut in waiters:
-            if not fut.done():
-                fut.set_exception(exc)
-        transport, self.transport = self.transport, None
-        if transport is not None:
-            transport.abort()
-
-    def write_many(self, datas: list[bytes], loop: asyncio.AbstractEventLoop
-                   ) -> list[asyncio.Future[Any]]:
-        assert self.transport is not None
-        if self.asking:
-            futs = [self._waiter(loop) for _ in datas]
-            self.transport.write(b"".join(_ASKING + d for d in datas))
-            return futs
-        # the reader's every read: no method call per reply
-        futs = [loop.create_future() for _ in datas]
-        self.waiters.extend(futs)
-        self.transport.write(b"".join(datas))
-        return futs
-
-    def write_hooked(self, datas: list[bytes], hooks: list[Hook]) -> None:
-        """write_many() whose replies go to hooks, called inside data_received."""
-        assert self.transport is not None
-        if self.asking:
-            for hook in hooks:
-                self.waiters.append(Hook(_ignore))  # type: ignore[arg-type]  # +OK of ASKING
-                self.waiters.append(hook)  # type: ignore[arg-type]
-            self.transport.write(b"".join(_ASKING + d for d in datas))
-            return
-        self.waiters.extend(hooks)  # type: ignore[arg-type]
-        self.transport.write(b"".join(datas))
-
-    def write(self, data: bytes, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any]:
-        assert self.transport is not None
-        fut = self._waiter(loop)
-        self.transport.write(_ASKING + data if self.asking else data)
-        return fut
-
-    def _waiter(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any]:
-        """A future for the next reply (after the +OK of ASKING, which nobody awaits)."""
-        if self.asking:
-            ok: asyncio.Future[Any] = loop.create_future()
-            ok.add_done_callback(lambda f: f.cancelled() or f.exception())
-            self.waiters.append(ok)
-        fut: asyncio.Future[Any] = loop.create_future()
-        self.waiters.append(fut)
-        return fut
-
+__all__ = ["Exchange", "FastConnection", "Hook", "MasterChanged", "is_demoted"]
 
 # What write_many() returns: the futures of the replies, in order.  The time limit runs
 # over the whole exchange: its last reply must come within it.
 Exchange = list[asyncio.Future[Any]]
-
-
-class _Deadlines:
-    """The time limits of a connection's calls, kept by one event-loop timer.
-
-    Each call is (deadline, the future of its last reply, limit, protocol), appended as
-    it is written.  The timer is armed for the earliest deadline of a call still
-    waiting; when it fires, a call past its deadline fails its connection with a
-    TimeoutError (as the timer per call did), and the timer is armed for the next one.
-    Calls answered meanwhile are dropped from the front as new ones come, so the queue
-    holds about as many as are on the wire."""
-
-    __slots__ = ("_at", "_calls", "_loop", "_timer")
-
-    def __init__(self) -> None:
-        self._calls: collections.deque[
-            tuple[float, asyncio.Future[Any], float, _Protocol]] = collections.deque()
-        self._timer: asyncio.TimerHandle | None = None
-        self._at = 0.0
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def add(self, proto: _Protocol, fut: asyncio.Future[Any], limit: float,
-            loop: asyncio.AbstractEventLoop) -> None:
-        calls = self._calls
-        while calls and calls[0][1].done():
-            calls.popleft()
-        deadline = loop.time() + limit
-        calls.append((deadline, fut, limit, proto))
-        if self._timer is None or deadline < self._at or loop is not self._loop:
-            self._arm(deadline, loop)
-
-    def _arm(self, at: float, loop: asyncio.AbstractEventLoop) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._at, self._loop = at, loop
-        self._timer = loop.call_at(at, self._fire)
-
-    def _fire(self) -> None:
-        self._timer = None
-        loop = self._loop
-        assert loop is not None
-        now = loop.time()
-        waiting: collections.deque[tuple[float, asyncio.Future[Any], float, _Protocol]] = \
-            collections.deque()
-        for call in self._calls:
-            deadline, fut, limit, proto = call
-            if fut.done():
-                continue
-            if deadline <= now:
-                proto.fail(redis.TimeoutError(f"Redis did not answer within {limit:g}s"))
-            else:
-                waiting.append(call)
-        # a failed connection failed all its calls: keep only those still waiting
-        self._calls = collections.deque(c for c in waiting if not c[1].done())
-        if self._calls:
-            self._arm(min(c[0] for c in self._calls), loop)
-
-    def cancel(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._calls.clear()
 
 
 class FastConnection:
@@ -282,10 +56,10 @@ class FastConnection:
         self._settings = settings
         self._timeout = timeout
         self._name = name
-        self._proto: _Protocol | None = None
+        self._proto: Protocol | None = None
         self._connecting: asyncio.Future[None] | None = None
         self._packed: dict[tuple[Any, ...], bytes] = {}
-        self._deadlines = _Deadlines()
+        self._deadlines = Deadlines()
         self.client_id: int | None = None
 
     @property
@@ -436,7 +210,7 @@ class FastConnection:
         finally:
             self._connecting = None
 
-    async def _open(self) -> _Protocol:
+    async def _open(self) -> Protocol:
         options = self._options()
         if options.get("sentinel"):
             options["host"], options["port"] = await sentinel.discover_master(self._settings)
@@ -451,7 +225,7 @@ class FastConnection:
             else:
                 options["host"], options["port"] = await cluster.stream_node(self._settings)
         loop = asyncio.get_running_loop()
-        proto = _Protocol(loop)
+        proto = Protocol(loop)
         try:
             if "path" in options:
                 await loop.create_unix_connection(lambda: proto, options["path"])

@@ -34,7 +34,7 @@ import collections
 import functools
 from typing import TYPE_CHECKING, Any
 
-from ..stream.resp import Hook
+from ..stream.wire import Hook
 
 if TYPE_CHECKING:
     from .reader import Reader

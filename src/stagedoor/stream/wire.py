@@ -1,0 +1,186 @@
+"""One connection's wire for the lean client (resp.py): replies parsed by hiredis in
+data_received and handed, in order, to what waits for each: a future, or a Hook that
+handles the reply where it is parsed (the reader's reads ahead, worker/readahead.py).
+
+A reply that says the server moved the stream's slot (MOVED/ASK) or is no longer the
+master (READONLY, UNBLOCKED ... replica) fails that call and every other, and drops the
+connection: the reply order is lost, and the next call reconnects (resp.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import Callable
+from typing import Any, cast
+
+import hiredis
+import redis
+
+from . import cluster
+
+_NO_REPLY = False  # what hiredis.Reader.gets() returns when no whole reply is buffered
+_ASKING = hiredis.pack_command(("ASKING",))
+
+
+class MasterChanged(redis.ConnectionError):
+    """The server answered as a replica: find the master again (a failover happened)."""
+
+
+def is_demoted(text: str) -> bool:
+    """Error replies of a server that is no longer (or not) the master."""
+    return text.startswith("READONLY") or (text.startswith("UNBLOCKED")
+                                           and "replica" in text)
+
+
+def _ignore(reply: Any) -> None:
+    pass
+
+
+class Hook:
+    """Stands where a reply's future would in a connection's queue of waiters: the reply
+    (or the error, a redis.ResponseError or the connection's failure) is handed to `fn`
+    inside data_received, as it is parsed.  No future, no task step, no event-loop turn
+    between a reply and its handling: the reader's read-ahead (worker/readahead.py).
+    `fn` must not raise.  cancel() makes the reply be dropped."""
+
+    __slots__ = ("_done", "fn")
+
+    def __init__(self, fn: Callable[[Any], None]) -> None:
+        self.fn = fn
+        self._done = False
+
+    def done(self) -> bool:
+        return self._done
+
+    def cancel(self) -> bool:
+        self._done = True
+        return True
+
+    def set_result(self, reply: Any) -> None:
+        self._done = True
+        self.fn(reply)
+
+    def set_exception(self, error: BaseException) -> None:
+        self._done = True
+        self.fn(error)
+
+
+class Protocol(asyncio.Protocol):
+    """One TCP/TLS/unix connection: replies parsed by hiredis, matched to waiters in order."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        # The loop it was made on, for the futures of its calls: asyncio.get_running_loop()
+        # is a getpid() system call on Python 3.11 (its fork check), and the read path
+        # asked twice a read: 9 % of a no-op drain's CPU (py-spy, docs/benchmarks.md).
+        self.loop = loop
+        self.transport: asyncio.Transport | None = None
+        self.reader = hiredis.Reader()
+        self.waiters: collections.deque[asyncio.Future[Any]] = collections.deque()
+        # Called once at the end of data_received when set: the replies handled by hooks
+        # there are answered with one write for all of them (worker/readahead.py).
+        self.after: Callable[[], None] | None = None
+        self.asking = False  # cluster: ASKING before every command (a slot migrating here)
+        self.redirected: tuple[str, str, int] | None = None  # the last MOVED/ASK
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports quack like asyncio.Transport without subclassing it.
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self._replies(data)
+        finally:
+            after = self.after
+            if after is not None:
+                self.after = None
+                after()
+
+    def _replies(self, data: bytes) -> None:
+        reader = self.reader
+        reader.feed(data)
+        while True:
+            reply = reader.gets()
+            if reply is _NO_REPLY:
+                return
+            if not self.waiters:  # a reply nobody waits for: the stream is out of step
+                self.fail(redis.ConnectionError("unexpected reply from Redis"))
+                return
+            fut = self.waiters.popleft()
+            if fut.done():
+                continue
+            if isinstance(reply, hiredis.ReplyError):
+                moved = cluster.redirect(str(reply))
+                error: redis.ConnectionError | None = None
+                if moved is not None:  # the stream's slot is served elsewhere: go there
+                    self.redirected = moved
+                    error = cluster.Redirected(str(reply), *moved)
+                elif is_demoted(str(reply)):  # a replica now: find the master again
+                    error = MasterChanged(f"{reply} (finding the master again)")
+                if error is not None:
+                    # Every later reply is from the wrong server too: fail this call and
+                    # all others and drop the connection; the next call reconnects.
+                    fut.set_exception(error)
+                    self.fail(error)
+                    return
+                fut.set_exception(redis.ResponseError(str(reply)))
+            else:
+                fut.set_result(reply)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.fail(redis.ConnectionError(f"connection to Redis lost: {exc or 'closed'}"))
+
+    @property
+    def usable(self) -> bool:
+        return self.transport is not None and not self.transport.is_closing()
+
+    def fail(self, exc: Exception) -> None:
+        """Fail every outstanding call and drop the connection: its reply order is lost."""
+        waiters, self.waiters = self.waiters, collections.deque()
+        for fut in waiters:
+            if not fut.done():
+                fut.set_exception(exc)
+        transport, self.transport = self.transport, None
+        if transport is not None:
+            transport.abort()
+
+    def write_many(self, datas: list[bytes], loop: asyncio.AbstractEventLoop
+                   ) -> list[asyncio.Future[Any]]:
+        assert self.transport is not None
+        if self.asking:
+            futs = [self._waiter(loop) for _ in datas]
+            self.transport.write(b"".join(_ASKING + d for d in datas))
+            return futs
+        # the reader's every read: no method call per reply
+        futs = [loop.create_future() for _ in datas]
+        self.waiters.extend(futs)
+        self.transport.write(b"".join(datas))
+        return futs
+
+    def write_hooked(self, datas: list[bytes], hooks: list[Hook]) -> None:
+        """write_many() whose replies go to hooks, called inside data_received."""
+        assert self.transport is not None
+        if self.asking:
+            for hook in hooks:
+                self.waiters.append(Hook(_ignore))  # type: ignore[arg-type]  # +OK of ASKING
+                self.waiters.append(hook)  # type: ignore[arg-type]
+            self.transport.write(b"".join(_ASKING + d for d in datas))
+            return
+        self.waiters.extend(hooks)  # type: ignore[arg-type]
+        self.transport.write(b"".join(datas))
+
+    def write(self, data: bytes, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any]:
+        assert self.transport is not None
+        fut = self._waiter(loop)
+        self.transport.write(_ASKING + data if self.asking else data)
+        return fut
+
+    def _waiter(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any]:
+        """A future for the next reply (after the +OK of ASKING, which nobody awaits)."""
+        if self.asking:
+            ok: asyncio.Future[Any] = loop.create_future()
+            ok.add_done_callback(lambda f: f.cancelled() or f.exception())
+            self.waiters.append(ok)
+        fut: asyncio.Future[Any] = loop.create_future()
+        self.waiters.append(fut)
+        return fut
