@@ -21,8 +21,9 @@ from tests.workerkit import dead_entries, eventually, running
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import EmbeddedRedis
+from stagedoor.errors import MalformedJob
 from stagedoor.handlers import Registry
-from stagedoor.stream.job import Job, MalformedJob, parse_job
+from stagedoor.stream.job import Job, parse_job
 from stagedoor.stream.queue import dead_letter_fields, ensure_group_sync
 
 ROOT = Path(__file__).resolve().parents[1]

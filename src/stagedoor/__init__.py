@@ -28,8 +28,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from .thai_dictionary import use_packaged as _use_packaged_thai_dictionary
-
-__version__ = "0.1.0"
+from .version import __version__
 
 # before any renderer loads libthai: the repaired wheel's dictionary when the host has none
 _use_packaged_thai_dictionary()
@@ -37,7 +36,7 @@ _use_packaged_thai_dictionary()
 # public name -> the module that defines it
 _PUBLIC = {
     "Job": "stagedoor.stream.job",
-    "MalformedJob": "stagedoor.stream.job",
+    "MalformedJob": "stagedoor.errors",
     "make_job": "stagedoor.stream.job",
     "parse_job": "stagedoor.stream.job",
     "enqueue": "stagedoor.stream.queue",
@@ -47,8 +46,8 @@ _PUBLIC = {
     "ensure_group_sync": "stagedoor.stream.queue",
     "async_client": "stagedoor.stream.connection",
     "sync_client": "stagedoor.stream.connection",
-    "TransientError": "stagedoor.worker.policy",
-    "PermanentError": "stagedoor.worker.policy",
+    "TransientError": "stagedoor.errors",
+    "PermanentError": "stagedoor.errors",
     "Context": "stagedoor.handlers",
     "Registry": "stagedoor.handlers",
     "handler": "stagedoor.handlers",
@@ -65,9 +64,10 @@ __all__ = [  # noqa: RUF022 (grouped by module, as _PUBLIC)
 
 if TYPE_CHECKING:
     from . import config
+    from .errors import MalformedJob, PermanentError, TransientError
     from .handlers import Context, Registry, handler
     from .stream.connection import async_client, sync_client
-    from .stream.job import Job, MalformedJob, make_job, parse_job
+    from .stream.job import Job, make_job, parse_job
     from .stream.queue import (
         enqueue,
         enqueue_many,
@@ -75,7 +75,6 @@ if TYPE_CHECKING:
         ensure_group,
         ensure_group_sync,
     )
-    from .worker.policy import PermanentError, TransientError
 
 
 def __getattr__(name: str) -> object:

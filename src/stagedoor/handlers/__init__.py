@@ -10,7 +10,7 @@
 - orders.py    the order store they read (a Redis hash per order)
 """
 
-from ..worker.policy import PermanentError, TransientError
+from ..errors import PermanentError, TransientError
 from .context import Context
 from .registry import Handler, Registry, handler, load_registry
 
