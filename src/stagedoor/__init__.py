@@ -17,9 +17,10 @@ native extension.  Where each lives:
     ops/         status, Prometheus exporter, metrics, logs
     cli/         `stagedoor` and `stagedoor-supervise`
     demo/        demo orders and an embedded redis-server (demo and tests only)
-    config.py    settings (every layer reads them); exitcodes.py (the exit code contract
-                 between workers, the supervisor, the cli and the systemd unit);
-                 backoff.py (the one exponential backoff every layer waits with)
+    config/      settings (every layer reads them); errors.py (the error classes every
+                 layer shares, the handler API's among them); exitcodes.py (the exit
+                 code contract between workers, the supervisor, the cli and the systemd
+                 unit); backoff.py (the one exponential backoff every layer waits with)
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ coverage and the settings.
 The script -> faces table is derived from what the installed fonts cover (installed.py:
 every regular face in `render_font_dirs`, its cmap counted per Unicode script, best
 coverage first), so a script is drawn as soon as a font for it is installed; no list
-of scripts is kept here.  The settings override it (config.py, docs/settings.md):
+of scripts is kept here.  The settings override it (config/settings.py, docs/settings.md):
 `render_fonts` (per script, ISO 15924 code = font files in order of preference,
 separated by |: tried before the derived faces), `render_font_discover` (off: only the
 configured fonts), `render_lang_fonts` (per order language, the face of a script:
