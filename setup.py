@@ -83,7 +83,7 @@ def _extensions() -> list[Extension]:
     ext = Extension(
         "stagedoor._render",
         sources=["src/stagedoor/_render.pyx"],
-        depends=["src/stagedoor/_render.pxd",
+        depends=["src/stagedoor/_render.pxd", "src/stagedoor/_pthread.pxd",
                  *sorted(os.path.join(native, f) for f in os.listdir(native)
                          if f.endswith(".pxi"))],
         include_dirs=text_inc,
@@ -98,6 +98,7 @@ def _extensions() -> list[Extension]:
     # The render handler's durable write (one GIL release per file), beside files.py.
     durable = Extension("stagedoor.handlers._durable",
                         sources=["src/stagedoor/handlers/_durable.pyx"],
+                        depends=["src/stagedoor/_pthread.pxd"],
                         extra_compile_args=["-O2"])
     return cythonize([ext, entries, durable], language_level=3,  # type: ignore[no-any-return]
                      compiler_directives={"embedsignature": True})

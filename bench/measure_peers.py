@@ -214,6 +214,23 @@ def peers(n: int, rounds: int, names: Sequence[str] | None = None) -> dict[str, 
             "peers_best_ratio": min(peer_ratios) if peer_ratios else float("nan")}
 
 
+def peers_table(report: dict[str, Any]) -> str:
+    rows = report.get("peers_rates") or {}
+    if not rows:
+        return "peers: not measured"
+    sd = rows.get("stagedoor", float("nan"))
+    lines = ["", f"no-op drain, same backlog, interleaved rounds (medians, "
+             f"{report.get('peers_n', 0):,} jobs each)",
+             f"{'contender':28} {'jobs/s':>10} {'stagedoor / it':>15}"]
+    for name, rate in sorted(rows.items(), key=lambda kv: -kv[1]):
+        ratio = report["peers_ratios"].get(name, float("nan"))
+        lines.append(f"{name:28} {rate:10,.0f} {ratio:14.2f}x")
+    for name, err in (report.get("peers_errors") or {}).items():
+        lines.append(f"{name:28} not measured: {err}")
+    lines.append(f"stagedoor: {sd:,.0f} jobs/s")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.measure_peers", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -222,8 +239,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--only", help="comma list of peers")
     a = p.parse_args(argv)
     r = peers(a.n, a.rounds, a.only.split(",") if a.only else None)
-    from .run import peers_table
-
     print(peers_table(r))
     return 0
 

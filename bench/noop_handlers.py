@@ -78,7 +78,7 @@ def _outage() -> bool:
 
 @registry.register("outage")
 async def outage(job: Any, ctx: Any) -> None:
-    from stagedoor.worker.policy import TransientError
+    from stagedoor.errors import TransientError
 
     if _outage():  # one stat, as a dependency's health check would cost
         raise TransientError("dependency away")

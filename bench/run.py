@@ -242,23 +242,6 @@ def fmt(value: Any, unit: str) -> str:
     return f"{value:.2f} {unit}"
 
 
-def peers_table(report: dict[str, Any]) -> str:
-    rows = report.get("peers_rates") or {}
-    if not rows:
-        return "peers: not measured"
-    sd = rows.get("stagedoor", float("nan"))
-    lines = ["", f"no-op drain, same backlog, interleaved rounds (medians, "
-             f"{report.get('peers_n', 0):,} jobs each)",
-             f"{'contender':28} {'jobs/s':>10} {'stagedoor / it':>15}"]
-    for name, rate in sorted(rows.items(), key=lambda kv: -kv[1]):
-        ratio = report["peers_ratios"].get(name, float("nan"))
-        lines.append(f"{name:28} {rate:10,.0f} {ratio:14.2f}x")
-    for name, err in (report.get("peers_errors") or {}).items():
-        lines.append(f"{name:28} not measured: {err}")
-    lines.append(f"stagedoor: {sd:,.0f} jobs/s")
-    return "\n".join(lines)
-
-
 def table(report: dict[str, Any]) -> str:
     rows = [("figure", "value", "target", "met")]
     for t in TARGETS:
@@ -343,6 +326,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     report["seconds"] = time.monotonic() - t0
     report["_ran_all"] = not a.only
     if "peers" in wanted:
+        from .measure_peers import peers_table
+
         print(peers_table(report))
     report["met"] = {t.figure: met(t, report.get(t.figure)) for t in TARGETS
                      if t.figure in report}

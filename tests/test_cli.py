@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import yaml
-from tests.paths import PACKAGE, ROOT
+from tests.clikit import SUPERVISE, cli
+from tests.paths import PACKAGE
 from tests.test_systemd import unit_directives, verify
 
 from stagedoor import __version__
@@ -20,17 +20,13 @@ SHIPPED = PACKAGE / "data"
 
 
 def run(*args: str, module: str = "stagedoor") -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
-    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True,
-                          text=True, env=env, timeout=60, cwd=ROOT)
+    return cli(*args, entry=("-m", module))
 
 
 def test_version_on_both_commands_and_python_m() -> None:
     assert (run("--version").stdout, run("--version").returncode) == (
         f"stagedoor {__version__}\n", 0)
-    r = subprocess.run([sys.executable, "-c", "import sys; from stagedoor.cli.supervise "
-                        "import main; sys.exit(main())", "--version"],
-                       capture_output=True, text=True, timeout=60)
+    r = cli("--version", entry=SUPERVISE)
     assert (r.returncode, r.stdout) == (0, f"stagedoor-supervise {__version__}\n")
     assert run("--version", module="stagedoor.cli").stdout == f"stagedoor {__version__}\n"
     r = run("status", "--nonsense")

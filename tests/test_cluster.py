@@ -11,8 +11,6 @@ a kill -9 of the slot's master is in tests/faults/test_cluster_failover.py.
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +18,7 @@ import orjson
 import pytest
 import redis
 from tests.aclmode import ACL_MODE, worker_url
+from tests.clikit import cli
 from tests.faults.harness import Procs, Producer, wait_for
 from tests.faults.invariants import Ledger
 from tests.topology import ClusterSet
@@ -45,12 +44,6 @@ def cluster(tmp_path: Path) -> Iterator[ClusterSet]:
         yield c
     finally:
         c.stop()
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "stagedoor.cli", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL)
 
 
 def test_cluster_settings_tag_the_queue_and_refuse_split_slots() -> None:

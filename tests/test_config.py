@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from tests.paths import SRC
+from tests.clikit import cli
 
 from stagedoor import config
 from stagedoor.config import ConfigError, Settings
@@ -70,29 +68,23 @@ def test_password_is_redacted_in_errors() -> None:
     assert "s3cret" not in str(info.value)
 
 
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(SRC)}
-    return subprocess.run([sys.executable, "-m", "stagedoor.cli", *args], capture_output=True,
-                          text=True, env={**base, **(env or {})}, timeout=60)
-
-
 def test_cli_bad_value_is_one_line_and_exit_78() -> None:
-    r = _cli("enqueue", "--kind", "noop", "--order-id", "1", "--outbox-id", "1",
-             env={"STAGEDOOR_MAXLEN": "-5"})
+    r = cli("enqueue", "--kind", "noop", "--order-id", "1", "--outbox-id", "1",
+            env={"STAGEDOOR_MAXLEN": "-5"})
     assert r.returncode == 78
     assert r.stderr.strip().count("\n") == 0
     assert "maxlen=-5: must be at least 1" in r.stderr
 
 
 def test_cli_bad_flag_is_exit_2_one_line() -> None:
-    r = _cli("enqueue", "--no-such-flag")
+    r = cli("enqueue", "--no-such-flag")
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0
     assert "unrecognized arguments: --no-such-flag" in r.stderr
 
 
 def test_every_setting_has_a_flag_in_help() -> None:
-    r = _cli("work", "--help")
+    r = cli("work", "--help")
     assert r.returncode == 0
     for name in ("--block-ms", "--claim-idle-ms", "--max-deliveries", "--dead-maxlen"):
         assert name in r.stdout

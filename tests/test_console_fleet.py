@@ -26,6 +26,7 @@ import orjson
 import pytest
 import redis
 from redis.crc import key_slot
+from tests.clikit import cli
 from tests.helpers_supervisor import enqueue, marks, supervisor, wait_for
 from tests.paths import SRC
 
@@ -37,13 +38,6 @@ from stagedoor.stream.keys import fleet_key, job_index_key, paused_key, presence
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.server
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
-    env["PYTHONPATH"] = str(SRC)
-    return subprocess.run([sys.executable, "-m", "stagedoor.cli", *args], cwd=ROOT, env=env,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
 
 
 def read_fleet(settings: Settings) -> fleet.Fleet:

@@ -9,9 +9,6 @@ the operations layer, and the CLI with --json, what an operator would ask.
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,7 +16,7 @@ import orjson
 import pytest
 import redis
 import redis.asyncio as aioredis
-from tests.paths import SRC
+from tests.clikit import cli
 from tests.workerkit import add_jobs, eventually, running
 
 from stagedoor.config import Settings
@@ -32,13 +29,6 @@ from stagedoor.stream.queue import dead_letter_fields
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.asyncio
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
-    env["PYTHONPATH"] = str(SRC)
-    return subprocess.run([sys.executable, "-m", "stagedoor.cli", *args], cwd=ROOT, env=env,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
 
 
 @pytest.fixture

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
 import redis
-from tests.paths import SRC
+from tests.clikit import cli, one_line
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import free_port
@@ -19,20 +17,6 @@ from stagedoor.stream.connection import sync_client
 from stagedoor.stream.queue import dead_letter_fields
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def cli(*args: str, stdin: int | None = subprocess.DEVNULL
-        ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
-    env["PYTHONPATH"] = str(SRC)
-    return subprocess.run([sys.executable, "-m", "stagedoor.cli", *args], cwd=ROOT, env=env,
-                          stdin=stdin, capture_output=True, text=True, timeout=30)
-
-
-def one_line(text: str) -> str:
-    lines = text.strip().splitlines()
-    assert len(lines) == 1, text
-    return lines[0]
 
 
 def job_fields(order: int) -> list[bytes]:

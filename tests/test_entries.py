@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stagedoor.stream.job import MalformedJob, make_job, parse_job
+from stagedoor.errors import MalformedJob
+from stagedoor.stream.job import make_job, parse_job
 from stagedoor.worker._entries import fast_job, pack_xack
 
 KINDS = {b"render_tickets": "render_tickets", b"refund": "refund", b"noop": "noop"}

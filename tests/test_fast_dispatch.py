@@ -22,13 +22,13 @@ import redis
 from tests.workerkit import add_jobs, dead_entries, eventually, pending_summary, running
 
 from stagedoor.config import Settings
+from stagedoor.errors import PermanentError, TransientError
 from stagedoor.handlers import Registry
 from stagedoor.handlers.registry import Handler
 from stagedoor.ops.logs import current_job
 from stagedoor.stream.job import Job
 from stagedoor.worker import dispatch
 from stagedoor.worker.loop import Worker
-from stagedoor.worker.policy import PermanentError, TransientError
 
 FAST = {"block_ms": 100, "reclaim_interval": 0.05, "retry_backoff": 0.001}
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")

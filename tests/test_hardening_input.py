@@ -17,32 +17,18 @@ from pathlib import Path
 import orjson
 import pytest
 import redis
+from tests.clikit import cli, one_line
 from tests.workerkit import dead_entries, eventually, running
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import EmbeddedRedis
+from stagedoor.errors import MalformedJob
 from stagedoor.handlers import Registry
-from stagedoor.stream.job import Job, MalformedJob, parse_job
+from stagedoor.stream.job import Job, parse_job
 from stagedoor.stream.queue import dead_letter_fields, ensure_group_sync
 
 ROOT = Path(__file__).resolve().parents[1]
 EX_TEMPFAIL = 75
-
-
-def cli(*args: str, stdin: str | None = None, env: dict[str, str] | None = None
-        ) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
-    base["PYTHONPATH"] = f"{ROOT / 'src'}:{ROOT}"
-    return subprocess.run([sys.executable, "-m", "stagedoor.cli", *args], cwd=ROOT,
-                          env={**base, **(env or {})}, input=stdin, capture_output=True,
-                          text=True, timeout=60)
-
-
-def one_line(text: str) -> str:
-    lines = text.strip().splitlines()
-    assert len(lines) == 1, f"expected one line, got:\n{text}"
-    assert "Traceback" not in text
-    return lines[0]
 
 
 # -- #10: every setting through one validator --------------------------------------------

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stagedoor.stream.job import FIELDS, Job, MalformedJob, make_job, parse_job
+from stagedoor.errors import MalformedJob
+from stagedoor.stream.job import FIELDS, Job, make_job, parse_job
 
 GOOD = [b"kind", b"render_tickets", b"order_id", b"4471", b"outbox_id", b"88210",
         b"request_id", b"7f3a9c2e", b"trace", b"4bf92f35"]

@@ -9,10 +9,10 @@ import stagedoor
 
 
 def test_the_public_api_resolves_to_where_it_lives() -> None:
+    from stagedoor.errors import PermanentError, TransientError
     from stagedoor.handlers import Context, Registry, handler
     from stagedoor.stream.job import make_job
     from stagedoor.stream.queue import enqueue_sync
-    from stagedoor.worker.policy import PermanentError, TransientError
 
     assert set(stagedoor.__all__) == {"__version__", "config", *stagedoor._PUBLIC}
     assert stagedoor.make_job is make_job

@@ -24,12 +24,12 @@ from tests.workerkit import (
 from stagedoor.cli.commands.dead import replay_one
 from stagedoor.config import Settings
 from stagedoor.demo.orders import demo_order
+from stagedoor.errors import TransientError
 from stagedoor.handlers import Context, Registry, load_registry
 from stagedoor.handlers.orders import put_orders_sync
 from stagedoor.stream.job import Job, make_job
 from stagedoor.stream.keys import lease_key, starts_key
 from stagedoor.stream.queue import enqueue_sync, ensure_group_sync
-from stagedoor.worker.policy import TransientError
 
 RETRIES = 2
 FAST = {"block_ms": 100, "retry_backoff": 0.001, "retries": RETRIES}

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import redis
 import redis.asyncio as aioredis
-from tests.paths import SRC
+from tests.clikit import cli
 from tests.workerkit import raw
 
 from stagedoor.config import Settings
@@ -127,10 +125,7 @@ def test_server_version_floor() -> None:
 
 
 def _cli(settings: Settings, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": f"{SRC}:{ROOT}",
-           "STAGEDOOR_REDIS_URL": settings.redis_url}
-    return subprocess.run([sys.executable, "-m", "stagedoor.cli", "enqueue", *args],
-                          input=stdin, capture_output=True, text=True, env=env, timeout=60)
+    return cli("enqueue", *args, env={"STAGEDOOR_REDIS_URL": settings.redis_url}, stdin=stdin)
 
 
 def test_cli_enqueue_one_and_many(settings: Settings, sync_redis: redis.Redis) -> None:

@@ -22,11 +22,11 @@ from tests.workerkit import add_jobs, dead_entries, eventually, pending_summary,
 
 from stagedoor.config import Settings
 from stagedoor.demo.orders import demo_order
+from stagedoor.errors import TransientError
 from stagedoor.handlers import Context, Registry, load_registry
 from stagedoor.handlers.orders import put_orders_sync
 from stagedoor.stream.job import Job
 from stagedoor.stream.queue import ensure_group_sync
-from stagedoor.worker.policy import TransientError
 
 JOBS = 1000
 SLOW_S = 2.5

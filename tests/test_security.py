@@ -15,7 +15,6 @@ import secrets
 import shlex
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ import redis
 import redis.asyncio as aioredis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.clikit import cli
 from tests.faults.harness import REPO, Procs, Producer, wait_for
 from tests.faults.invariants import (
     Ledger,
@@ -285,13 +285,10 @@ def test_cli_over_tls_every_time(tmp_path: Path, tls_server: tuple[int, Path]) -
     when redis-py's pool checked it for stray data.)"""
     port, ca = tls_server
     url = f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={ca}"
-    env = {**os.environ, "PYTHONPATH": str(SRC)}
     for i in range(3):
         for args in (["enqueue", "--kind", "render_tickets", "--order-id", str(i + 1),
                       "--outbox-id", str(i + 1)], ["status", "--json"], ["dead", "list"]):
-            out = subprocess.run([sys.executable, "-m", "stagedoor.cli", *args,
-                                  "--redis-url", url], capture_output=True, text=True,
-                                 env=env, timeout=60, stdin=subprocess.DEVNULL)
+            out = cli(*args, "--redis-url", url)
             assert out.returncode == 0, (args, out.stderr)
     client = redis.Redis(host="127.0.0.1", port=port, ssl=True, ssl_ca_certs=str(ca),
                          protocol=2, socket_timeout=5)

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +16,7 @@ import orjson
 import pytest
 import redis
 from tests.aclmode import server_args
+from tests.clikit import cli
 from tests.servers import SuiteRedis, require_tls
 from tests.tlscerts import make_certs
 from tests.topology import SentinelSet
@@ -41,12 +39,6 @@ def sentinels(tmp_path: Path) -> Iterator[SentinelSet]:
         yield topo
     finally:
         topo.stop()
-
-
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "stagedoor.cli", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
 
 
 def test_sentinel_urls_are_validated_with_one_line() -> None:

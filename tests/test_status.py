@@ -14,6 +14,7 @@ import orjson
 import pytest
 import redis
 import redis.asyncio as aioredis
+from tests.clikit import cli, one_line
 from tests.paths import SRC
 from tests.servers import SERVER
 
@@ -23,21 +24,6 @@ from stagedoor.ops.inspect import InspectError, aqueue_status, build_status, id_
 from stagedoor.stream.connection import async_client, sync_client
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def cli(*args: str, stdin: int | None = subprocess.DEVNULL, timeout: float = 30
-        ) -> subprocess.CompletedProcess[str]:
-    """Run `python -m stagedoor.cli ...` with a clean STAGEDOOR_* environment."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
-    env["PYTHONPATH"] = str(SRC)
-    return subprocess.run([sys.executable, "-m", "stagedoor.cli", *args], cwd=ROOT, env=env,
-                          stdin=stdin, capture_output=True, text=True, timeout=timeout)
-
-
-def one_line(text: str) -> str:
-    lines = text.strip().splitlines()
-    assert len(lines) == 1, text
-    return lines[0]
 
 
 def now_ms(client: redis.Redis) -> int:
@@ -341,11 +327,7 @@ def test_status_table(client: redis.Redis, settings: Settings, redis_url: str) -
 
 def test_status_env_and_missing_stream(redis_url: str) -> None:
     env_url = redis_url
-    proc = subprocess.run(
-        [sys.executable, "-m", "stagedoor.cli", "status", "--stream", "other"],
-        cwd=ROOT, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
-        env={**{k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")},
-             "PYTHONPATH": str(SRC), "STAGEDOOR_REDIS_URL": env_url})
+    proc = cli("status", "--stream", "other", env={"STAGEDOOR_REDIS_URL": env_url})
     assert proc.returncode == 0, proc.stderr
     assert "stream    other: MISSING" in proc.stdout
     assert "group     workers: MISSING" in proc.stdout

@@ -14,7 +14,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -23,8 +22,8 @@ from pathlib import Path
 import psutil
 import pytest
 import redis
+from tests.clikit import SUPERVISE, cli
 from tests.helpers_supervisor import (
-    ENTRY,
     REPO,
     NotifySocket,
     enqueue,
@@ -35,7 +34,6 @@ from tests.helpers_supervisor import (
     thread_count,
     wait_for,
 )
-from tests.paths import SRC
 from tests.workerkit import gone
 
 from stagedoor.demo.embedded_redis import EmbeddedRedis, free_port
@@ -64,11 +62,7 @@ def text(value: object) -> str:
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
-    full["PYTHONPATH"] = f"{SRC}{os.pathsep}{REPO}"
-    full.update(env or {})
-    return subprocess.run([sys.executable, "-c", ENTRY, *args], capture_output=True,
-                          text=True, env=full, cwd=REPO, timeout=30)
+    return cli(*args, env=env, entry=SUPERVISE, timeout=30)
 
 
 # -- the command line ------------------------------------------------------------------------

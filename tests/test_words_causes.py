@@ -20,6 +20,7 @@ import pytest
 import redis
 from redis.sentinel import MasterNotFoundError
 from tests.aclmode import server_args
+from tests.clikit import cli
 from tests.faults.harness import REPO
 from tests.paths import SRC
 from tests.servers import SuiteRedis
@@ -34,14 +35,6 @@ from stagedoor.stream.queue import dead_letter_fields
 pytestmark = pytest.mark.server
 
 ENQUEUE = ("enqueue", "--kind", "render_tickets", "--order-id", "1", "--outbox-id", "1")
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
-    env["PYTHONPATH"] = f"{SRC}{os.pathsep}{REPO}"
-    return subprocess.run([sys.executable, "-m", "stagedoor.cli", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=90, env=env,
-                          stdin=subprocess.DEVNULL)
 
 
 def one_line(proc: subprocess.CompletedProcess[str], where: str = "stderr") -> str:

@@ -3,24 +3,12 @@ what the commands do (issue 24, item 9)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import redis
-from tests.faults.harness import REPO
-from tests.paths import SRC
-
-
-def cli(*args: str, module: str = "stagedoor.cli") -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
-    env["PYTHONPATH"] = f"{SRC}{os.pathsep}{REPO}"
-    head = (["-c", "import sys; from stagedoor.cli.supervise import main; sys.exit(main())"]
-            if module == "supervise" else ["-m", module])
-    return subprocess.run([sys.executable, *head, *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=60, env=env, stdin=subprocess.DEVNULL)
+from tests.clikit import SUPERVISE, cli
 
 
 def refused(proc: subprocess.CompletedProcess[str], *words: str) -> None:
@@ -88,7 +76,7 @@ def test_help_says_what_an_empty_redis_url_does() -> None:
                    *(("--burst",) if command == ("work",) else ()))
         assert proc.returncode == 78 and "redis_url is empty" in proc.stderr, (command,
                                                                                 proc.stderr)
-    sup = cli("--help", module="supervise").stdout
+    sup = cli("--help", entry=SUPERVISE).stdout
     assert "embedded" not in sup or "demo" in sup
-    assert cli("--workers", "1", module="supervise").returncode == 78
+    assert cli("--workers", "1", entry=SUPERVISE).returncode == 78
     assert "embedded redis-server" in cli("demo", "--help").stdout

@@ -11,18 +11,16 @@ is a config error that names the cause and shows none of it.
 
 from __future__ import annotations
 
-import os
 import secrets
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 import redis
-from tests.faults.harness import REPO, Procs, wait_for
-from tests.paths import SRC
+from tests.clikit import SUPERVISE, cli
+from tests.faults.harness import Procs, wait_for
 from tests.servers import SuiteRedis as EmbeddedRedis
 
 from stagedoor.demo.embedded_redis import free_port
@@ -43,13 +41,8 @@ class Secret:
 
 def run(*args: str, env: dict[str, str] | None = None, module: str = "stagedoor.cli",
         timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
-    base["PYTHONPATH"] = f"{SRC}{os.pathsep}{REPO}"
-    head = (["-c", "import sys; from stagedoor.cli.supervise import main; sys.exit(main())"]
-            if module == "stagedoor.cli.supervise" else ["-m", module])
-    return subprocess.run([sys.executable, *head, *args], capture_output=True,
-                          text=True, env={**base, **(env or {})}, cwd=REPO,
-                          stdin=subprocess.DEVNULL, timeout=timeout)
+    return cli(*args, env=env, timeout=timeout,
+               entry=SUPERVISE if module == "stagedoor.cli.supervise" else ("-m", module))
 
 
 def ways(secret: Secret, tmp_path: Path, host_port: str, scheme: str = "redis",

@@ -10,11 +10,11 @@ import redis
 from tests.workerkit import add_jobs, dead_entries, eventually, pending_summary, raw, running
 
 from stagedoor.config import Settings
+from stagedoor.errors import PermanentError, TransientError
 from stagedoor.handlers import Registry
 from stagedoor.handlers.registry import Handler
 from stagedoor.stream.job import Job
 from stagedoor.stream.queue import ensure_group_sync
-from stagedoor.worker.policy import PermanentError, TransientError
 
 FAST = {"block_ms": 100, "reclaim_interval": 0.05, "retry_backoff": 0.001}
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 from tests.aclmode import worker_url
+from tests.clikit import cli
 from tests.paths import SRC
 from tests.workerkit import add_jobs, pending_summary, poll
 
@@ -64,11 +65,7 @@ def test_wrong_password_is_a_config_error_not_an_outage(tmp_path: Path) -> None:
 
     with EmbeddedRedis(tmp_path / "auth-redis", password="right-password") as server:
         url = f"redis://:wrong-password@127.0.0.1:{server.port}/0"
-        env = {**os.environ, "PYTHONPATH": f"{SRC}:{ROOT}",
-               "STAGEDOOR_REDIS_URL": url}
-        r = subprocess.run([sys.executable, "-m", "stagedoor.cli", "work", "--burst",
-                            "--boot-timeout", "20"], env=env, capture_output=True, text=True,
-                           timeout=60)
+        r = cli("work", "--burst", "--boot-timeout", "20", env={"STAGEDOOR_REDIS_URL": url})
     assert r.returncode == 78, r.stderr
     assert "Redis refused the credentials" in r.stderr
     assert "wrong-password" not in r.stderr

@@ -17,9 +17,10 @@ native extension.  Where each lives:
     ops/         status, Prometheus exporter, metrics, logs
     cli/         `stagedoor` and `stagedoor-supervise`
     demo/        demo orders and an embedded redis-server (demo and tests only)
-    config.py    settings (every layer reads them); exitcodes.py (the exit code contract
-                 between workers, the supervisor, the cli and the systemd unit);
-                 backoff.py (the one exponential backoff every layer waits with)
+    config/      settings (every layer reads them); errors.py (the error classes every
+                 layer shares, the handler API's among them); exitcodes.py (the exit
+                 code contract between workers, the supervisor, the cli and the systemd
+                 unit); backoff.py (the one exponential backoff every layer waits with)
 """
 
 from __future__ import annotations
@@ -28,8 +29,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from .thai_dictionary import use_packaged as _use_packaged_thai_dictionary
-
-__version__ = "0.1.0"
+from .version import __version__
 
 # before any renderer loads libthai: the repaired wheel's dictionary when the host has none
 _use_packaged_thai_dictionary()
@@ -37,7 +37,7 @@ _use_packaged_thai_dictionary()
 # public name -> the module that defines it
 _PUBLIC = {
     "Job": "stagedoor.stream.job",
-    "MalformedJob": "stagedoor.stream.job",
+    "MalformedJob": "stagedoor.errors",
     "make_job": "stagedoor.stream.job",
     "parse_job": "stagedoor.stream.job",
     "enqueue": "stagedoor.stream.queue",
@@ -47,8 +47,8 @@ _PUBLIC = {
     "ensure_group_sync": "stagedoor.stream.queue",
     "async_client": "stagedoor.stream.connection",
     "sync_client": "stagedoor.stream.connection",
-    "TransientError": "stagedoor.worker.policy",
-    "PermanentError": "stagedoor.worker.policy",
+    "TransientError": "stagedoor.errors",
+    "PermanentError": "stagedoor.errors",
     "Context": "stagedoor.handlers",
     "Registry": "stagedoor.handlers",
     "handler": "stagedoor.handlers",
@@ -65,9 +65,10 @@ __all__ = [  # noqa: RUF022 (grouped by module, as _PUBLIC)
 
 if TYPE_CHECKING:
     from . import config
+    from .errors import MalformedJob, PermanentError, TransientError
     from .handlers import Context, Registry, handler
     from .stream.connection import async_client, sync_client
-    from .stream.job import Job, MalformedJob, make_job, parse_job
+    from .stream.job import Job, make_job, parse_job
     from .stream.queue import (
         enqueue,
         enqueue_many,
@@ -75,7 +76,6 @@ if TYPE_CHECKING:
         ensure_group,
         ensure_group_sync,
     )
-    from .worker.policy import PermanentError, TransientError
 
 
 def __getattr__(name: str) -> object:

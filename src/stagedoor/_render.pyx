@@ -88,6 +88,7 @@ cdef extern from "Python.h":
     Py_UCS4 PyUnicode_READ_nogil "PyUnicode_READ" (int kind, const void* data,
                                                   Py_ssize_t index) noexcept nogil
 
+from stagedoor.render import fontplan as _fontplan
 from stagedoor.render import tables as _tables
 
 # The ticket's fields in TicketC.text order (render.FIELDS, then the small print); the
@@ -157,18 +158,16 @@ cdef array.array han_array(object order, bint kana_seen):
     if _PLAN is None:
         with _PLAN_LOCK:
             if _PLAN is None:
-                from stagedoor.render import fonts
-                configure(fonts.current())
+                configure(_fontplan.default())
     locale = getattr(order, "locale", "") or ""
     kana = not locale and kana_seen
     cache = _HAN_KANA if kana else _HAN
     arr = cache.get(locale)
     if arr is None:
         # the layout pick_face reads (fonts.pxi): [language, nhan, han..., npref, pairs]
-        from stagedoor.render import fonts
-        han = fonts.han_faces(_PLAN, locale, kana)
-        pref = fonts.language_faces(_PLAN, locale)
-        arr = array.array("i", [language_index(fonts.shaping_language(locale)), len(han),
+        han = _fontplan.han_faces(_PLAN, locale, kana)
+        pref = _fontplan.language_faces(_PLAN, locale)
+        arr = array.array("i", [language_index(_fontplan.shaping_language(locale)), len(han),
                                 *han, len(pref) // 2, *pref])
         cache[locale] = arr
     return arr

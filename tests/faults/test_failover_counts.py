@@ -14,16 +14,14 @@ is replicated, so the failovers leave nothing to repair there).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 from tests.aclmode import ACL_MODE, worker_url
-from tests.paths import SRC
+from tests.clikit import cli
 from tests.topology import SERVICE, ClusterSet, Sentinel, SentinelSet
 from tests.workerkit import poll
 
@@ -43,10 +41,7 @@ ROUND = 2000   # jobs per enqueue-and-drain round: two rounds pass the refusal l
 
 
 def _cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
-    env.update(PYTHONPATH=str(SRC), STAGEDOOR_REDIS_URL=url, STAGEDOOR_MAXLEN=str(MAXLEN))
-    return subprocess.run([sys.executable, "-m", "stagedoor.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=60)
+    return cli(*args, env={"STAGEDOOR_REDIS_URL": url, "STAGEDOOR_MAXLEN": str(MAXLEN)})
 
 
 def _drain(client: redis.Redis, s: Settings) -> int:

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import logging
 import re
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -27,6 +25,7 @@ import orjson
 import pytest
 import redis
 from tests.aclmode import server_args
+from tests.clikit import cli
 from tests.helpers_supervisor import NotifySocket
 
 from stagedoor.config import Settings
@@ -34,7 +33,7 @@ from stagedoor.demo.embedded_redis import EmbeddedRedis, free_port
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import enqueue_sync, ensure_group_sync
 
-from .harness import REPO, Proc, Procs, Producer, wait_for
+from .harness import Proc, Procs, Producer, wait_for
 from .invariants import (
     Ledger,
     assert_idle,
@@ -51,10 +50,7 @@ EX_TEMPFAIL = 75
 
 
 def status_json(url: str, *extra: str) -> dict[str, object]:
-    proc = subprocess.run([sys.executable, "-m", "stagedoor.cli", "status", "--json",
-                           "--redis-url", url, *extra], cwd=REPO, capture_output=True,
-                          text=True, timeout=30, env={"PYTHONPATH": str(REPO / "src"),
-                                                      "PATH": "/usr/bin:/bin"})
+    proc = cli("status", "--json", "--redis-url", url, *extra)
     assert proc.returncode == 0, proc.stderr
     out: dict[str, object] = orjson.loads(proc.stdout)
     return out
@@ -153,10 +149,8 @@ def test_producer_warns_then_refuses_before_the_backlog_is_trimmed(
 
     lines = "".join(f'{{"kind": "refund", "order_id": {i}, "outbox_id": {i}}}\n'
                     for i in range(400, 410))
-    proc = subprocess.run([sys.executable, "-m", "stagedoor.cli", "enqueue", "--file", "-",
-                           "--maxlen", "200", "--redis-url", server.url], input=lines,
-                          cwd=REPO, capture_output=True, text=True, timeout=30,
-                          env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"})
+    proc = cli("enqueue", "--file", "-", "--maxlen", "200", "--redis-url", server.url,
+               stdin=lines)
     assert proc.returncode == EX_TEMPFAIL, proc.stderr
     err = proc.stderr.strip().splitlines()
     assert len(err) == 1 and "backlog" in err[0] and "0 of 10" in err[0], err

@@ -60,7 +60,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def add_version(parser: argparse.ArgumentParser) -> None:
-    from .. import __version__
+    from ..version import __version__
 
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
 

@@ -10,9 +10,10 @@
 - orders.py    the order store they read (a Redis hash per order)
 """
 
-from ..worker.policy import PermanentError, TransientError
+from ..errors import PermanentError, TransientError
 from .context import Context
-from .registry import Handler, Registry, handler, load_registry
+from .loading import load_registry
+from .registry import Handler, Registry, handler
 
 __all__ = ["Context", "Handler", "PermanentError", "Registry", "TransientError", "handler",
            "load_registry"]

@@ -57,21 +57,19 @@ cdef extern from "<unistd.h>" nogil:
 cdef extern from "<stdio.h>" nogil:
     int renameat(int olddirfd, const char* oldpath, int newdirfd, const char* newpath)
 
-cdef extern from "<pthread.h>" nogil:
-    ctypedef struct pthread_mutex_t:
-        pass
-    ctypedef struct pthread_cond_t:
-        pass
-    ctypedef unsigned long pthread_t
-    int pthread_mutex_init(pthread_mutex_t*, void*)
-    int pthread_mutex_destroy(pthread_mutex_t*)
-    int pthread_mutex_lock(pthread_mutex_t*)
-    int pthread_mutex_unlock(pthread_mutex_t*)
-    int pthread_cond_init(pthread_cond_t*, void*)
-    int pthread_cond_destroy(pthread_cond_t*)
-    int pthread_cond_wait(pthread_cond_t*, pthread_mutex_t*)
-    int pthread_cond_broadcast(pthread_cond_t*)
-    pthread_t pthread_self()
+from stagedoor._pthread cimport (
+    pthread_cond_broadcast,
+    pthread_cond_destroy,
+    pthread_cond_init,
+    pthread_cond_t,
+    pthread_cond_wait,
+    pthread_mutex_destroy,
+    pthread_mutex_init,
+    pthread_mutex_lock,
+    pthread_mutex_t,
+    pthread_mutex_unlock,
+    pthread_self,
+)
 
 
 # What write_linked says when this system cannot do the unnamed file: open(O_TMPFILE)

@@ -34,12 +34,12 @@ from typing import Any, TypeVar
 import redis.asyncio as aioredis
 
 from ..config import Settings
+from ..errors import TransientError
 from ..ops.logs import current_job
 from ..ops.metrics import WorkerStats
 from ..stream import keys
 from ..stream.job import Job
 from ..stream.resp import FastConnection
-from ..worker.policy import TransientError
 
 T = TypeVar("T")
 

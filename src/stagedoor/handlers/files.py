@@ -80,6 +80,13 @@ except ImportError:  # not built (a source checkout without build_ext): the os.*
     _native = None  # type: ignore[assignment]
 
 
+def directory_missing(e: FileNotFoundError, directory: Path) -> bool:
+    """The native write (_durable.write_linked, the render pool's sink) failed because
+    `directory` is not there, not some other file: it names the directory it could not
+    open.  Then the writer makes the directory and tries once more."""
+    return bool(e.filename == os.fsdecode(os.fsencode(directory)))
+
+
 def _write_native(path: Path, data: bytes, make_dirs: bool, sync: DirectorySync | None
                   ) -> bool:
     """write_atomic through _durable.write_linked: True when done (the directory fsync
@@ -94,7 +101,7 @@ def _write_native(path: Path, data: bytes, make_dirs: bool, sync: DirectorySync 
             done = _native.write_linked(directory, os.fsencode(path.name), bytes(data),
                                         sync)  # type: ignore[arg-type]
         except FileNotFoundError as e:
-            if attempt == 2 or not make_dirs or e.filename != os.fsdecode(directory):
+            if attempt == 2 or not make_dirs or not directory_missing(e, path.parent):
                 raise
             path.parent.mkdir(parents=True, exist_ok=True)
             continue

@@ -1,4 +1,4 @@
-"""The handler registry: kind -> async handler, extendable from `module:attr`.
+"""The handler registry: kind -> async handler, extendable from `module:attr` (loading.py).
 
 A plugin attr may be a Registry, a mapping of kind -> handler function, or a
 single function registered with `@handler("kind")`.  A bad spec is a ConfigError
@@ -8,12 +8,9 @@ instead of a pool that crashes on the first job.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-from ..config import ConfigError
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..stream.job import Job
@@ -43,7 +40,7 @@ class Registry:
         async def send_receipt(job: Job, ctx: Context) -> None: ...
 
     A worker runs the built-ins merged with every `--handlers module:attr` (a later
-    registration of a kind replaces an earlier one; see load_registry).  An entry of a
+    registration of a kind replaces an earlier one; see loading.load_registry).  An entry of a
     kind no handler is registered for is malformed for this worker: dead-lettered.
     `timeout` is the kind's time limit per attempt (None: settings.job_timeout).
     `@registry.on_start` functions run once per worker process after it reached Redis,
@@ -97,41 +94,3 @@ def handler(kind: str, *, timeout: float | None = None) -> Callable[[HandlerFn],
         fn.__stagedoor_handler__ = Handler(kind, fn, timeout)  # type: ignore[attr-defined]
         return fn
     return deco
-
-
-def _as_registry(spec: str, obj: Any) -> Registry:
-    if isinstance(obj, Registry):
-        return obj
-    marked = getattr(obj, "__stagedoor_handler__", None)
-    if isinstance(marked, Handler):
-        return Registry([marked])
-    if isinstance(obj, Mapping) and all(callable(v) for v in obj.values()):
-        return Registry(Handler(str(k), v) for k, v in obj.items())
-    raise ConfigError(f"handlers: {spec!r} is not a Registry, a kind->handler mapping or a "
-                      f"function marked with @handler")
-
-
-def load_spec(spec: str) -> Registry:
-    module_name, _, attr = spec.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as e:
-        raise ConfigError(f"handlers: cannot import {module_name!r}: "
-                          f"{type(e).__name__}: {e}") from None
-    try:
-        obj = getattr(module, attr)
-    except AttributeError:
-        raise ConfigError(f"handlers: module {module_name!r} has no {attr!r}") from None
-    return _as_registry(spec, obj)
-
-
-def load_registry(specs: Iterable[str] = (), *, builtin: bool = True) -> Registry:
-    """The built-in handlers, then each spec in order (a later kind replaces an earlier)."""
-    registry = Registry()
-    if builtin:
-        from .tickets import registry as tickets
-
-        registry = registry.merged(tickets)
-    for spec in specs:
-        registry = registry.merged(load_spec(spec))
-    return registry

@@ -13,11 +13,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..errors import PermanentError
 from ..render.order import Order, OrderDataError, RenderFailed
 from ..stream import cluster
 from ..stream.job import Job
 from ..stream.scripts import LeanScript
-from ..worker.policy import PermanentError
 from .context import Context, log_extra
 from .durable import GroupSyncs
 from .files import (

@@ -351,7 +351,7 @@ def build_labels() -> dict[str, str]:
     import importlib.util
     import platform
 
-    from .. import __version__
+    from ..version import __version__
 
     native = importlib.util.find_spec("stagedoor._render") is not None  # found, not loaded
     return {"version": __version__, "python": platform.python_version(),

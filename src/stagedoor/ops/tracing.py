@@ -160,7 +160,7 @@ def _build_provider(env: Mapping[str, str]) -> Any:
         SpanExporter,
     )
 
-    from .. import __version__
+    from ..version import __version__
 
     resource = Resource.create({"service.name": env.get("OTEL_SERVICE_NAME") or "stagedoor",
                                 "service.version": __version__}
@@ -198,7 +198,7 @@ class JobTracer:
             TraceFlags,
         )
 
-        from .. import __version__
+        from ..version import __version__
 
         self._provider = provider
         self._owned = owned

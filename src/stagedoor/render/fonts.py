@@ -4,7 +4,7 @@ coverage and the settings.
 The script -> faces table is derived from what the installed fonts cover (installed.py:
 every regular face in `render_font_dirs`, its cmap counted per Unicode script, best
 coverage first), so a script is drawn as soon as a font for it is installed; no list
-of scripts is kept here.  The settings override it (config.py, docs/settings.md):
+of scripts is kept here.  The settings override it (config/settings.py, docs/settings.md):
 `render_fonts` (per script, ISO 15924 code = font files in order of preference,
 separated by |: tried before the derived faces), `render_font_discover` (off: only the
 configured fonts), `render_lang_fonts` (per order language, the face of a script:
@@ -24,13 +24,15 @@ missing and which scripts that leaves without a font (one warning at boot), and
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from .. import config
-from . import installed
+from . import fontplan, installed
+from .fontplan import FontPlan as FontPlan
+from .fontplan import han_faces as han_faces
+from .fontplan import language_faces as language_faces
+from .fontplan import shaping_language as shaping_language
 
 HAN_SCRIPTS = ("Hani", "Hira", "Kana", "Bopo")
 MAX_SCRIPT_FACES = 8        # as many as pick_face tries per script (fonts.pxi)
@@ -40,19 +42,6 @@ MAX_SCRIPT_FACES = 8        # as many as pick_face tries per script (fonts.pxi)
 # s) and the symbols and emoji the fallback fonts are for.
 EXTRA_SAMPLES = {"Latn": "AaŞğ\u0131ẞệ", "Hang": "한국어", "Hani": "中文漢字",
                  "Zsye": "🎫😀★"}
-
-
-@dataclass(frozen=True, slots=True, eq=False)   # compared (and cached) by identity
-class FontPlan:
-    faces: tuple[tuple[str, int, int], ...]      # (path, index, bold face number)
-    scripts: dict[str, list[int]]
-    fallback: list[int]
-    han: dict[str, int]                          # locale key -> face number
-    han_order: list[int]
-    missing: dict[str, list[str]]                # file name -> scripts left without it
-    # language (primary subtag) -> [(script, face number)]: tried first for the script
-    lang: dict[str, list[tuple[str, int]]] = dataclasses.field(default_factory=dict)
-    configured: frozenset[str] = frozenset()     # the scripts render_fonts names
 
 
 def _pairs(entries: Sequence[str]) -> dict[str, str]:
@@ -163,42 +152,6 @@ def plan(dirs: Sequence[str] = config.FONT_DIRS,
                     nums.append(n)
     return FontPlan(tuple(faces), scripts, fb, han_faces, order, missing, lang_faces,
                     frozenset(fonts))
-
-
-def han_faces(p: FontPlan, locale: str, kana: bool) -> list[int]:
-    """Han faces in order of preference for an order's locale (BCP 47, may be empty)."""
-    loc = locale.replace("_", "-").lower()
-    key = ""
-    if loc.startswith("ja"):
-        key = "ja"
-    elif loc.startswith("ko"):
-        key = "ko"
-    elif loc.startswith("zh"):
-        if "hk" in loc or "mo" in loc:
-            key = "zh-HK"
-        elif "hant" in loc or "tw" in loc:
-            key = "zh-Hant"
-        else:
-            key = "zh-Hans"
-    elif kana:
-        key = "ja"
-    first = [p.han[key]] if key in p.han else []
-    return first + [n for n in p.han_order if n not in first]
-
-
-def language_faces(p: FontPlan, locale: str) -> list[int]:
-    """[script tag as int, face, ...] of the order's language (its primary subtag):
-    what pick_face in fonts.pxi tries first for those scripts."""
-    key = locale.replace("_", "-").split("-", 1)[0].lower()
-    return [v for script, n in p.lang.get(key, [])
-            for v in (int.from_bytes(script.encode("ascii"), "big"), n)]
-
-
-def shaping_language(locale: str) -> str:
-    """The BCP 47 tag HarfBuzz shapes with (language-specific forms: Serbian and
-    Macedonian Cyrillic, the Han variants): the order's locale, or "" for none."""
-    tag = locale.replace("_", "-").strip()
-    return tag if tag.isascii() and tag.replace("-", "").isalnum() else ""
 
 
 def missing_warning(p: FontPlan) -> str | None:
@@ -312,3 +265,7 @@ def use(p: FontPlan) -> None:
     except ImportError:
         return
     configure(p)
+
+
+# the plan the native renderer configures itself with when nothing configured it
+fontplan.provide_default(current)

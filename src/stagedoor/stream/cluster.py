@@ -16,9 +16,7 @@ hash to one slot, and the default names are `{jobs}` and `{jobs}:dead`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
 
 import redis
 import redis.asyncio as aioredis
@@ -29,9 +27,11 @@ from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 
-from ..config import ConfigError, Settings
-from ..redaction import remember
+from ..config import Settings
+from ..config.urls import ClusterTarget, parse_cluster
+from . import auth
 from .auth import add_url_auth
+from .options import NO_SETINFO, client_kwargs
 
 SCHEMES = ("redis+cluster", "rediss+cluster")
 # redis-py node-client options RedisCluster does not take.
@@ -42,39 +42,8 @@ def is_cluster_url(url: str) -> bool:
     return url.split("://", 1)[0] in SCHEMES
 
 
-@dataclass(frozen=True)
-class ClusterTarget:
-    seeds: tuple[tuple[str, int], ...]
-    username: str | None
-    password: str | None
-    tls: bool
-    options: dict[str, str]
-
-
-def parse(url: str) -> ClusterTarget:
-    parts = urlsplit(url)
-    where = "redis_url (cluster)"
-    seeds: list[tuple[str, int]] = []
-    for item in parts.netloc.rsplit("@", 1)[-1].split(","):
-        host, _, port = item.strip().rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ConfigError(f"{where}: {item!r} is not host:port")
-        seeds.append((host.strip("[]"), int(port)))
-    if parts.path.strip("/") not in ("", "0"):
-        raise ConfigError(f"{where}: a cluster has only database 0")
-    userinfo = parts.netloc.rsplit("@", 1)[0] if "@" in parts.netloc else ""
-    user, _, password = userinfo.partition(":")
-    remember(unquote(password))  # masked in every output (redaction.py)
-    return ClusterTarget(tuple(seeds), unquote(user) or None, unquote(password) or None,
-                         parts.scheme == "rediss+cluster", dict(parse_qsl(parts.query)))
-
-
-def check_slots(settings: Settings) -> None:
-    """Scripts touch the stream and the dead-letter stream together: one slot."""
-    if key_slot(settings.stream.encode()) != key_slot(settings.dead_stream.encode()):
-        raise ConfigError(f"stream={settings.stream!r} and dead_stream="
-                          f"{settings.dead_stream!r} hash to different cluster slots: give "
-                          "both one hash tag, e.g. '{jobs}' and '{jobs}:dead'")
+# the URL's parts (config/urls.py checks them, and that the streams share a slot)
+parse = parse_cluster
 
 
 def _kwargs(target: ClusterTarget, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -123,9 +92,6 @@ class Redirected(redis.ConnectionError):
 async def stream_node(settings: Settings) -> tuple[str, int]:
     """The master serving the stream's slot, from CLUSTER SLOTS of the first seed that
     answers (the lean connection's way; redis-py's cluster client keeps its own map)."""
-    from . import auth
-    from .connection import NO_SETINFO
-
     target = parse(settings.redis_url)
     slot = key_slot(settings.stream.encode())
     # No library retries: a dead seed must cost one refused connect, not a backoff.
@@ -159,8 +125,6 @@ def not_ready(settings: Settings) -> str | None:
     the cluster is not ok, else None.  For the CLI's error line: with a master down and
     no replica, redis-py reports the refused connect to the dead node (or CLUSTERDOWN),
     while the cause an operator acts on is the cluster's state."""
-    from .connection import client_kwargs
-
     target = parse(settings.redis_url)
     kwargs = _kwargs(target, client_kwargs(settings))
     kwargs["socket_timeout"] = max(settings.socket_timeout, 1.0)

@@ -14,6 +14,8 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from ..errors import MalformedJob
+
 FIELDS = ("kind", "order_id", "outbox_id", "request_id", "trace")
 _FIELD_SET = frozenset(f.encode() for f in FIELDS)
 MAX_ID = 2**63 - 1  # a signed 64-bit integer: what the api's database keys are
@@ -22,10 +24,6 @@ _DIGITS = re.compile(rb"[0-9]{1,19}")
 _TOKEN = re.compile(rb"[A-Za-z0-9._:/+=\-]{1,128}")
 _KIND = re.compile(rb"[a-z][a-z0-9_]{0,63}")
 DEFAULT_MAX_FIELD_BYTES = 256
-
-
-class MalformedJob(ValueError):
-    """The entry's fields do not make a job; the message is the dead-letter reason."""
 
 
 @dataclass(frozen=True, slots=True)

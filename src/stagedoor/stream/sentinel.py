@@ -15,9 +15,7 @@ lean hot-path connection (resp.py) asks through `discover_master` on each connec
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, unquote, urlsplit
 
 import redis
 import redis.asyncio as aioredis
@@ -26,9 +24,10 @@ from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.sentinel import MasterNotFoundError
 from redis.sentinel import Sentinel as SyncSentinel
 
-from ..config import ConfigError, Settings
-from ..redaction import remember
+from ..config import Settings
+from ..config.urls import SentinelTarget, parse_sentinel
 from .auth import add_url_auth, read_password_file
+from .options import CLIENT_NAME, NO_SETINFO, no_retry
 
 SCHEMES = ("redis+sentinel", "rediss+sentinel")
 
@@ -37,40 +36,8 @@ def is_sentinel_url(url: str) -> bool:
     return url.split("://", 1)[0] in SCHEMES
 
 
-@dataclass(frozen=True)
-class SentinelTarget:
-    """A parsed redis+sentinel:// URL."""
-
-    sentinels: tuple[tuple[str, int], ...]
-    service: str
-    db: int
-    username: str | None
-    password: str | None
-    tls: bool
-    options: dict[str, str]  # the query: ssl_* options of the master connection
-
-
-def parse(url: str) -> SentinelTarget:
-    parts = urlsplit(url)
-    where = "redis_url (sentinel)"
-    hosts = parts.netloc.rsplit("@", 1)[-1]
-    sentinels: list[tuple[str, int]] = []
-    for item in hosts.split(","):
-        host, _, port = item.strip().rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ConfigError(f"{where}: {item!r} is not host:port")
-        sentinels.append((host.strip("[]"), int(port)))
-    path = [p for p in parts.path.split("/") if p]
-    if not path or len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
-        raise ConfigError(f"{where}: the path must be /<master-name>[/<db>]")
-    userinfo = parts.netloc.rsplit("@", 1)[0] if "@" in parts.netloc else ""
-    user, _, password = userinfo.partition(":")
-    remember(unquote(password))  # masked in every output (redaction.py)
-    return SentinelTarget(
-        sentinels=tuple(sentinels), service=unquote(path[0]),
-        db=int(path[1]) if len(path) == 2 else 0,
-        username=unquote(user) or None, password=unquote(password) or None,
-        tls=parts.scheme == "rediss+sentinel", options=dict(parse_qsl(parts.query)))
+# the URL's parts (config/urls.py checks them when the settings load)
+parse = parse_sentinel
 
 
 # What a MasterNotFoundError says when the sentinels know the name but the master is
@@ -146,8 +113,6 @@ class NamingAsyncSentinel(_NamesTheCause, AsyncSentinel):
 
 def sentinel_kwargs(settings: Settings, *, asynchronous: bool = False) -> dict[str, Any]:
     """Connection options for the sentinels themselves (not the master's)."""
-    from .connection import CLIENT_NAME, NO_SETINFO, no_retry
-
     # No library retries: a dead sentinel must cost one refused connect, not a backoff.
     kwargs: dict[str, Any] = {"socket_timeout": max(settings.socket_timeout, 0.5),
                               "socket_connect_timeout": settings.connect_timeout,

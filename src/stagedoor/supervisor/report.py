@@ -12,7 +12,7 @@ import math
 import os
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 import psutil
@@ -21,8 +21,10 @@ from ..ops.endpoint import Probe
 from ..ops.exporter import empty_totals, retire
 
 if TYPE_CHECKING:
-    from .loop import Supervisor
-    from .state import Handle
+    from ..config import Settings
+    from .pool import Pool
+    from .state import Handle, Options
+    from .systemd import Notifier
 
 log = logging.getLogger("stagedoor.supervisor")
 
@@ -47,8 +49,34 @@ def paused(handles: Iterable[Handle]) -> bool:
     return any((h.stats.get("gauges") or {}).get("paused") for h in handles)
 
 
+class Reported(Protocol):
+    """What the reporter reads of the supervisor (loop.py's Supervisor is one): the
+    reporter sits below the loop that drives it."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def options(self) -> Options: ...
+
+    @property
+    def pool(self) -> Pool: ...
+
+    @property
+    def notifier(self) -> Notifier: ...
+
+    @property
+    def stopping(self) -> bool: ...
+
+    @property
+    def reloading(self) -> bool: ...
+
+    @property
+    def exit_code(self) -> int | None: ...
+
+
 class Reporter:
-    def __init__(self, sup: Supervisor, now: float) -> None:
+    def __init__(self, sup: Reported, now: float) -> None:
         self.sup = sup
         self.next_status = 0.0
         self.last_status = ""

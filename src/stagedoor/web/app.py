@@ -17,56 +17,19 @@ import ssl
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-import jinja2
 import redis
 from aiohttp import web
 
-from ..cli.commands.status import human_ms
-from ..config import Settings
 from ..stream.errors import OUTAGE_ERRORS, first_line, outage_line
-from . import security
-from .credentials import Credentials
-from .sampler import Sampler, human_bytes
+from . import security, views
+from .console import Console, console_of
 
 log = logging.getLogger("stagedoor.web")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PUBLIC = ("/login", "/static/", "/healthz", "/favicon.ico")
-
-
-@dataclass
-class Console:
-    """Everything a request handler needs, one per process (app["console"])."""
-
-    settings: Settings
-    credentials: Credentials
-    client: Any  # the asyncio Redis client the ops functions are handed
-    sampler: Sampler
-    secure_cookies: bool = False
-    public_origin: str | None = None
-    sessions: security.Sessions = field(default_factory=security.Sessions)
-    templates: jinja2.Environment = field(default_factory=lambda: templates())
-
-
-def templates() -> jinja2.Environment:
-    """Jinja2 with autoescape on for every template (all are HTML), undefined names an
-    error rather than an empty string."""
-    env = jinja2.Environment(loader=jinja2.PackageLoader("stagedoor.web", "templates"),
-                             autoescape=True, undefined=jinja2.StrictUndefined,
-                             trim_blocks=True, lstrip_blocks=True)
-    env.filters["ms"] = lambda v: human_ms(v) if isinstance(v, int | float) else "-"
-    env.filters["bytes"] = lambda v: human_bytes(v) if isinstance(v, int) else "-"
-    env.filters["utc"] = lambda v: (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(v))
-                                    if isinstance(v, int | float) else "-")
-    return env
-
-
-def console_of(request: web.Request) -> Console:
-    c: Console = request.app["console"]
-    return c
 
 
 @web.middleware
@@ -160,8 +123,6 @@ async def healthz(request: web.Request) -> web.StreamResponse:
 
 
 def build(console: Console) -> web.Application:
-    from . import views
-
     app = web.Application(middlewares=[headers, authenticate, csrf, outage],
                           client_max_size=64 * 1024)
     app["console"] = console

@@ -26,7 +26,7 @@ from ..ops import deadletters, fleet, jobs, pending
 from ..ops.deadletters import BadBound, DeadFilter
 from ..ops.inspect import parse_id
 from . import security
-from .app import Console, console_of
+from .console import Console, console_of
 from .credentials import ACTS
 
 log = logging.getLogger("stagedoor.web")

@@ -27,19 +27,12 @@ from typing import Any, Protocol
 
 from ..backoff import Schedule
 from ..config import Settings
+from ..errors import PermanentError, TransientError
 from ..ops.metrics import WorkerStats
 from ..stream.connection import TRANSIENT_ERRORS
 from ..stream.errors import first_line, is_oom, is_permanent
 
 log = logging.getLogger("stagedoor.policy")
-
-
-class TransientError(Exception):
-    """Worth retrying: a timeout, a dependency away for a moment."""
-
-
-class PermanentError(Exception):
-    """Will fail the same way every time: dead-letter at once."""
 
 
 class JobTimedOut(TimeoutError):

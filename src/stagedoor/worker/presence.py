@@ -39,12 +39,12 @@ import psutil
 import redis
 import redis.asyncio as aioredis
 
-from .. import __version__
 from ..config import Settings
 from ..ops.fleet import FLEET_TTL_S, PauseState, parse_pause, presence_ttl_ms
 from ..ops.metrics import WorkerStats
 from ..stream import connection
 from ..stream.keys import fleet_key, paused_key, presence_key
+from ..version import __version__
 from .slots import Slots
 
 log = logging.getLogger("stagedoor.worker")

@@ -19,7 +19,7 @@ import redis
 
 from ... import config
 from ...exitcodes import EX_CONFIG, EX_DATAERR, EX_TEMPFAIL, EX_UNAVAILABLE
-from ...handlers.registry import load_registry
+from ...handlers.loading import load_registry
 from ...ops.tracing import traceparent
 from ...stream import connection
 from ...stream.diagnose import outage

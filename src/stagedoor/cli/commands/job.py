@@ -10,7 +10,8 @@ import redis.asyncio as aioredis
 
 from ... import config
 from ..console_run import run_op, write_json
-from .dead import _entry_id, _positive, safe
+from ..text import safe
+from .dead import _entry_id, _positive
 from .status import CONNECTION_SETTINGS, human_ms
 
 if TYPE_CHECKING:  # imported where they run: no cost to building the parser

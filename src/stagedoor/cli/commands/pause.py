@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 
 from ... import config
 from ..console_run import run_op, write_json
-from .dead import safe
+from ..text import safe
 from .status import CONNECTION_SETTINGS
 
 if TYPE_CHECKING:  # imported where they run: no cost to building the parser

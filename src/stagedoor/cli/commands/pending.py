@@ -11,7 +11,8 @@ import redis.asyncio as aioredis
 
 from ... import config
 from ..console_run import print_table, run_op, write_json
-from .dead import _entry_id, _positive, safe, short
+from ..text import safe, short
+from .dead import _entry_id, _positive
 from .status import CONNECTION_SETTINGS, human_ms
 
 

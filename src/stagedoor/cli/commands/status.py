@@ -33,6 +33,7 @@ from ...stream.connection import sync_client
 from ...stream.diagnose import outage
 from ...stream.errors import OUTAGE_ERRORS, first_line
 from ..flags import given, refuse
+from ..text import safe as escape
 
 # Settings an operator may need to point the tool at the right queue.
 SENTINEL_SETTINGS = ("sentinel_username", "sentinel_password_file", "sentinel_tls_ca_file")
@@ -198,8 +199,6 @@ def format_fleet(fl: dict[str, Any]) -> list[str]:
 
 
 def safe(text: str) -> str:
-    from .dead import safe as escape
-
     return escape(str(text))
 
 

@@ -22,27 +22,22 @@ cdef extern from "<unistd.h>" nogil:
     Py_ssize_t sd_write "write" (int fd, const void* buf, size_t n)
     int sd_close "close" (int fd)
 
-cdef extern from "<pthread.h>" nogil:
-    ctypedef struct pthread_mutex_t:
-        pass
-    ctypedef struct pthread_cond_t:
-        pass
-    ctypedef unsigned long pthread_t
-    ctypedef struct pthread_attr_t:
-        pass
-    int pthread_mutex_init(pthread_mutex_t*, void*)
-    int pthread_mutex_destroy(pthread_mutex_t*)
-    int pthread_mutex_lock(pthread_mutex_t*)
-    int pthread_mutex_unlock(pthread_mutex_t*)
-    int pthread_cond_init(pthread_cond_t*, void*)
-    int pthread_cond_destroy(pthread_cond_t*)
-    int pthread_cond_wait(pthread_cond_t*, pthread_mutex_t*)
-    int pthread_cond_signal(pthread_cond_t*)
-    int pthread_cond_broadcast(pthread_cond_t*)
-    int pthread_create(pthread_t*, const pthread_attr_t*, void* (*)(void*) noexcept nogil,
-                       void*)
-    int pthread_join(pthread_t, void**)
-
+from stagedoor._pthread cimport (
+    pthread_cond_broadcast,
+    pthread_cond_destroy,
+    pthread_cond_init,
+    pthread_cond_signal,
+    pthread_cond_t,
+    pthread_cond_wait,
+    pthread_create,
+    pthread_join,
+    pthread_mutex_destroy,
+    pthread_mutex_init,
+    pthread_mutex_lock,
+    pthread_mutex_t,
+    pthread_mutex_unlock,
+    pthread_t,
+)
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from libc.errno cimport errno
 

@@ -6,10 +6,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .faces import Pen
+from typing import Any, Protocol
 
 EM = 1000
 
@@ -91,6 +88,22 @@ def hb_font(path: str, index: int) -> Any:
     font = hb.hb_font_create(hb.hb_face_create(blob, index))
     hb.hb_font_set_scale(font, EM, EM)
     return font
+
+
+class Pen(Protocol):
+    """What HarfBuzz's outline callbacks draw on (faces.py's Pen writes PDF path
+    operators with them)."""
+
+    def move_to(self, x: float, y: float) -> None: ...
+
+    def line_to(self, x: float, y: float) -> None: ...
+
+    def quad_to(self, x0: float, y0: float, cx: float, cy: float, x: float,
+                y: float) -> None: ...
+
+    def cubic_to(self, *ps: float) -> None: ...
+
+    def close(self) -> None: ...
 
 
 def _on_move(d: Any, pen: Pen, st: Any, x: float, y: float, u: Any) -> None:

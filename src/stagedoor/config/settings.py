@@ -1,42 +1,18 @@
-"""One typed settings object, read from defaults < TOML file < STAGEDOOR_* env < flags.
-
-Every number in the seed ("The Queue and the Worker") is a default here and nowhere
-else, so an operator can change any of them and the code cannot drift from the
-spec.  Each field carries its own help text and bounds; the CLI flags, the
-environment names and the TOML keys are all derived from the field name, so there
-is exactly one list of knobs.
-
-A bad value raises ConfigError with one line naming the source, the key and what
-was expected; the CLI turns that into exit code 78 (EX_CONFIG, sysexits.h), which
-the systemd unit lists in RestartPreventExitStatus.
-"""
+"""The Settings dataclass: every knob with its default, help text and bounds, and the
+checks a Settings passes however it was built (the URL's own are urls.py's)."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
-import os
 import re
 import socket
-import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
-from .redaction import redact, remember, remember_url
-
-ENV_PREFIX = "STAGEDOOR_"
-
-
-class ConfigError(ValueError):
-    """A configuration value is wrong; the message is one line for the operator, with any
-    secret in it masked (redaction.redact), whichever setting it quotes."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(redact(message))
+from ..errors import ConfigError
+from .urls import check_slots, validate_url
 
 
 def _opt(default: Any, help: str, *, lo: float | None = None, hi: float | None = None,
@@ -237,8 +213,8 @@ class Settings:
         return self.block_ms / 1000 + max(1.0, self.socket_timeout * 10)
 
 
-_URL_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel",
-                "redis+cluster", "rediss+cluster")
+# -- the checks a Settings passes, whichever way it was built ----------------------------
+
 _NAME = re.compile(r"[A-Za-z0-9._:{}\-]{1,200}")
 
 
@@ -255,11 +231,9 @@ def _validate(s: Settings) -> None:
         if hi is not None and value > hi:
             raise ConfigError(f"{f.name}={value!r}: must be at most {hi:g}")
     if s.redis_url:
-        _validate_url(s.redis_url)
+        validate_url(s.redis_url)
         if s.redis_url.split("://", 1)[0].endswith("+cluster"):
-            from .stream import cluster
-
-            cluster.check_slots(s)
+            check_slots(s.stream, s.dead_stream)
             if s.wait_replicas > 0:
                 raise ConfigError("wait_replicas: WAIT is not supported with redis+cluster:// "
                                   "(it has no key to route by); use 0")
@@ -286,231 +260,3 @@ def _validate(s: Settings) -> None:
     for spec in s.handlers:
         if ":" not in spec:
             raise ConfigError(f"handlers: {spec!r} is not module:attr")
-
-
-_URL_DB = re.compile(r"/?([0-9]{1,5})?")
-
-
-def _validate_url(url: str) -> None:
-    """The URL as redis-py will read it, checked now: a bad port, database or query
-    value is a config error (exit 78) here, not a traceback at the first connect."""
-    remember_url(url)
-    parts = urlsplit(url)
-    if parts.password:  # a quote or space in it ends the URL for redact's pattern
-        remember(parts.password, unquote(parts.password))
-    shown = _redact(url)
-    _refuse_unencoded_password(url, parts.netloc, shown)
-    if parts.scheme not in _URL_SCHEMES:
-        raise ConfigError(f"redis_url={shown!r}: scheme must be one of redis://, rediss://, "
-                          "unix://, redis+sentinel://, rediss+sentinel://, redis+cluster://, "
-                          "rediss+cluster://")
-    if parts.scheme.endswith("+sentinel"):
-        from .stream.sentinel import parse
-
-        parse(url)  # ConfigError with one line if malformed
-        return
-    if parts.scheme.endswith("+cluster"):
-        from .stream import cluster
-
-        cluster.parse(url)
-        return
-    if parts.scheme != "unix":
-        try:
-            port = parts.port
-        except ValueError:
-            port = -1
-        if port is not None and not 1 <= port <= 65_535:
-            raise ConfigError(f"redis_url={shown!r}: the port must be a number 1-65535")
-        if not _URL_DB.fullmatch(parts.path or ""):
-            raise ConfigError(f"redis_url={shown!r}: the path must be a database number "
-                              f"like /0, not {parts.path!r}")
-    from redis.connection import parse_url  # not at import: `import stagedoor` stays light
-
-    try:
-        kwargs = parse_url(url)
-    except ValueError as e:
-        raise ConfigError(f"redis_url={shown!r}: {e}") from None
-    remember(kwargs.get("password"))  # as redis-py reads it, odd characters and all
-    for name, value in kwargs.items():
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"redis_url={shown!r}: {name} must be a finite number")
-
-
-def _refuse_unencoded_password(url: str, netloc: str, shown: str) -> None:
-    """A password with an unencoded /, # or ? ends the URL's authority early: urlsplit
-    (and redis-py) read the rest as a path, query or fragment, and the error would be a
-    wrong port or host.  Name the cause instead: a userinfo (a colon) before an @ that
-    comes after the authority, where the authority itself is no host:port."""
-    rest = url.split("://", 1)[1][len(netloc):]
-    if "@" in netloc or "@" not in rest:
-        return
-    host, _, port = netloc.rpartition(":")
-    if netloc.startswith(":") or (host and not port.isdigit()):
-        raise ConfigError(f"redis_url={shown!r}: the password holds a character that "
-                          "must be percent-encoded in a URL (/ as %2F, # as %23, ? as %3F, "
-                          "@ as %40), or put it in redis_password_file")
-
-
-def _redact(url: str) -> str:
-    """A URL fit for a log line: the password replaced by *** (redaction.redact)."""
-    return redact(url)
-
-
-redact_url = _redact
-
-# -- reading values from text ----------------------------------------------------------
-
-
-def _field_types() -> dict[str, str]:
-    return {f.name: str(f.type) for f in fields(Settings)}
-
-
-_INT_TEXT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*", re.ASCII)
-_FLOAT_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:_[0-9]+)*(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
-                         r"|[+-]?(?:nan|inf|infinity)", re.ASCII | re.IGNORECASE)
-
-
-class _NotFinite(Exception):
-    pass
-
-
-def _coerce(name: str, raw: Any, source: str) -> Any:
-    kind = _field_types()[name]
-    where = f"{source}: {name}={raw!r}"
-    try:
-        if kind == "int":
-            if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
-                raise ValueError
-            if isinstance(raw, int):
-                return raw
-            if isinstance(raw, float):
-                return int(raw)
-            if not isinstance(raw, str) or not _INT_TEXT.fullmatch(raw):
-                raise ValueError  # int() would take " 5\n", "\uff15" and friends
-            return int(raw.replace("_", ""))
-        if kind == "float":
-            if isinstance(raw, bool):
-                raise ValueError
-            if isinstance(raw, str) and not _FLOAT_TEXT.fullmatch(raw):
-                raise ValueError
-            value = float(raw)
-            if not math.isfinite(value):
-                raise _NotFinite
-            return value
-        if kind == "list[str]":
-            if isinstance(raw, str):
-                return [p.strip() for p in raw.split(",") if p.strip()]
-            if isinstance(raw, list) and all(isinstance(p, str) for p in raw):
-                return list(raw)
-            raise ValueError
-        if not isinstance(raw, str):
-            raise ValueError
-        return raw
-    except (TypeError, ValueError):
-        expected = {"int": "an integer", "float": "a number", "list[str]": "a list of strings"}
-        raise ConfigError(f"{where}: expected {expected.get(kind, 'a string')}") from None
-    except _NotFinite:
-        raise ConfigError(f"{where}: must be a finite number (not NaN or infinite)") from None
-
-
-def from_toml(path: str | Path) -> dict[str, Any]:
-    p = Path(path)
-    try:
-        data = tomllib.loads(p.read_bytes().decode("utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"config file {p}: not found") from None
-    except IsADirectoryError:
-        raise ConfigError(f"config file {p}: is a directory, not a TOML file") from None
-    except OSError as e:
-        raise ConfigError(f"config file {p}: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"config file {p}: not UTF-8 (byte {e.object[e.start]:#04x} at "
-                          f"offset {e.start}); TOML files are UTF-8") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"config file {p}: {e}") from None
-    # Allow either top-level keys or a [stagedoor] table.
-    table = data.get("stagedoor", data)
-    known = _field_types()
-    out: dict[str, Any] = {}
-    for key, raw in table.items():
-        name = key.replace("-", "_")
-        if name not in known:
-            raise ConfigError(f"config file {p}: unknown key {key!r}")
-        out[name] = _coerce(name, raw, f"config file {p}")
-    return out
-
-
-def from_env(environ: Mapping[str, str]) -> dict[str, Any]:
-    known = _field_types()
-    out: dict[str, Any] = {}
-    for env_name, raw in environ.items():
-        if not env_name.startswith(ENV_PREFIX) or env_name == ENV_PREFIX + "CONFIG":
-            continue
-        name = env_name[len(ENV_PREFIX):].lower()
-        if name not in known:
-            raise ConfigError(f"environment: unknown variable {env_name}")
-        out[name] = _coerce(name, raw, "environment")
-    return out
-
-
-def load(overrides: Mapping[str, Any] | None = None, *, config_file: str | None = None,
-         environ: Mapping[str, str] | None = None) -> Settings:
-    """Defaults < TOML file < environment < explicit overrides (flags)."""
-    env = os.environ if environ is None else environ
-    values: dict[str, Any] = {}
-    path = config_file or env.get(ENV_PREFIX + "CONFIG")
-    if path:
-        values.update(from_toml(path))
-    values.update(from_env(env))
-    for name, raw in (overrides or {}).items():
-        if raw is not None:
-            values[name] = _coerce(name, raw, "flag")
-    try:
-        return Settings(**values)
-    except TypeError as e:  # pragma: no cover - unknown names are rejected above
-        raise ConfigError(str(e)) from None
-
-
-# -- flags ------------------------------------------------------------------------------
-
-
-def add_arguments(parser: argparse.ArgumentParser, only: Sequence[str] | None = None) -> None:
-    """Add one --flag per settings field (or the named ones), defaults shown in --help."""
-    defaults = Settings()
-    parser.add_argument("--config", metavar="FILE",
-                        help="TOML file of settings (also STAGEDOOR_CONFIG).")
-    for f in fields(Settings):
-        if only is not None and f.name not in only:
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        default = getattr(defaults, f.name)
-        help_text = f"{f.metadata['help']} [default: {default!r}; env {ENV_PREFIX}{f.name.upper()}]"
-        if str(f.type) == "list[str]":
-            parser.add_argument(flag, dest=f.name, action="append", default=None,
-                                metavar="SPEC", help=help_text)
-        else:
-            parser.add_argument(flag, dest=f.name, default=None, metavar=f.name.upper(),
-                                help=help_text)
-
-
-def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Settings:
-    names = {f.name for f in fields(Settings)}
-    overrides = {k: v for k, v in vars(args).items() if k in names and v is not None}
-    return load(overrides, config_file=getattr(args, "config", None), environ=environ)
-
-
-def markdown_table() -> str:
-    """docs/settings.md's table, generated so the docs cannot drift from the code."""
-    rows = ["| setting | flag | environment | default | meaning |", "|---|---|---|---|---|"]
-    defaults = Settings()
-    for f in fields(Settings):
-        flag = "--" + f.name.replace("_", "-")
-        default = getattr(defaults, f.name)
-        shown = "(host name)" if f.name == "consumer" else repr(default)
-        rows.append(f"| {f.name} | `{flag}` | `{ENV_PREFIX}{f.name.upper()}` | `{shown}` | "
-                    f"{f.metadata['help']} |")
-    return "\n".join(rows) + "\n"
-
-
-if __name__ == "__main__":  # pragma: no cover
-    print(markdown_table(), end="")

@@ -1,0 +1,27 @@
+"""Text for the operator's terminal: whatever came off the stream, escaped before it is
+printed (dead, pending, job, pause and status print it)."""
+
+from __future__ import annotations
+
+
+def safe(text: str) -> str:
+    """The text with every control and format character escaped (\\x1b, \\u202e).
+
+    A dead letter holds whatever was on the stream; printed raw, an escape sequence
+    in it is a command to the operator's terminal (retitle, clear, recolour, or an
+    OSC 52 clipboard write).  --json is left as it is: JSON escapes these itself."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _escape(ch) for ch in text)
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 \
+        else f"\\U{code:08x}"
+
+
+def short(text: str | None, width: int) -> str:
+    """A listing cell: escaped, one line, at most `width` characters."""
+    text = safe(text or "-")
+    return text if len(text) <= width else text[: width - 3] + "..."

@@ -1,0 +1,46 @@
+"""Run the command line as an operator would: `python -m stagedoor.cli ARGS` (or
+`stagedoor-supervise`) in a child process, the one way every test does.
+
+The child runs the code under test (SRC first on PYTHONPATH, then the repository for
+the tests' own handler modules), from the repository, with no STAGEDOOR_* variable of
+the test's environment leaking in (a test that wants one passes it in `env`), and
+stdin closed unless the test feeds it text.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+
+from tests.paths import ROOT, SRC
+
+STAGEDOOR = ("-m", "stagedoor.cli")
+SUPERVISE = ("-c", "import sys; from stagedoor.cli.supervise import main; sys.exit(main())")
+
+
+def cli_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The child's environment: this one without STAGEDOOR_*, PYTHONPATH set, then `env`."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
+    base["PYTHONPATH"] = f"{SRC}{os.pathsep}{ROOT}"
+    return {**base, **(env or {})}
+
+
+def cli(*args: str, env: Mapping[str, str] | None = None,
+        stdin: str | int | None = subprocess.DEVNULL, timeout: float = 90,
+        entry: Sequence[str] = STAGEDOOR) -> subprocess.CompletedProcess[str]:
+    """`stagedoor ARGS`, finished: its exit code, stdout and stderr (text).  stdin: text
+    to feed it, or a file descriptor (subprocess.DEVNULL, the default; None inherits)."""
+    feed = {"input": stdin} if isinstance(stdin, str) else {"stdin": stdin}
+    return subprocess.run([sys.executable, *entry, *args], cwd=ROOT,
+                          env=cli_env(env), capture_output=True, text=True,
+                          timeout=timeout, **feed)
+
+
+def one_line(text: str) -> str:
+    """The one line the CLI says (an error, a refusal), with no traceback."""
+    lines = text.strip().splitlines()
+    assert len(lines) == 1, f"expected one line, got:\n{text}"
+    assert "Traceback" not in text
+    return lines[0]

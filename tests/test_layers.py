@@ -1,0 +1,182 @@
+"""The package is layered: no module imports, directly or through others, a module that
+imports it back.  Issue 27 named five circles (config <-> stream/, handlers/registry <->
+handlers/tickets, render/shaped/faces <-> libs, supervisor/loop <-> report, the bench
+pair run <-> measure_peers); this graph found eight knots, the others being the package
+facade <-> ops/tracing (__version__), _render.pyx <-> render/fonts (the default font
+plan), cli/commands/dead <-> status, and web/app <-> views.
+
+Read from the source with ast, not from sys.modules: every `import` and `from ... import`
+counts, at module level and inside functions alike (an import moved into a function to
+dodge a circle still runs, and the two modules still need each other).  Imports under
+`if TYPE_CHECKING:` count too: they never run, but a type in a signature is still one
+module leaning on another (the supervisor's reporter named the loop's Supervisor).  The
+Cython sources (.pyx, and the .pxi units they include) are read for their Python-level
+`import` lines, since the extensions import the package.  Not seen: a module imported by a
+name computed at run time (importlib.import_module(f"...{name}"), the CLI's commands and
+the handler plugins).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests.paths import PACKAGE, ROOT
+
+# `from X import Y` / `import X` at the start of a line in Cython source (cimport is C-level)
+PYX_IMPORT = re.compile(r"^\s*(?:from\s+(\.*[\w.]*)\s+import\s+([\w ,()]+)|import\s+([\w.]+))",
+                        re.MULTILINE)
+PYX_INCLUDE = re.compile(r'^include\s+"([^"]+)"', re.MULTILINE)
+
+
+def module_files() -> dict[str, Path]:
+    """Module name -> file, for stagedoor (wherever the tests import it from) and bench."""
+    files: dict[str, Path] = {}
+    for top, base in (("stagedoor", PACKAGE), ("bench", ROOT / "bench")):
+        if not base.is_dir():
+            continue
+        for path in sorted(base.rglob("*")):
+            if path.suffix not in (".py", ".pyx") or "__pycache__" in path.parts:
+                continue
+            parts = [top, *path.relative_to(base).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            files[".".join(parts)] = path
+    return files
+
+
+def is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def python_imports(tree: ast.AST) -> Iterator[tuple[int, str, list[str]]]:
+    """(level, module, names) for every import that can run: anywhere but under
+    `if TYPE_CHECKING:`."""
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield 0, alias.name, []
+        elif isinstance(node, ast.ImportFrom):
+            yield node.level, node.module or "", [a.name for a in node.names]
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def cython_imports(text: str) -> Iterator[tuple[int, str, list[str]]]:
+    for m in PYX_IMPORT.finditer(text):
+        if m.group(3):
+            yield 0, m.group(3), []
+        else:
+            dotted = m.group(1)
+            level = len(dotted) - len(dotted.lstrip("."))
+            names = [n.strip() for n in m.group(2).strip("() ").split(",")]
+            yield level, dotted.lstrip("."), [n.split(" as ")[0].strip() for n in names if n]
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = module_files()
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, path in files.items():
+        text = path.read_text(encoding="utf-8")
+        is_package = path.stem == "__init__"
+        if path.suffix == ".pyx":  # with the units it includes: their imports are its own
+            text += "".join((path.parent / unit).read_text(encoding="utf-8")
+                            for unit in PYX_INCLUDE.findall(text))
+        found = (python_imports(ast.parse(text, str(path))) if path.suffix == ".py"
+                 else cython_imports(text))
+        for level, module, names in found:
+            if level:
+                base = name.split(".") if is_package else name.split(".")[:-1]
+                base = base[:len(base) - (level - 1)]
+                module = ".".join([*base, module] if module else base)
+            # `from package import submodule` imports the submodule; `from module import
+            # name` the module (a package's __init__ runs first either way, and is not
+            # counted: Python finishes it before any of its submodules)
+            submodules = [f"{module}.{n}" for n in names if f"{module}.{n}" in files]
+            for target in submodules or [module]:
+                if target in files and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle through each strongly connected component of more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    components: list[set[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan; the graph is a few hundred nodes deep at most
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                components.append(component)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return [shortest_cycle(graph, c) for c in components]
+
+
+def shortest_cycle(graph: dict[str, set[str]], component: set[str]) -> list[str]:
+    start = min(component)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following = []
+        for v in frontier:
+            for w in sorted(graph[v] & component):
+                if w == start:
+                    return [*paths[v], start]
+                if w not in paths:
+                    paths[w] = [*paths[v], w]
+                    following.append(w)
+        frontier = following
+    raise AssertionError(f"no cycle in {component}")
+
+
+def test_the_graph_is_read() -> None:
+    graph = import_graph()
+    assert "stagedoor.worker.child" in graph and "bench.run" in graph
+    assert "stagedoor.stream.queue" in graph["stagedoor.worker.reader"]
+    # inside a function (fonts reads the faces with the extension, on first use)
+    assert "stagedoor._render" in graph["stagedoor.render.fonts"]
+    # under TYPE_CHECKING (a type in a signature)
+    assert "stagedoor.stream.job" in graph["stagedoor.handlers.registry"]
+    # the extensions: a .pyx, and the .pxi units it includes
+    assert "stagedoor.stream.job" in graph["stagedoor.worker._entries"]
+    assert "stagedoor.render.tables" in graph["stagedoor._render"]
+
+
+def test_no_import_circles() -> None:
+    graph = import_graph()
+    found = cycles(graph)
+    pairs = sorted(f"{a} <-> {b}" for a in graph for b in graph[a] if a < b and a in graph[b])
+    assert not found, ("import circles (one per knot of modules that import each other):\n"
+                       + "\n".join(" -> ".join(c) for c in found)
+                       + "\nmodules importing each other directly:\n" + "\n".join(pairs))
+
+
+def test_a_circle_is_found() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c", "a"]]
