@@ -32,12 +32,29 @@ from __future__ import annotations
 import asyncio
 import collections
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from ..config import Settings
+from ..stream.resp import FastConnection
 from ..stream.wire import Hook
+from .acks import Acker
+from .dispatch import Dispatcher
+from .slots import Slots
 
-if TYPE_CHECKING:
-    from .reader import Reader
+
+class Streaming(Protocol):
+    """What the read-ahead uses of the reader (reader.py), whose consume loop runs it."""
+
+    settings: Settings
+    conn: FastConnection
+    consumer: str
+    slots: Slots
+    acker: Acker
+    dispatcher: Dispatcher
+    reading: int  # '>' reads on the wire
+    blocking: bool  # the one on the wire may BLOCK
+
+    def must_pause(self) -> bool: ...
 
 
 class _OnWire:
@@ -111,7 +128,7 @@ class ReplyWait:
 class ReadAhead:
     """One streak of reads ahead at a time; `await run()` until it has ended."""
 
-    def __init__(self, reader: Reader) -> None:
+    def __init__(self, reader: Streaming) -> None:
         self.reader = reader
         self.settings = reader.settings
         self._wire: collections.deque[_OnWire] = collections.deque()
