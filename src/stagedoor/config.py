@@ -19,7 +19,6 @@ import math
 import os
 import re
 import socket
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -414,6 +413,8 @@ def _coerce(name: str, raw: Any, source: str) -> Any:
 
 
 def from_toml(path: str | Path) -> dict[str, Any]:
+    import tomllib  # here: only a --config file needs it (a worker's start-up, issue 27)
+
     p = Path(path)
     try:
         data = tomllib.loads(p.read_bytes().decode("utf-8"))
