@@ -15,6 +15,9 @@ bare    `python -c` a redis-py loop (XREADGROUP COUNT 10 BLOCK 5000 '>', XACK): 
         spawn, import redis, connect, first reply, ack; the least a Python consumer of
         the same stream can cost, measured the same way
 cli     `stagedoor --version`, `--help`, `render --help`, `work --help`: spawn to exit
+imports `-X importtime`: by package, and the self time of each module a worker imports
+        beyond what `import redis` (the bare loop) does, least of 7 (with --before for
+        both trees); `python -m bench.startup_phases` splits a start into its phases
 
 --before SRC runs fork and work a second time from another source tree (the commit
 before a change, its extensions built), in the same rounds: before and after side
@@ -155,6 +158,37 @@ def import_breakdown(module: str, top: int = 8) -> list[tuple[str, int]]:
     return sorted(by_pkg.items(), key=lambda kv: -kv[1])[:top]
 
 
+WORKER_IMPORTS = ("import stagedoor.cli.commands.work, stagedoor.worker.child, uvloop; "
+                  "from stagedoor.handlers import load_registry; load_registry(); "
+                  "from stagedoor.render import fonts, native_import_error; "
+                  "native_import_error()")
+
+
+def _self_times(code: str, src: str | None) -> dict[str, int]:
+    proc = subprocess.run([mc.PY, "-X", "importtime", "-c", code], cwd=mc.ROOT,
+                          env=mc.env(**_src_env(src)), capture_output=True, text=True,
+                          check=True)
+    out = {}
+    for line in proc.stderr.splitlines():
+        if not line.startswith("import time:") or line.count("|") != 2:
+            continue
+        own, _cum, name = line[len("import time:"):].split("|")
+        if own.strip().isdigit():
+            out[name.strip()] = int(own)
+    return out
+
+
+def own_imports(src: str | None = None, runs: int = 7) -> dict[str, int]:
+    """`-X importtime` self time (us, the least of `runs`) of each module a worker
+    imports before its first read that `import redis` (the bare loop) does not."""
+    def least(code: str) -> dict[str, int]:
+        seen = [_self_times(code, src) for _ in range(runs)]
+        return {k: min(r.get(k, 1 << 40) for r in seen) for k in seen[0]}
+
+    shared = least("import redis")
+    return {k: v for k, v in least(WORKER_IMPORTS).items() if k not in shared}
+
+
 def measure(rounds: int = 15, before: str | None = None, cli: bool = True
             ) -> dict[str, Any]:
     """Seconds per round for each contender (lists), READY times of the forked ones."""
@@ -234,6 +268,12 @@ def main(argv: list[str] | None = None) -> int:
           "(cumulative ms):")
     for pkg, us in import_breakdown("stagedoor.cli.commands.work, stagedoor.worker.child"):
         print(f"  {pkg:<24}{us / 1000:7.1f}")
+    for label, src in (("after", None), *((("before", a.before),) if a.before else ())):
+        own = own_imports(src)
+        top = sorted(own.items(), key=lambda kv: -kv[1])[:12]
+        print(f"{label}: the worker's imports beyond `import redis`, -X importtime self "
+              f"time, least of 7: {sum(own.values()) / 1000:.1f} ms in {len(own)} modules; "
+              "the heaviest: " + ", ".join(f"{k} {v / 1000:.1f}" for k, v in top))
     return 0
 
 
