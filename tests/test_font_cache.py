@@ -148,3 +148,15 @@ def test_old_cache_files_are_pruned(tmp_path: Path, cache: Path) -> None:
     os.utime(stale, (old, old))
     installed.scan((str(font_dir(tmp_path)),))
     assert not stale.exists() and recent.exists()
+
+
+def test_what_harfbuzz_found_is_not_handed_to_the_fonttools_path(
+        tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The library that read the cmaps is part of the key, asked at every lookup: a
+    process without the extension (or a test forcing fontTools) scans for itself."""
+    d = font_dir(tmp_path)
+    installed.scan((str(d),))
+    tamper(cache_file(cache))
+    monkeypatch.setattr(installed, "_native", lambda: None)
+    assert scan_again(d).faces["Cher"][0][2] > 1
+    assert json.loads(cache_file(cache).read_text())["key"][1].startswith("fontTools ")

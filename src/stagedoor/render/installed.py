@@ -225,9 +225,10 @@ def _cache_dir() -> str:
     return os.path.join(base, "stagedoor")
 
 
-@functools.cache
 def _reader() -> str:
-    """Which library reads cmaps and scripts, with its version (part of every key)."""
+    """Which library reads cmaps and scripts, with its version (part of every key).
+    Asked at each lookup, not once per process: a process that loses the extension (a
+    test that forces the fontTools path) must not be handed what HarfBuzz found."""
     r = _native()
     if r is not None:
         version = getattr(r, "harfbuzz_version", None)
