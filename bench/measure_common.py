@@ -39,9 +39,11 @@ def progress(msg: str) -> None:
 def env(**extra: str) -> dict[str, str]:
     """The workers' environment.  $SD_BENCH_SRC runs them from another source tree
     (a checkout of the commit before a change, its extensions built): the "before"
-    figures of a change, measured by the same benchmark code."""
+    figures of a change, measured by the same benchmark code); so does SD_BENCH_SRC in
+    `extra`, for one process."""
     e = dict(os.environ)
-    e["PYTHONPATH"] = os.pathsep.join([os.environ.get("SD_BENCH_SRC") or str(SRC), str(ROOT)])
+    src = extra.get("SD_BENCH_SRC") or os.environ.get("SD_BENCH_SRC") or str(SRC)
+    e["PYTHONPATH"] = os.pathsep.join([src, str(ROOT)])
     for k in [k for k in e if k.startswith("STAGEDOOR_")]:
         del e[k]  # the operator's settings must not leak into a benchmark
     e.update(extra)

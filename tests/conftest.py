@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -79,6 +81,14 @@ def pytest_configure(config: pytest.Config) -> None:
     # Subprocesses started by tests (workers, supervisors) must not inherit a
     # systemd notify socket from the developer's session.
     os.environ.pop("NOTIFY_SOCKET", None)
+    # The fonts' coverage cache (render/installed.py) of this run, not the developer's
+    # ~/.cache: the tests' temporary font directories would leave a file each there.
+    os.environ.pop("CACHE_DIRECTORY", None)
+    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="sd-test-cache-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(os.environ.get("XDG_CACHE_HOME", ""), ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

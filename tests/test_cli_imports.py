@@ -5,6 +5,7 @@ the interpreter's sys.modules at exit, not by time."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -66,3 +67,20 @@ def test_the_help_listing_is_each_commands_own_line() -> None:
     own = {a.dest: a.help for a in sub._choices_actions}  # type: ignore[attr-defined]
     assert own == cli_main.COMMANDS
     assert list(own) == list(cli_main.COMMANDS)
+
+
+def test_a_worker_start_leaves_out_what_it_does_not_run(redis_url: str,
+                                                        monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """`stagedoor work` with the native renderer, no --config and no OTEL_* does not
+    import the pure-Python reference renderer (~8 ms), tomllib or the OTel tracing SDK
+    (issue 27: a worker's spawn to its first job; docs/benchmarks.md, "A worker's
+    start")."""
+    for name in [k for k in os.environ if k.startswith("OTEL_")]:
+        monkeypatch.delenv(name)
+    modules = imported("work", "--redis-url", redis_url, "--consumer", "imports",
+                       "--burst", "--log-level", "warning")
+    assert "stagedoor.worker.loop" in modules and "stagedoor._render" in modules
+    assert not {m for m in modules if m.startswith(("stagedoor.render.reference",
+                                                    "stagedoor.render.shaped",
+                                                    "tomllib", "opentelemetry.sdk.trace"))}

@@ -85,7 +85,7 @@ def test_unit_directives() -> None:
         "Type": "notify", "NotifyAccess": "main", "ExecStart": "/usr/local/bin/stagedoor-supervise",
         "ExecReload": "/bin/kill -HUP $MAINPID", "KillMode": "mixed",
         "Restart": "on-failure", "RestartPreventExitStatus": "78", "OOMPolicy": "continue",
-        "DynamicUser": "yes", "StateDirectory": "stagedoor",
+        "DynamicUser": "yes", "StateDirectory": "stagedoor", "CacheDirectory": "stagedoor",
         "EnvironmentFile": "-/etc/stagedoor/stagedoor.env",
         "LoadCredential": "redis-password:/etc/stagedoor/redis-password",
         "ProtectSystem": "strict", "ProtectHome": "yes", "PrivateTmp": "yes",
@@ -126,6 +126,7 @@ def test_template_is_the_unit_per_queue() -> None:
                         "group)"],
         "EnvironmentFile": ["-/etc/stagedoor/%i.env"],
         "StateDirectory": ["stagedoor/%i"],
+        "CacheDirectory": ["stagedoor/%i"],
         "WorkingDirectory": ["%S/stagedoor/%i"],
         "LoadCredential": ["redis-password:/etc/stagedoor/%i.redis-password"],
     }

@@ -30,6 +30,9 @@ def face_covers(face: int, text: str) -> str:
 def language_index(tag: str) -> int:
     """The index of a BCP 47 tag's HarfBuzz language (0 for none)."""
 
+def harfbuzz_version() -> str:
+    """The version of the HarfBuzz library loaded."""
+
 def font_faces(path: str) -> int:
     """How many faces a font file has (0: unreadable)."""
 

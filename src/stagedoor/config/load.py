@@ -8,7 +8,6 @@ import argparse
 import math
 import os
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -75,6 +74,8 @@ def _coerce(name: str, raw: Any, source: str) -> Any:
 
 
 def from_toml(path: str | Path) -> dict[str, Any]:
+    import tomllib  # here: only a --config file needs it (a worker's start-up, issue 27)
+
     p = Path(path)
     try:
         data = tomllib.loads(p.read_bytes().decode("utf-8"))

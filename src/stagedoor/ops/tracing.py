@@ -116,8 +116,11 @@ def setup(environ: Mapping[str, str] | None = None) -> JobTracer | None:
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() in _TRUE:
         return None
     configured = _configured(env)
-    if not configured and not _otel_loaded():
-        return None  # not asked for, and nobody loaded OTel: nothing imported, no cost
+    if not configured and "opentelemetry.sdk.trace" not in sys.modules:
+        # Not asked for, and no SDK TracerProvider can have been set (its module is not
+        # loaded; redis-py loads the OTel API and the metrics SDK, not this): nothing
+        # imported, no cost
+        return None
     try:
         from opentelemetry import trace
         from opentelemetry.sdk.trace import TracerProvider

@@ -12,6 +12,9 @@ The package, one job per module:
 
 `renderer()` returns the native `render_order` when the extension imports; when it does
 not, the reference, and native_import_error() says why (the worker logs it loudly).
+The reference (and its shaped-text modules) is imported only when it is asked for
+(`renderer()` without the extension, `stagedoor.render.render_order`): a worker with the
+native renderer never needs it, and it was a tenth of the worker's own imports.
 """
 
 from __future__ import annotations
@@ -20,11 +23,19 @@ import functools
 from collections.abc import Callable
 
 from .order import Order
-from .reference import render_order
 
 RenderFn = Callable[[Order], bytes]
 
 __all__ = ["RenderFn", "native_available", "native_import_error", "renderer"]
+
+
+def __getattr__(name: str) -> RenderFn:
+    """`render_order`: the pure-Python reference renderer, imported on first use."""
+    if name == "render_order":
+        from .reference import render_order
+
+        return render_order
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @functools.cache
@@ -56,4 +67,8 @@ def native_import_error() -> str | None:
 def renderer() -> RenderFn:
     """The native render_order when it imports, else the pure-Python reference."""
     native = _native()[0]
-    return native if native is not None else render_order
+    if native is not None:
+        return native
+    from .reference import render_order
+
+    return render_order

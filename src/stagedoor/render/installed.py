@@ -8,25 +8,46 @@ script's faces are those that cover most of it, best first.  Nothing is kept ope
 file is mapped, read and closed, so no handle crosses a fork.
 
 The native extension reads cmaps and scripts through HarfBuzz, the renderer's own
-itemiser (about 0.1 s for the ~270 Noto files); without it fontTools (the reference
-extra) does, slower.  scan() is cached per process (fonts.plan() calls it once per
-settings; the supervisor's plan is inherited by the workers it forks).
+itemiser (30-60 ms for the ~190 regular Noto files, most of it counting in Python);
+without it fontTools (the reference extra) does, slower.  scan() is cached per process
+(fonts.plan() calls it once per settings) and on disk, so that a worker does not pay
+it at every start (issue 27: it was a fifth of a worker's spawn to its first job):
+
+    where     $CACHE_DIRECTORY (systemd's CacheDirectory=), else $XDG_CACHE_HOME/stagedoor,
+              else ~/.cache/stagedoor; one JSON file per set of font directories,
+              written whole and renamed into place; unwritable: no cache, a scan
+    valid     while every font file scan() would read has the same inode, size, mtime
+              and ctime, no file is added or removed, the library that reads the
+              cmaps and the scripts is the same (HarfBuzz's version, or fontTools'),
+              and this module is unchanged; anything else (or a file that does not
+              parse, or names a font the directories do not hold) is a scan
+script_samples() is kept the same way (it depends only on the library and Python's
+Unicode data).  Reading the cache costs a directory listing, a stat per font file and
+a JSON load: about 2 ms.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
+import hashlib
+import json
 import os
-from collections.abc import Sequence
+import tempfile
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 FONT_EXTS = (".ttf", ".otf", ".ttc", ".otc")
 # scripts no face is chosen for by coverage: Common and Inherited characters take the
 # face of their neighbours (or the fallback faces), Han goes by the order's locale
 UNMAPPED = ("Zyyy", "Zinh", "Zzzz", "Hani", "Hira", "Kana", "Bopo", "Hrkt")
 FACES_PER_SCRIPT = 3
+T = TypeVar("T")
+CACHE_FORMAT = 1             # bump when what a cache file holds changes shape
+CACHE_PRUNE_AGE = 30 * 86400  # other cache files unused this long are removed on a write
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,17 +133,11 @@ def _count(ranges: list[tuple[int, int]], runs: list[tuple[int, int, str]],
     return counts
 
 
-@functools.cache
-def scan(dirs: tuple[str, ...]) -> Coverage:
-    """The coverage of the regular faces in dirs (the first directory wins for a file
-    name found in several)."""
-    runs = _runs()
-    starts = [r[0] for r in runs]
-    sizes: dict[str, int] = {}
-    for first, last, tag in runs:
-        sizes[tag] = sizes.get(tag, 0) + last - first + 1
+def _font_files(dirs: Sequence[str]) -> list[str]:
+    """The paths of the regular faces in dirs, as scan() reads them (the first directory
+    wins for a file name found in several)."""
     seen: set[str] = set()
-    found: dict[str, list[tuple[int, float, int, str, int]]] = {}
+    out = []
     for d in dirs:
         try:
             names = sorted(os.listdir(d))
@@ -132,14 +147,154 @@ def scan(dirs: tuple[str, ...]) -> Coverage:
             if name in seen or not _regular(name):
                 continue
             seen.add(name)
-            path = os.path.join(d, name)
-            for index, ranges in enumerate(_faces_of(path)):
-                total = sum(hi - lo + 1 for lo, hi in ranges)
-                for tag, n in _count(ranges, runs, starts).items():
-                    if tag not in UNMAPPED:
-                        found.setdefault(tag, []).append((n, n / total, len(name), path,
-                                                          index))
+            out.append(os.path.join(d, name))
+    return out
+
+
+@functools.cache
+def scan(dirs: tuple[str, ...]) -> Coverage:
+    """The coverage of the regular faces in dirs, from the disk cache when it is valid."""
+    paths = _font_files(dirs)
+    stamps: list[list[Any]] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            stamps.append([path])  # unreadable now: a scan finds no faces in it
+            continue
+        stamps.append([path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
+    return _cached("fonts-" + _digest(list(dirs)), ["coverage", list(dirs), stamps],
+                   lambda: _scan(paths), _coverage_json,
+                   lambda data: _coverage_of(data, set(paths)))
+
+
+def _scan(paths: Sequence[str]) -> Coverage:
+    runs = _runs()
+    starts = [r[0] for r in runs]
+    sizes: dict[str, int] = {}
+    for first, last, tag in runs:
+        sizes[tag] = sizes.get(tag, 0) + last - first + 1
+    found: dict[str, list[tuple[int, float, int, str, int]]] = {}
+    for path in paths:
+        name = os.path.basename(path)
+        for index, ranges in enumerate(_faces_of(path)):
+            total = sum(hi - lo + 1 for lo, hi in ranges)
+            for tag, n in _count(ranges, runs, starts).items():
+                if tag not in UNMAPPED:
+                    found.setdefault(tag, []).append((n, n / total, len(name), path, index))
     return Coverage(sizes, {tag: _rank(cands) for tag, cands in sorted(found.items())})
+
+
+def _coverage_json(cov: Coverage) -> Any:
+    return {"sizes": cov.sizes, "faces": cov.faces}
+
+
+def _coverage_of(data: Any, paths: set[str]) -> Coverage:
+    """A Coverage from a cache file's data; ValueError for anything out of shape (the
+    file is then ignored: a scan)."""
+    sizes, faces = data["sizes"], data["faces"]
+    if not (isinstance(sizes, dict) and isinstance(faces, dict)):
+        raise ValueError("not a coverage")
+    if not all(isinstance(t, str) and type(n) is int for t, n in sizes.items()):
+        raise ValueError("bad sizes")
+    out: dict[str, list[tuple[str, int, int]]] = {}
+    for tag, rows in faces.items():
+        if not isinstance(tag, str) or not isinstance(rows, list):
+            raise ValueError("bad faces")
+        out[tag] = []
+        for row in rows:
+            path, index, n = row
+            if path not in paths or type(index) is not int or type(n) is not int:
+                raise ValueError(f"a face the font directories do not hold: {row!r}")
+            out[tag].append((path, index, n))
+    return Coverage(sizes, out)
+
+
+# -- the disk cache ---------------------------------------------------------------------
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value).encode()).hexdigest()[:16]
+
+
+def _cache_dir() -> str:
+    systemd = os.environ.get("CACHE_DIRECTORY", "")
+    if systemd:
+        return systemd.split(":")[0]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"),
+                                                            ".cache")
+    return os.path.join(base, "stagedoor")
+
+
+def _reader() -> str:
+    """Which library reads cmaps and scripts, with its version (part of every key).
+    Asked at each lookup, not once per process: a process that loses the extension (a
+    test that forces the fontTools path) must not be handed what HarfBuzz found."""
+    r = _native()
+    if r is not None:
+        version = getattr(r, "harfbuzz_version", None)
+        return f"harfbuzz {version() if version else '?'}"
+    import fontTools
+
+    return f"fontTools {fontTools.version}"
+
+
+def _code_stamp() -> list[int]:
+    try:
+        st = os.stat(__file__)
+    except OSError:
+        return []
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _cached(name: str, key: list[Any], compute: Callable[[], T],
+            to_json: Callable[[T], Any], from_json: Callable[[Any], T]) -> T:
+    """compute()'s value, from <cache dir>/<name>.json when its key matches."""
+    key = [CACHE_FORMAT, _reader(), _code_stamp(), *key]
+    path = os.path.join(_cache_dir(), name + ".json")
+    try:
+        with open(path, "rb") as f:
+            data = json.load(f)
+        if data["key"] == key:
+            return from_json(data["value"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # no cache yet, another key, or a damaged file: compute
+    value = compute()
+    _store(path, {"key": key, "value": to_json(value)})
+    return value
+
+
+def _store(path: str, data: Any) -> None:
+    """Write the cache file whole (a temporary renamed over it); never an error."""
+    d = os.path.dirname(path)
+    try:
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
+    except OSError:
+        return  # read-only home, no home: scan at every start, as before
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, separators=(",", ":"))
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return
+    _prune(d, keep=os.path.basename(path))
+
+
+def _prune(d: str, keep: str) -> None:
+    """Remove the cache files not read or written for CACHE_PRUNE_AGE (a test's
+    temporary font directories leave one each), and temporaries a crash left."""
+    old = time.time() - CACHE_PRUNE_AGE
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(d):
+            ours = entry.name.endswith(".json") or entry.name.startswith(".tmp-")
+            if entry.name == keep or not ours:
+                continue
+            with contextlib.suppress(OSError):
+                st = entry.stat()
+                if max(st.st_atime, st.st_mtime) < old:
+                    os.unlink(entry.path)
 
 
 def _rank(cands: list[tuple[int, float, int, str, int]]) -> list[tuple[str, int, int]]:
@@ -181,7 +336,20 @@ def sample(runs_of: Sequence[tuple[int, int]], n: int = 6) -> str:
 @functools.cache
 def script_samples() -> dict[str, str]:
     """Every script Unicode defines (but Common, Inherited) -> a few of its letters, in
-    the order of the scripts' first code points."""
+    the order of the scripts' first code points (kept in the disk cache)."""
+    import unicodedata
+
+    def valid(data: Any) -> dict[str, str]:
+        if not (isinstance(data, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                               for k, v in data.items())):
+            raise ValueError("not samples")
+        return data
+
+    return _cached("scripts", ["samples", unicodedata.unidata_version], _samples,
+                   lambda d: d, valid)
+
+
+def _samples() -> dict[str, str]:
     by: dict[str, list[tuple[int, int]]] = {}
     for first, last, tag in _runs():
         if tag not in ("Zyyy", "Zinh", "Zzzz"):

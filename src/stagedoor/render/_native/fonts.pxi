@@ -441,6 +441,13 @@ cdef extern from "hb.h" nogil:
     hb_bool_t hb_set_next_range(const hb_set_t* s, hb_codepoint_t* first,
                                 hb_codepoint_t* last)
     void hb_face_collect_unicodes(hb_face_t* face, hb_set_t* out)
+    const char* hb_version_string()
+
+
+def harfbuzz_version():
+    """The version of the HarfBuzz library loaded (its Unicode data gives script_runs():
+    installed.py keys its cache of the fonts' coverage by it)."""
+    return hb_version_string().decode()
 
 
 def font_faces(path):
