@@ -26,29 +26,35 @@ def test_replies_within_a_few_turns_keep_the_loop_turning() -> None:
         return wait
 
     wait = uvloop.run(main())
-    assert not wait.spinning and wait.misses == 0
-    assert 4 <= wait.budget <= ReplyWait.START  # about twice the turns taken, at least 4
+    assert not wait.spinning and wait.missed == 0
+    assert ReplyWait.FLOOR <= wait.budget <= 8  # about twice the turns taken
+
+
+async def _late(wait: ReplyWait, n: int) -> list[int]:
+    """n waits whose replies come after every turn was spent; the budgets after each."""
+    budgets = []
+    for _ in range(n):
+        wait.due()
+        await _turns(ReplyWait.MOST + 3)
+        assert not wait.spinning
+        wait.arrived()
+        budgets.append(wait.budget)
+    return budgets
 
 
 def test_late_replies_stop_the_turning_and_it_is_tried_again_later() -> None:
-    async def main() -> list[int]:
+    async def main() -> None:
         wait = ReplyWait(asyncio.get_running_loop())
-        budgets = []
-        for _ in range(ReplyWait.MISSES):
-            wait.due()
-            await _turns(ReplyWait.MOST + 5)  # every turn spent: a miss
-            assert not wait.spinning
-            wait.arrived()
-            budgets.append(wait.budget)
-        wait.due()  # turning stopped: due() asks for no turn
+        budgets = await _late(wait, 8)
+        # more than half of the recent waits missed after 6 in a row: plain waiting
+        assert budgets[:5] == [ReplyWait.MOST] * 5 and budgets[5:] == [0, 0, 0], budgets
+        assert wait.cooldown == ReplyWait.COOL - 3 and wait.backoff == 2 * ReplyWait.COOL
+        wait.due()  # plain waiting: no turn asked for
         assert not wait.spinning
-        for _ in range(ReplyWait.COOLDOWN - 2):  # the last miss's reply was the first
+        for _ in range(wait.cooldown):
             wait.arrived()
-        budgets.append(wait.budget)
-        wait.arrived()
-        budgets.append(wait.budget)
-        return budgets
+        assert wait.budget == ReplyWait.MOST  # tried again
+        budgets = await _late(wait, 5)  # still late: plain waiting again, twice as long
+        assert budgets[-1] == 0 and wait.backoff == 4 * ReplyWait.COOL, budgets
 
-    budgets = uvloop.run(main())
-    assert budgets[ReplyWait.MISSES - 1] == 0, budgets  # plain waiting after the misses
-    assert budgets[-2] == 0 and budgets[-1] == ReplyWait.START, budgets
+    uvloop.run(main())
