@@ -69,26 +69,28 @@ class _OnWire:
 
 
 class ReplyWait:
-    """How to wait for a reply that is due: keep the event loop turning for a few turns
-    (each an epoll_wait that returns at once) or let it sleep in epoll until the reply
-    wakes it.  On this class of VM a sleep and its wake-up cost more than a few turns
-    when Redis answers within them; when it answers later, the turns are spent for
-    nothing.  So the turns are learned from the replies: about twice what the recent ones
-    took, at most 16 (what the reader spent before, at most); and when more than half of
-    the recent waits ran out of turns (Redis answers late: a loaded second core, a CPU
-    quota, both on one core), none at all for a while (64 replies, doubling up to 4,096
-    while the tries keep failing), then a try again.  It costs at most the turns of
-    those tries more than plain waiting."""
+    """How to wait for a reply that is due: keep the event loop turning, up to 16 turns
+    (each an epoll_wait that returns at once), or let it sleep in epoll until the reply
+    wakes it.  On this class of VM a sleep and its wake-up cost more than the turns when
+    Redis answers within them (a no-op drain: 0.44-0.56 of the raw loop turning against
+    0.32-0.39 sleeping, docs/benchmarks.md); when it answers later the turns are spent
+    for nothing.  So it turns while most of the recent waits ended within the turns,
+    and when more than half of them ran out (Redis answers late: a loaded second core,
+    a CPU quota, both on one core) it sleeps for a while (64 replies, doubling up to
+    4,096 while the tries keep failing), then tries again.  Plain waiting but for the
+    turns of those tries.  (Fewer turns learned from the replies' own count did worse:
+    a reply a turn late cost a sleep.)
+    """
 
     __slots__ = ("_loop", "_queued", "_turn_cb", "backoff", "budget", "cooldown", "missed",
                  "spinning", "turns")
 
-    MOST, FLOOR, LIMIT, COOL, COOL_MOST = 16, 4, 0.5, 64, 4096
+    MOST, LIMIT, COOL, COOL_MOST = 16, 0.5, 64, 4096
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._turn_cb = self._turn
-        self.budget = self.MOST  # turns to wait for the next reply; 0: sleep in epoll
+        self.budget = self.MOST  # turns to wait for the next reply: MOST, or 0 (sleep)
         self.missed = 0.0  # the share of recent waits that ran out of turns (EWMA, 1/8)
         self.cooldown = 0  # replies to sleep for before trying to turn again
         self.backoff = self.COOL  # the next cooldown
@@ -111,7 +113,6 @@ class ReplyWait:
             self.missed -= self.missed / 8
             if self.missed < self.LIMIT / 2:
                 self.backoff = self.COOL
-            self.budget = max(self.FLOOR, min(self.MOST, (self.budget + 2 * self.turns + 2) // 2))
         elif not self.budget:
             self.cooldown -= 1
             if self.cooldown <= 0:  # try turning again
