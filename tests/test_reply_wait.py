@@ -41,19 +41,34 @@ async def _late(wait: ReplyWait, n: int) -> list[int]:
     return budgets
 
 
+def _misses_to_give_up(missed: float) -> int:
+    """Waits in a row that run out of turns before the share of misses (an average over
+    about the last 8) passes ReplyWait.LIMIT, from `missed`."""
+    k = 0
+    while missed <= ReplyWait.LIMIT:
+        missed += (1 - missed) / 8
+        k += 1
+    return k
+
+
 def test_late_replies_stop_the_turning_and_it_is_tried_again_later() -> None:
+    k = _misses_to_give_up(0.0)
+    assert 8 <= k <= 12  # three in four of the last ~8 waits
+
     async def main() -> None:
         wait = ReplyWait(asyncio.get_running_loop())
-        budgets = await _late(wait, 8)
-        # more than half of the recent waits missed after 6 in a row: plain waiting
-        assert budgets[:5] == [ReplyWait.MOST] * 5 and budgets[5:] == [0, 0, 0], budgets
+        budgets = await _late(wait, k + 2)
+        # three in four of the recent waits missed: plain waiting
+        assert budgets[:k - 1] == [ReplyWait.MOST] * (k - 1), budgets
+        assert budgets[k - 1:] == [0, 0, 0], budgets
         assert wait.cooldown == ReplyWait.COOL - 3 and wait.backoff == 2 * ReplyWait.COOL
         wait.due()  # plain waiting: no turn asked for
         assert not wait.spinning
         for _ in range(wait.cooldown):
             wait.arrived()
         assert wait.budget == ReplyWait.MOST  # tried again
-        budgets = await _late(wait, 5)  # still late: plain waiting again, twice as long
+        # still late: plain waiting again sooner (from the try's share), twice as long
+        budgets = await _late(wait, _misses_to_give_up(ReplyWait.LIMIT / 2))
         assert budgets[-1] == 0 and wait.backoff == 4 * ReplyWait.COOL, budgets
 
     uvloop.run(main())

@@ -74,18 +74,20 @@ class ReplyWait:
     wakes it.  On this class of VM a sleep and its wake-up cost more than the turns when
     Redis answers within them (a no-op drain: 0.44-0.56 of the raw loop turning against
     0.32-0.39 sleeping, docs/benchmarks.md); when it answers later the turns are spent
-    for nothing.  So it turns while most of the recent waits ended within the turns,
-    and when more than half of them ran out (Redis answers late: a loaded second core,
-    a CPU quota, both on one core) it sleeps for a while (64 replies, doubling up to
+    for nothing.  So it turns while a fair share of the recent waits end within the
+    turns, and when three in four of them ran out (Redis answers late: a loaded second
+    core, a CPU quota, both on one core) it sleeps for a while (64 replies, doubling up to
     4,096 while the tries keep failing), then tries again.  Plain waiting but for the
     turns of those tries.  (Fewer turns learned from the replies' own count did worse:
-    a reply a turn late cost a sleep.)
+    a reply a turn late cost a sleep; and giving up at one miss in two put a worker on
+    a busy box to sleep, 2.47 s for a drain that took 1.61 s turning,
+    bench/profile_workers.py.)
     """
 
     __slots__ = ("_loop", "_queued", "_turn_cb", "backoff", "budget", "cooldown", "missed",
                  "spinning", "turns")
 
-    MOST, LIMIT, COOL, COOL_MOST = 16, 0.5, 64, 4096
+    MOST, LIMIT, COOL, COOL_MOST = 16, 0.75, 64, 4096
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
