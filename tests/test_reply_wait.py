@@ -1,5 +1,5 @@
 """ReplyWait (worker/readahead.py): the read-ahead turns the event loop for a due reply
-only while that pays, learned from how many turns the replies took; on a real uvloop."""
+only while most replies come within the turns; on a real uvloop."""
 
 from __future__ import annotations
 
@@ -26,29 +26,49 @@ def test_replies_within_a_few_turns_keep_the_loop_turning() -> None:
         return wait
 
     wait = uvloop.run(main())
-    assert not wait.spinning and wait.misses == 0
-    assert 4 <= wait.budget <= ReplyWait.START  # about twice the turns taken, at least 4
+    assert not wait.spinning and wait.missed == 0 and wait.budget == ReplyWait.MOST
+
+
+async def _late(wait: ReplyWait, n: int) -> list[int]:
+    """n waits whose replies come after every turn was spent; the budgets after each."""
+    budgets = []
+    for _ in range(n):
+        wait.due()
+        await _turns(ReplyWait.MOST + 3)
+        assert not wait.spinning
+        wait.arrived()
+        budgets.append(wait.budget)
+    return budgets
+
+
+def _misses_to_give_up(missed: float) -> int:
+    """Waits in a row that run out of turns before the share of misses (an average over
+    about the last 8) passes ReplyWait.LIMIT, from `missed`."""
+    k = 0
+    while missed <= ReplyWait.LIMIT:
+        missed += (1 - missed) / 8
+        k += 1
+    return k
 
 
 def test_late_replies_stop_the_turning_and_it_is_tried_again_later() -> None:
-    async def main() -> list[int]:
-        wait = ReplyWait(asyncio.get_running_loop())
-        budgets = []
-        for _ in range(ReplyWait.MISSES):
-            wait.due()
-            await _turns(ReplyWait.MOST + 5)  # every turn spent: a miss
-            assert not wait.spinning
-            wait.arrived()
-            budgets.append(wait.budget)
-        wait.due()  # turning stopped: due() asks for no turn
-        assert not wait.spinning
-        for _ in range(ReplyWait.COOLDOWN - 2):  # the last miss's reply was the first
-            wait.arrived()
-        budgets.append(wait.budget)
-        wait.arrived()
-        budgets.append(wait.budget)
-        return budgets
+    k = _misses_to_give_up(0.0)
+    assert 8 <= k <= 12  # three in four of the last ~8 waits
 
-    budgets = uvloop.run(main())
-    assert budgets[ReplyWait.MISSES - 1] == 0, budgets  # plain waiting after the misses
-    assert budgets[-2] == 0 and budgets[-1] == ReplyWait.START, budgets
+    async def main() -> None:
+        wait = ReplyWait(asyncio.get_running_loop())
+        budgets = await _late(wait, k + 2)
+        # three in four of the recent waits missed: plain waiting
+        assert budgets[:k - 1] == [ReplyWait.MOST] * (k - 1), budgets
+        assert budgets[k - 1:] == [0, 0, 0], budgets
+        assert wait.cooldown == ReplyWait.COOL - 3 and wait.backoff == 2 * ReplyWait.COOL
+        wait.due()  # plain waiting: no turn asked for
+        assert not wait.spinning
+        for _ in range(wait.cooldown):
+            wait.arrived()
+        assert wait.budget == ReplyWait.MOST  # tried again
+        # still late: plain waiting again sooner (from the try's share), twice as long
+        budgets = await _late(wait, _misses_to_give_up(ReplyWait.LIMIT / 2))
+        assert budgets[-1] == 0 and wait.backoff == 4 * ReplyWait.COOL, budgets
+
+    uvloop.run(main())

@@ -30,7 +30,6 @@ Semantics the loop relies on:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 import hiredis
@@ -116,12 +115,6 @@ class FastConnection:
     def more_replies(self) -> bool:
         """Called from a Hook: has more of what Redis sent come in with this reply?"""
         return self._proto is not None and bool(self._proto.reader.has_data())
-
-    def after_replies(self, fn: Callable[[], None]) -> None:
-        """Call fn once when the replies received with this one have been handed out
-        (at the end of data_received); called from a Hook."""
-        assert self._proto is not None
-        self._proto.after = fn
 
     def write_hooked(self, datas: list[bytes], hooks: list[Hook], *,
                      limit: float | None = None) -> None:

@@ -77,9 +77,6 @@ class Protocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.reader = hiredis.Reader()
         self.waiters: collections.deque[asyncio.Future[Any]] = collections.deque()
-        # Called once at the end of data_received when set: the replies handled by hooks
-        # there are answered with one write for all of them (worker/readahead.py).
-        self.after: Callable[[], None] | None = None
         self.asking = False  # cluster: ASKING before every command (a slot migrating here)
         self.redirected: tuple[str, str, int] | None = None  # the last MOVED/ASK
 
@@ -88,15 +85,6 @@ class Protocol(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
-        try:
-            self._replies(data)
-        finally:
-            after = self.after
-            if after is not None:
-                self.after = None
-                after()
-
-    def _replies(self, data: bytes) -> None:
         reader = self.reader
         reader.feed(data)
         while True:

@@ -69,26 +69,33 @@ class _OnWire:
 
 
 class ReplyWait:
-    """How to wait for a reply that is due: keep the event loop turning for a few turns
-    (each an epoll_wait that returns at once) or let it sleep in epoll until the reply
-    wakes it.  On this class of VM a sleep and its wake-up cost more than a few turns
-    when Redis answers within them; when it answers later the turns are spent for
-    nothing.  So the number of turns is learned from the replies: twice the turns the
-    recent ones took, and none at all after a few misses in a row (Redis answers late:
-    a loaded second core, a CPU quota, both on one core), tried again after a while.
-    Never worse than plain waiting by more than those few tries."""
+    """How to wait for a reply that is due: keep the event loop turning, up to 16 turns
+    (each an epoll_wait that returns at once), or let it sleep in epoll until the reply
+    wakes it.  On this class of VM a sleep and its wake-up cost more than the turns when
+    Redis answers within them (a no-op drain: 0.44-0.56 of the raw loop turning against
+    0.32-0.39 sleeping, docs/benchmarks.md); when it answers later the turns are spent
+    for nothing.  So it turns while a fair share of the recent waits end within the
+    turns, and when three in four of them ran out (Redis answers late: a loaded second
+    core, a CPU quota, both on one core) it sleeps for a while (64 replies, doubling up to
+    4,096 while the tries keep failing), then tries again.  Plain waiting but for the
+    turns of those tries.  (Fewer turns learned from the replies' own count did worse:
+    a reply a turn late cost a sleep; and giving up at one miss in two put a worker on
+    a busy box to sleep, 2.47 s for a drain that took 1.61 s turning,
+    bench/profile_workers.py.)
+    """
 
-    __slots__ = ("_loop", "_queued", "_turn_cb", "budget", "cooldown", "misses", "spinning",
-                 "turns")
+    __slots__ = ("_loop", "_queued", "_turn_cb", "backoff", "budget", "cooldown", "missed",
+                 "spinning", "turns")
 
-    START, MOST, MISSES, COOLDOWN = 8, 32, 3, 512
+    MOST, LIMIT, COOL, COOL_MOST = 16, 0.75, 64, 4096
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._turn_cb = self._turn
-        self.budget = self.START  # turns to wait for the next reply; 0: sleep in epoll
+        self.budget = self.MOST  # turns to wait for the next reply: MOST, or 0 (sleep)
+        self.missed = 0.0  # the share of recent waits that ran out of turns (EWMA, 1/8)
         self.cooldown = 0  # replies to sleep for before trying to turn again
-        self.misses = 0  # waits in a row that ran out of turns
+        self.backoff = self.COOL  # the next cooldown
         self.spinning = False
         self.turns = 0
         self._queued = False  # a turn is scheduled (one chain of them at a time)
@@ -103,13 +110,15 @@ class ReplyWait:
 
     def arrived(self) -> None:
         """A reply came (in data_received)."""
-        if self.spinning:
-            self.spinning, self.misses = False, 0
-            self.budget = max(4, min(self.MOST, (self.budget + 2 * self.turns) // 2))
+        if self.spinning:  # within its turns
+            self.spinning = False
+            self.missed -= self.missed / 8
+            if self.missed < self.LIMIT / 2:
+                self.backoff = self.COOL
         elif not self.budget:
             self.cooldown -= 1
-            if self.cooldown <= 0:
-                self.budget = self.START  # try turning again
+            if self.cooldown <= 0:  # try turning again
+                self.budget, self.missed = self.MOST, self.LIMIT / 2
 
     def _turn(self) -> None:
         if not self.spinning:
@@ -120,9 +129,10 @@ class ReplyWait:
             self._loop.call_soon(self._turn_cb)
             return
         self._queued = self.spinning = False  # ran out of turns: the loop sleeps in epoll
-        self.misses += 1
-        if self.misses >= self.MISSES:
-            self.budget, self.cooldown, self.misses = 0, self.COOLDOWN, 0
+        self.missed += (1 - self.missed) / 8
+        if self.missed > self.LIMIT:
+            self.budget, self.cooldown = 0, self.backoff
+            self.backoff = min(self.COOL_MOST, 2 * self.backoff)
 
 
 class ReadAhead:
@@ -135,16 +145,14 @@ class ReadAhead:
         self._ending = False
         self._dry = False
         self._error: BaseException | None = None
-        self._filling = False  # _after is due at the end of this data_received
         self._done: asyncio.Future[None] | None = None
         self._packed: dict[int, bytes] = {}  # XREADGROUP '>' COUNT n (never BLOCK), by n
         self._wait: ReplyWait | None = None
-        self.together = False  # the reply being handled came with the one before it
 
     async def run(self, loop: asyncio.AbstractEventLoop) -> bool:
         """Read ahead until the streak ends; returns whether the reply that ended it was
         empty (the stream had nothing new).  Raises the first error of the streak."""
-        self._ending, self._dry, self._error, self._filling = False, False, None, False
+        self._ending, self._dry, self._error = False, False, None
         self._fill()
         if not self._wire:  # every slot busy: the consume loop waits for one
             return False
@@ -216,9 +224,7 @@ class ReadAhead:
 
     def _arrived(self, reply: Any) -> None:
         """A read's reply (or its failure), in data_received: dispatch its entries and
-        send the next read, or, when more replies came with it, the next reads at once
-        for all of them (_after).
-        Never raises: an error ends the streak and `run` raises it."""
+        send the next read.  Never raises: an error ends the streak and `run` raises it."""
         read = self._wire.popleft()
         reader = self.reader
         reader.reading -= 1
@@ -232,35 +238,15 @@ class ReadAhead:
             else:
                 # hiredis' [[stream, [[id, fields], ...]]] as it is (no copy a read)
                 entries = reply[0][1] if reply else []
-                # came in the same data as the reply before: the next reads go out for
-                # both once both are handled (tests/test_worker.py looks at this)
-                self.together = self._filling
                 reader.dispatcher.dispatch(entries, read.n, None)
                 if self._ending:
                     pass
                 elif len(entries) < read.n or reader.must_pause():
                     self._ending, self._dry = True, not entries
-                elif self._filling:
-                    pass
-                elif reader.conn.more_replies():
-                    # More replies came with this one: send the reads they all free in
-                    # one write once they are handled (one system call, not two).
-                    self._filling = True
-                    reader.conn.after_replies(self._after)
                 else:  # Redis serves the next read while the jobs of this one run
                     self._refill()
         except BaseException as e:  # data_received must not raise: run() raises it
             self._end(e)
-        self._settled()
-
-    def _after(self) -> None:
-        """The replies that came together are handled: the reads they freed, at once."""
-        self._filling = False
-        if not self._ending:
-            try:
-                self._refill()
-            except BaseException as e:  # data_received must not raise: run() raises it
-                self._end(e)
         self._settled()
 
     def _refill(self) -> None:
@@ -271,12 +257,13 @@ class ReadAhead:
     def _settled(self) -> None:
         """Ended, and every read sent is collected: `run` returns.  Else a reply is due:
         wait for it (ReplyWait)."""
-        if self._wire and not self._filling:
+        if self._wire:
+            # the next reply is due, unless it came with this one (handled next)
             if self._wait is not None and not self.reader.conn.more_replies():
                 self._wait.due()
             return
         done = self._done
-        if self._ending and not self._wire and not self._filling and done is not None \
+        if self._ending and not self._wire and done is not None \
                 and not done.done():
             done.set_result(None)
 
@@ -290,7 +277,7 @@ class ReadAhead:
         """Cancelled: give back the slots of the reads still on the wire and queue their
         acks again; a reply that comes is dropped, its entries stay pending."""
         reader = self.reader
-        self._ending = True  # an _after still due sends nothing
+        self._ending = True
         for read in self._wire:
             for hook in read.hooks:
                 hook.cancel()
