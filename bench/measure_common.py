@@ -36,6 +36,23 @@ def progress(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+_COMPILED: set[str] = set()
+
+
+def _compiled(*trees: str) -> None:
+    """Byte-compile the trees the workers import, once per bench process: a worker's
+    start must not include compiling its modules, which an installed package never
+    does but a fresh checkout does on every start where PYTHONDONTWRITEBYTECODE is set
+    (~30 ms of a forked worker's ~45 ms: perfcheck's startup ratio fell from ~2.9 to
+    1.6 on a fresh worktree)."""
+    import compileall
+
+    for tree in trees:
+        if tree not in _COMPILED:
+            _COMPILED.add(tree)
+            compileall.compile_dir(tree, quiet=1)
+
+
 def env(**extra: str) -> dict[str, str]:
     """The workers' environment.  $SD_BENCH_SRC runs them from another source tree
     (a checkout of the commit before a change, its extensions built): the "before"
@@ -43,6 +60,7 @@ def env(**extra: str) -> dict[str, str]:
     `extra`, for one process."""
     e = dict(os.environ)
     src = extra.get("SD_BENCH_SRC") or os.environ.get("SD_BENCH_SRC") or str(SRC)
+    _compiled(src, str(ROOT / "bench"))
     e["PYTHONPATH"] = os.pathsep.join([src, str(ROOT)])
     for k in [k for k in e if k.startswith("STAGEDOOR_")]:
         del e[k]  # the operator's settings must not leak into a benchmark
