@@ -20,7 +20,6 @@ import functools
 from collections.abc import Callable
 
 from .order import Order
-from .reference import render_order
 
 RenderFn = Callable[[Order], bytes]
 
@@ -54,6 +53,11 @@ def native_import_error() -> str | None:
 
 
 def renderer() -> RenderFn:
-    """The native render_order when it imports, else the pure-Python reference."""
+    """The native render_order when it imports, else the pure-Python reference (imported
+    here, when it is needed: ~20 ms of a render process's start otherwise)."""
     native = _native()[0]
-    return native if native is not None else render_order
+    if native is not None:
+        return native
+    from .reference import render_order
+
+    return render_order
