@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from .. import resolve_public
 from .order import Order
 
 RenderFn = Callable[[Order], bytes]
@@ -61,3 +62,9 @@ def renderer() -> RenderFn:
     from .reference import render_order
 
     return render_order
+
+
+def __getattr__(name: str) -> object:
+    """`render.render_order`, the reference's, imported on first use."""
+    return resolve_public({"render_order": "stagedoor.render.reference"}, globals(),
+                          __name__, name)
