@@ -51,7 +51,7 @@ from ..config import Settings
 from ..ops.metrics import WorkerStats
 from ..render.order import RenderFailed
 from ..worker.policy import TransientError
-from .render_serve import frame, read_frame
+from .render_serve import Outbox, frame, read_frame
 
 log = logging.getLogger("stagedoor.render_host")
 
@@ -101,7 +101,8 @@ class RenderHost:
         self._suspects: deque[_Render] = deque()    # in flight when a process died
         self._inflight: dict[int, _Render] = {}
         self._wake = asyncio.Event()
-        self._writer: asyncio.StreamWriter | None = None
+        self._out: Outbox | None = None          # while renders may go out directly
+        self._link: asyncio.StreamWriter | None = None   # the socket, from the start on
         self._proc: asyncio.subprocess.Process | None = None
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -122,9 +123,9 @@ class RenderHost:
         req = _Render(rid, order_id, frame((rid, os.fsencode(path.parent),
                                             os.fsencode(path.name), data)),
                       loop.create_future())
-        if self._task is None:
+        if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._manage(), name="render-host")
-        if self._writer is not None and not self._suspects:
+        if self._out is not None and not self._suspects:
             self._send(req)
         else:
             self._waiting.append(req)
@@ -149,9 +150,9 @@ class RenderHost:
         """EOF to the process: it finishes what it has and exits (killed after
         STOP_TIMEOUT).  The worker calls this after its jobs ended."""
         self._closing = True
-        if self._writer is not None:
+        if self._link is not None:
             with contextlib.suppress(ConnectionError):
-                self._writer.close()
+                self._link.close()
         proc = self._proc
         if proc is not None:
             try:
@@ -172,9 +173,9 @@ class RenderHost:
     # -- the process's life --------------------------------------------------------------
 
     def _send(self, req: _Render) -> None:
-        assert self._writer is not None
+        assert self._out is not None
         self._inflight[req.rid] = req
-        self._writer.write(req.frame)
+        self._out.put(req.frame)
 
     @staticmethod
     def _settle(req: _Render, reply: tuple[Any, ...]) -> None:
@@ -185,7 +186,8 @@ class RenderHost:
         self._settle(req, (req.rid, outcome, why, 0, {}))
 
     async def _manage(self) -> None:
-        """Start a process when renders wait, serve it until it dies, and again."""
+        """Start a process when renders wait, serve it until it dies, and again.  A bug
+        here fails the renders waiting (transient) rather than leaving them hanging."""
         backoff = Backoff(Schedule(0.1, 5.0, jitter=False))
         failed_starts = 0
         while not self._closing:
@@ -204,21 +206,28 @@ class RenderHost:
                                     "transient errors; next start in %.1fs", e,
                                     failed_starts, len(self._waiting) + len(self._suspects),
                                     delay)
-                    while self._waiting or self._suspects:
-                        req = (self._waiting or self._suspects).popleft()
-                        self._fail(req, "transient", f"render process cannot start: {e}")
+                    self._fail_waiting(f"render process cannot start: {e}")
                 else:
                     self._log.warning("render process failed to start (%s); again in "
                                       "%.1fs", e, delay)
                 await asyncio.sleep(delay)
                 continue
+            except Exception as e:
+                self._log.exception("starting the render process failed")
+                self._fail_waiting(f"render process: {type(e).__name__}: {e}")
+                await asyncio.sleep(backoff.next())
+                continue
             failed_starts = 0
             started = time.monotonic()
-            await self._serve(reader, writer)
-            if time.monotonic() - started < SHORT_LIFE:
-                await asyncio.sleep(backoff.next())
+            explained = await self._serve(reader, writer)
+            if explained or time.monotonic() - started >= SHORT_LIFE:
+                backoff.reset()     # a verdict, or a process that had worked a while
             else:
-                backoff.reset()
+                await asyncio.sleep(backoff.next())
+
+    def _fail_waiting(self, why: str) -> None:
+        while self._waiting or self._suspects:
+            self._fail((self._waiting or self._suspects).popleft(), "transient", why)
 
     async def _start(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -237,6 +246,7 @@ class RenderHost:
         self._proc = proc
         self.starts += 1
         reader, writer = await asyncio.open_connection(sock=ours)
+        self._link = writer
         writer.write(frame(self._config))
         try:
             async with asyncio.timeout(READY_TIMEOUT):
@@ -246,7 +256,7 @@ class RenderHost:
                 proc.kill()
             rc = await proc.wait()
             writer.close()
-            self._proc = None
+            self._proc = self._link = None
             raise _StartFailed(f"it died before it was ready ({_death(rc)})"
                                if not isinstance(e, TimeoutError) else
                                f"not ready after {READY_TIMEOUT:g}s") from None
@@ -257,13 +267,13 @@ class RenderHost:
         return reader, writer
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-                     ) -> None:
+                     ) -> bool:
         """Send the renders, settle them from the replies; when the process dies, the
-        renders it had become suspects, run alone by the next process."""
+        renders it had become suspects, run alone by the next process.  True when its
+        death was explained (a render that killed it alone)."""
         replies = asyncio.create_task(self._read_replies(reader))
-        self._writer = None     # nothing goes out directly while suspects run alone
         try:
-            while self._suspects:
+            while self._suspects:   # nothing goes out directly while suspects run alone
                 req = self._suspects.popleft()
                 if req.replied.done():
                     continue
@@ -272,19 +282,18 @@ class RenderHost:
                 either: list[asyncio.Future[Any]] = [req.replied, replies]
                 await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
                 if not req.replied.done():  # the process died with this render alone in it
-                    await self._died_alone(req, await self._reap())
-                    return
-            self._writer = writer
+                    return await self._died_alone(req, await self._reap())
+            self._out = Outbox(writer)
             while self._waiting:
                 req = self._waiting.popleft()
                 if not req.replied.done():
                     self._send(req)
             await replies   # until the process dies or is closed
         finally:
-            self._writer = None
+            self._out = None
             replies.cancel()
         if self._closing:
-            return
+            return False
         how = await self._reap()
         lost = [r for r in self._inflight.values() if not r.replied.done()]
         self._inflight.clear()
@@ -293,8 +302,9 @@ class RenderHost:
         self._log.error("render process died (%s) with %d renders in flight; running "
                         "them again one at a time to find the one that did it", how, len(lost),
                         extra={"order_ids": [r.order_id for r in lost][:20]})
+        return False
 
-    async def _died_alone(self, req: _Render, how: str) -> None:
+    async def _died_alone(self, req: _Render, how: str) -> bool:
         self._inflight.clear()
         self._stats.inc("render_deaths")
         if how == "SIGKILL" and req.alone_kills == 0:
@@ -303,14 +313,15 @@ class RenderHost:
             self._log.warning("render process killed (SIGKILL) while rendering order %d "
                               "alone; running it alone once more", req.order_id,
                               extra={"order_id": req.order_id})
-            return
+            return False
         self._stats.inc("render_aborts", "render_tickets")
         self._log.error("order %d: render aborted the render process (%s); the job is "
                         "dead-lettered", req.order_id, how, extra={"order_id": req.order_id})
         self._fail(req, "failed", f"render aborted the render process ({how})")
+        return True
 
     async def _reap(self) -> str:
-        proc, self._proc, self.pid = self._proc, None, None
+        proc, self._proc, self.pid, self._link = self._proc, None, None, None
         assert proc is not None
         rc = await proc.wait()
         self._missing_before += self._missing_now
