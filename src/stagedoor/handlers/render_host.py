@@ -89,11 +89,9 @@ def _death(rc: int) -> str:
 class RenderHost:
     def __init__(self, settings: Settings, stats: WorkerStats,
                  on_log: logging.Logger | None = None) -> None:
-        from ..render import fonts
-
-        # the plan the worker made of its settings at its start (lifecycle.warn_at_start):
-        # the process need not read every font's cmap again (~40 ms)
-        self._config = (settings.render_threads, fonts.current())
+        self._config = {f.name: getattr(settings, f.name)
+                        for f in dataclasses.fields(settings) if f.name.startswith("render_")}
+        self._eager = False     # start a process though no render waits (start())
         self._stats = stats
         self._log = on_log or log
         self._ids = itertools.count(1)
@@ -113,6 +111,19 @@ class RenderHost:
 
     # -- the worker's side ---------------------------------------------------------------
 
+    def start(self) -> None:
+        """Start the render process now, in the background (the worker's start hook:
+        its start is not awaited, so the worker's is not slowed, and the first render
+        need not wait ~0.1 s for it).  A process that fails to start is logged, and the
+        next render tries again."""
+        self._eager = True
+        self._manage_soon()
+
+    def _manage_soon(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._manage(), name="render-host")
+        self._wake.set()
+
     async def render_to(self, order_id: int, data: bytes, path: Path) -> dict[str, int]:
         """Render the order (its JSON, parsed and checked by the caller) to `path` in the
         render process; what LocalRender.render_to does and returns, there."""
@@ -123,13 +134,11 @@ class RenderHost:
         req = _Render(rid, order_id, frame((rid, os.fsencode(path.parent),
                                             os.fsencode(path.name), data)),
                       loop.create_future())
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._manage(), name="render-host")
         if self._out is not None and not self._suspects:
             self._send(req)
         else:
             self._waiting.append(req)
-            self._wake.set()
+            self._manage_soon()
         _rid, outcome, detail, _missing, lost = await asyncio.shield(req.replied)
         if outcome == "ok":
             return dict(lost)
@@ -150,6 +159,9 @@ class RenderHost:
         """EOF to the process: it finishes what it has and exits (killed after
         STOP_TIMEOUT).  The worker calls this after its jobs ended."""
         self._closing = True
+        if self._task is not None:     # no render is in flight: the worker's jobs ended
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
         if self._link is not None:
             with contextlib.suppress(ConnectionError):
                 self._link.close()
@@ -164,11 +176,8 @@ class RenderHost:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
                 await proc.wait()
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
         for req in [*self._waiting, *self._suspects, *self._inflight.values()]:
-            self._settle(req, ("transient", "the worker is stopping"))
+            self._settle(req, (req.rid, "transient", "the worker is stopping", 0, {}))
 
     # -- the process's life --------------------------------------------------------------
 
@@ -191,10 +200,11 @@ class RenderHost:
         backoff = Backoff(Schedule(0.1, 5.0, jitter=False))
         failed_starts = 0
         while not self._closing:
-            if not self._waiting and not self._suspects:
+            if not self._waiting and not self._suspects and not self._eager:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
+            self._eager = False     # once: after a death, the next render starts one
             try:
                 reader, writer = await self._start()
             except _StartFailed as e:
