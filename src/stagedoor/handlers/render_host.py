@@ -4,8 +4,9 @@ native abort in the renderer costs the order that caused it, not the worker.
     host = RenderHost(settings, stats, log)
     lost = await host.render_to(order_id, data, path)   # as LocalRender.render_to
 
-The worker owns one render process (render_serve.py), started on the first render
-(lazily: the worker's start is not slowed) and exec'd, not forked, so it shares none of
+The worker owns one render process (render_serve.py), started in the background by
+the worker's start hook (start(): not awaited, so the worker's start is not slowed;
+after a death, by the next render) and exec'd, not forked, so it shares none of
 the worker's connections, threads or fonts.  A render is sent with its request id; the
 process renders and writes the PDF durably (the same C write as in the worker), and the
 reply comes only after that: the job is acked after the reply, as before.  Several
