@@ -310,6 +310,10 @@ class RenderHost:
         self._inflight.clear()
         self._suspects.extend(lost)
         self._stats.inc("render_deaths")
+        if not lost:
+            self._log.error("render process died (%s) with no render in it; the next "
+                            "render starts another", how)
+            return False
         self._log.error("render process died (%s) with %d renders in flight; running "
                         "them again one at a time to find the one that did it", how, len(lost),
                         extra={"order_ids": [r.order_id for r in lost][:20]})
