@@ -243,7 +243,11 @@ class RenderHost:
     async def _start(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([_ROOT, *filter(None, [env.get("PYTHONPATH")])])
+        paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if _ROOT not in paths and Path(_ROOT).name not in ("site-packages", "dist-packages"):
+            # a source tree: this one, in the process too (an installed package is found
+            # as usual; its directory first on PYTHONPATH would shadow the stdlib)
+            env["PYTHONPATH"] = os.pathsep.join([_ROOT, *paths])
         try:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "stagedoor.handlers.render_serve",
