@@ -242,7 +242,9 @@ class RenderHost:
 
     async def _start(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = dict(os.environ)
+        # no STAGEDOOR_* setting (a Redis URL may carry a password): the process gets
+        # its render settings in its first frame and never talks to Redis
+        env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
         paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         if _ROOT not in paths and Path(_ROOT).name not in ("site-packages", "dist-packages"):
             # a source tree: this one, in the process too (an installed package is found

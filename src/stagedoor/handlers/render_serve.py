@@ -157,6 +157,9 @@ async def serve(sock: socket.socket) -> None:
 def main(argv: list[str]) -> int:
     fd, parent = int(argv[0]), int(argv[1])
     die_with(parent)
+    from ..proctitle import set_title
+
+    set_title(f"stagedoor render: render process of worker {parent}")
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=fd)
