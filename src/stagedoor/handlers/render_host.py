@@ -4,9 +4,9 @@ native abort in the renderer costs the order that caused it, not the worker.
     host = RenderHost(settings, stats, log)
     lost = await host.render_to(order_id, data, path)   # as LocalRender.render_to
 
-The worker owns one render process (render_serve.py), started in the background by
-the worker's start hook (start(): not awaited, so the worker's start is not slowed;
-after a death, by the next render) and exec'd, not forked, so it shares none of
+The worker owns one render process (render_serve.py), started by the first render
+(lazily: a worker that never renders has none, and the worker's start is not slowed;
+it costs that render ~0.1 s) and exec'd, not forked, so it shares none of
 the worker's connections, threads or fonts.  A render is sent with its request id; the
 process renders and writes the PDF durably (the same C write as in the worker), and the
 reply comes only after that: the job is acked after the reply, as before.  Several
@@ -90,9 +90,7 @@ def _death(rc: int) -> str:
 class RenderHost:
     def __init__(self, settings: Settings, stats: WorkerStats,
                  on_log: logging.Logger | None = None) -> None:
-        self._config = {f.name: getattr(settings, f.name)
-                        for f in dataclasses.fields(settings) if f.name.startswith("render_")}
-        self._eager = False     # start a process though no render waits (start())
+        self._threads = settings.render_threads
         self._stats = stats
         self._log = on_log or log
         self._ids = itertools.count(1)
@@ -111,14 +109,6 @@ class RenderHost:
         self.starts = 0
 
     # -- the worker's side ---------------------------------------------------------------
-
-    def start(self) -> None:
-        """Start the render process now, in the background (the worker's start hook:
-        its start is not awaited, so the worker's is not slowed, and the first render
-        need not wait ~0.1 s for it).  A process that fails to start is logged, and the
-        next render tries again."""
-        self._eager = True
-        self._manage_soon()
 
     def _manage_soon(self) -> None:
         if self._task is None or self._task.done():
@@ -201,11 +191,10 @@ class RenderHost:
         backoff = Backoff(Schedule(0.1, 5.0, jitter=False))
         failed_starts = 0
         while not self._closing:
-            if not self._waiting and not self._suspects and not self._eager:
+            if not self._waiting and not self._suspects:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            self._eager = False     # once: after a death, the next render starts one
             try:
                 reader, writer = await self._start()
             except _StartFailed as e:
@@ -260,11 +249,15 @@ class RenderHost:
             raise _StartFailed(f"exec failed: {e}") from e
         finally:
             theirs.close()
-        self._proc = proc
+        self._proc, self.pid = proc, proc.pid
         self.starts += 1
         reader, writer = await asyncio.open_connection(sock=ours)
         self._link = writer
-        writer.write(frame(self._config))
+        # the font plan the worker made of its settings at its start
+        # (lifecycle.warn_at_start): the process need not read every font's cmap again
+        from ..render import fonts
+
+        writer.write(frame((self._threads, fonts.current())))
         try:
             async with asyncio.timeout(READY_TIMEOUT):
                 ready = await read_frame(reader)
@@ -273,12 +266,11 @@ class RenderHost:
                 proc.kill()
             rc = await proc.wait()
             writer.close()
-            self._proc = self._link = None
+            self._proc = self._link = self.pid = None
             raise _StartFailed(f"it died before it was ready ({_death(rc)})"
                                if not isinstance(e, TimeoutError) else
                                f"not ready after {READY_TIMEOUT:g}s") from None
         assert ready[0] == "ready", ready
-        self.pid = proc.pid
         if self.starts > 1:
             self._log.info("render process %d started (start %d)", proc.pid, self.starts)
         return reader, writer

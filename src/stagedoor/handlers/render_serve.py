@@ -9,7 +9,7 @@ open font of the worker is shared), with one end of a socketpair as FD.  On it, 
 of a 4-byte little-endian length and a pickle, both ways (the two ends are one user's
 processes, parent and child: pickle is no trust boundary here):
 
-    worker -> here   {the worker's render_* settings}             first, once
+    worker -> here   (render_threads, the worker's font plan)      first, once
     here -> worker   ("ready", pid)                               after a warm-up render
     worker -> here   (rid, directory, name, order JSON)           a render and its write
     here -> worker   (rid, outcome, detail, missing_glyphs, scripts printed as marks)
@@ -91,14 +91,12 @@ def die_with(parent: int) -> None:
 
 
 class Serve:
-    def __init__(self, settings: dict[str, Any]) -> None:
-        from ..config import Settings
+    def __init__(self, threads: int, plan: Any) -> None:
         from ..demo.orders import demo_order
         from ..render import fonts, renderer
         from .render_pool import LocalRender
 
-        threads = settings["render_threads"]
-        fonts.use(fonts.plan_for(Settings(**settings)))     # the worker's fonts
+        fonts.use(plan)     # the worker's (its settings, its fonts found at its start)
         renderer()(demo_order(1))   # a renderer that cannot render at all fails here, at start
         self._threads = ThreadPoolExecutor(threads, thread_name_prefix="render")
         self.local = LocalRender(threads, self._in_thread)
@@ -135,7 +133,11 @@ class Serve:
 
 async def serve(sock: socket.socket) -> None:
     reader, writer = await asyncio.open_connection(sock=sock)
-    host = Serve(await read_frame(reader))
+    try:
+        threads, plan = await read_frame(reader)
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return      # the worker stopped before it rendered anything
+    host = Serve(threads, plan)
     writer.write(frame(("ready", os.getpid())))
     out = Outbox(writer)
     running: set[asyncio.Task[None]] = set()

@@ -55,17 +55,6 @@ async def sweep_temporaries(ctx: Context) -> None:
     await ctx.to_thread(sweep_stale, ctx.settings.tickets_dir)
 
 
-@registry.on_start
-async def start_render_process(ctx: Context) -> None:
-    """The render process (render_isolation = "process"), started in the background:
-    the worker's start does not wait for it, and its first render need not either.
-    (In the worker, render_isolation = "none", the pool is made on the first render.)"""
-    if ctx.settings.render_isolation == "process":
-        render = _render(ctx)
-        assert isinstance(render, RenderHost)
-        render.start()
-
-
 def _store(ctx: Context) -> OrderStore:
     store = ctx.state.get("orders")
     if store is None:
