@@ -17,9 +17,9 @@ Two parts, each interleaved (process, none, then none, process, ...):
   job     bench.measure_job.job_drain: one `stagedoor work --burst` process at the seed
           defaults draining n render_tickets jobs, `--render-isolation process` and
           `none`: the whole job (lease, order read, render, write, marks, ack).  The
-          rate runs from the first read (the render process starts in the background
-          as the worker starts, ~0.1 s before); CPU is the worker's wait4 rusage,
-          which includes its reaped render process and so its start.
+          rate runs from the first read, so it includes the render process's start
+          (on the first render: ~0.1 s); CPU is the worker's wait4 rusage, which
+          includes its reaped render process and so its start.
 
 The PDFs go under the system temp dir, which must be a real disk (measure_job's
 disk_dir; SD_BENCH_DISK_DIR overrides); no round's files are deleted before the end.
