@@ -133,7 +133,9 @@ async def test_read_only_tickets_dir_is_permanent_with_the_real_error(
         settings: Settings, sync_redis: redis.Redis, tmp_path: Path) -> None:
     with tmpfs(tmp_path / "ro", "64k", read_only=True) as ro:
         put_orders_sync(sync_redis, settings, [demo_order(3)])
-        s = settings.replace(tickets_dir=str(ro), claim_idle_ms=300, job_timeout=0.2, **FAST)
+        # a time limit above the render process's start (~0.1-0.3 s: the first render
+        # starts it), so that the one attempt ends with the write's error
+        s = settings.replace(tickets_dir=str(ro), claim_idle_ms=3000, job_timeout=2.0, **FAST)
         add_jobs(s, "render_tickets", [3])
         async with running(s, load_registry()) as w:
             await eventually(lambda: sync_redis.xlen("jobs:dead") == 1, what="dead at once")

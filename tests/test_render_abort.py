@@ -3,32 +3,49 @@
 - an exception of the renderer (native pool, or a renderer called on a thread) is
   RenderFailed: render_tickets dead-letters the job at once with the reason;
 - an abort inside the render path, which no Python code can catch (a C library's failed
-  assertion did it: tests/test_render_crash.py), kills the worker: shown here with the
-  _STAGEDOOR_TEST_RENDER_ABORT hook of handlers/tickets.py under a real supervisor on a
-  real server.  The other orders that worker held are redelivered and printed, and only
-  the aborting order ends as a dead letter (poison).
+  assertion did it: tests/test_render_crash.py), kills the worker's render process
+  (render_isolation = "process", the default), not the worker: shown here with the
+  _STAGEDOOR_TEST_RENDER_ABORT hook of handlers/render_serve.py under a real supervisor
+  on a real server.  The worker keeps its pid, the other orders print, and only the
+  aborting order is dead-lettered, once, with the reason;
+- a kill -9 of the render process with several renders in flight loses none of them;
+- a render process that cannot start fails the renders as transient errors, not lost,
+  and the worker keeps going;
+- in the worker (render_isolation = "none") the same abort kills the worker, and the
+  supervisor's poison handling bounds it: the other orders are redelivered and printed,
+  only the aborting order ends as a dead letter (poison).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import os
+import re
 import signal
+import time
+import urllib.request
 from pathlib import Path
 
+import psutil
 import pytest
 import redis
 from tests.helpers_supervisor import enqueue, supervisor, wait_for
 from tests.workerkit import dead_entries
 
 from stagedoor.config import Settings
+from stagedoor.demo.embedded_redis import free_port
 from stagedoor.demo.orders import demo_order
 from stagedoor.handlers.orders import put_orders_sync
-from stagedoor.handlers.render_pool import NativeRenderPool
-from stagedoor.handlers.tickets import _rendered
+from stagedoor.handlers.render_host import RenderHost
+from stagedoor.handlers.render_pool import NativeRenderPool, rendered
+from stagedoor.ops.metrics import WorkerStats
 from stagedoor.render import reference
 from stagedoor.render.order import Order, RenderFailed
+from stagedoor.errors import TransientError
 
 MARK = "ABORT-IN-RENDER-7d1c"
+REASON = b"render aborted the render process (SIGABRT)"
 
 
 async def test_native_pool_render_error_is_render_failed(tmp_path: Path) -> None:
@@ -50,33 +67,167 @@ def test_thread_path_render_error_is_render_failed() -> None:
     an isolate control (tests/render_fuzz.py, REFERENCE_LIMITS): the job's error."""
     t = dataclasses.replace(demo_order(3).tickets[0], event="A \u2066B\u2069")
     with pytest.raises(RenderFailed, match="render failed: AssertionError"):
-        _rendered(reference.render_order, Order(order_id=3, tickets=(t,)))
+        rendered(reference.render_order, Order(order_id=3, tickets=(t,)))
 
 
-@pytest.mark.server
-def test_abort_inside_the_render_path_loses_no_other_job(
-        tmp_path: Path, redis_url: str, sync_redis: redis.Redis) -> None:
-    settings = Settings(redis_url=redis_url)
-    orders = [demo_order(i) for i in range(1, 9)]
-    bad = 4
+def _store_orders(sync_redis: redis.Redis, settings: Settings, n: int, bad: int) -> None:
+    """Demo orders 1..n in the store; order `bad`'s event carries the abort mark."""
+    orders = [demo_order(i) for i in range(1, n + 1)]
     t = dataclasses.replace(orders[bad - 1].tickets[0], event=f"Gala {MARK}")
     orders[bad - 1] = dataclasses.replace(orders[bad - 1], tickets=(t,))
     put_orders_sync(sync_redis, settings, orders)
+
+
+def _one_dead_letter(redis_url: str, sync_redis: redis.Redis, settings: Settings,
+                     tickets: Path, n: int, bad: int) -> dict[bytes, bytes]:
+    """Run render jobs for orders 1..n (one worker holds them all): every order but
+    `bad` prints, `bad` is the one dead letter, returned."""
+    enqueue(redis_url, "render_tickets", range(1, n + 1))
+    good = [i for i in range(1, n + 1) if i != bad]
+    wait_for(lambda: all((tickets / f"order-{i}.pdf").exists() for i in good), 60,
+             what="every other order printed")
+    wait_for(lambda: sync_redis.xlen(settings.dead_stream) == 1, 60,
+             what="the aborting order dead-lettered")
+    [dead] = dead_entries(sync_redis, settings)
+    assert dead[b"order_id"] == str(bad).encode()
+    assert not (tickets / f"order-{bad}.pdf").exists()
+    return dead
+
+
+def _scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+        return str(r.read().decode())
+
+
+def _render_processes(worker: int) -> list[int]:
+    return [c.pid for c in psutil.Process(worker).children()
+            if c.status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.server
+def test_abort_inside_the_render_path_costs_only_its_order(
+        tmp_path: Path, redis_url: str, sync_redis: redis.Redis) -> None:
+    settings = Settings(redis_url=redis_url)
+    bad = 4
+    _store_orders(sync_redis, settings, 9, bad)     # the aborting order among 8 others
     tickets = tmp_path / "tickets"
-    args = ["--workers", "1", "--max-deliveries", "2", "--concurrency", "8"]
+    port = free_port()
+    args = ["--workers", "1", "--max-deliveries", "2", "--concurrency", "16",
+            "--metrics-port", str(port)]
+    with supervisor(tmp_path, redis_url, args, handlers=False,
+                    env={"_STAGEDOOR_TEST_RENDER_ABORT": MARK}) as sup:
+        [worker] = sup.wait_ready(1).values()
+        dead = _one_dead_letter(redis_url, sync_redis, settings, tickets, 9, bad)
+        wait_for(lambda: (g := sync_redis.xinfo_groups(settings.stream)[0])["pending"] == 0
+                 and g["entries-read"] == 9, 30, what="every job acked")
+        assert REASON in dead[b"dead:error"], dead
+        assert not dead[b"dead:error"].startswith(b"poison"), dead
+        st = sup.status()
+        assert st["restarts"] == 0
+        assert sup.ready_pids() == {0: worker}      # the same worker process throughout
+        wait_for(lambda: 'stagedoor_jobs_render_aborts_total{kind="render_tickets",'
+                         'stream="jobs"} 1.0' in _scrape(port), 10, 0.1, "the abort counted")
+        text = _scrape(port)
+        assert 'stagedoor_jobs_handled_total{kind="render_tickets",stream="jobs"} 8.0' in text
+        assert f"order {bad}: render aborted the render process (SIGABRT)" in sup.stderr()
+        [host] = _render_processes(worker)      # a new render process serves on
+        sup.signal(signal.SIGTERM)
+        assert sup.wait() == 0
+        wait_for(lambda: not psutil.pid_exists(host) or
+                 psutil.Process(host).status() == psutil.STATUS_ZOMBIE, 10,
+                 what="the render process gone with its worker")
+    # delivered once: the dead letter came from the first delivery, not from poison
+    assert sync_redis.xlen(settings.dead_stream) == 1
+
+
+@pytest.mark.server
+def test_kill_9_of_the_render_process_loses_no_job(
+        tmp_path: Path, redis_url: str, sync_redis: redis.Redis) -> None:
+    """The render process killed while it renders several orders: every order prints,
+    none is dead-lettered, and the worker is the same process throughout."""
+    settings = Settings(redis_url=redis_url)
+    n = 600
+    put_orders_sync(sync_redis, settings, [demo_order(i) for i in range(1, n + 1)])
+    tickets = tmp_path / "tickets"
+    with supervisor(tmp_path, redis_url, ["--workers", "1", "--concurrency", "16"],
+                    handlers=False) as sup:
+        [worker] = sup.wait_ready(1).values()
+        enqueue(redis_url, "render_tickets", [1])
+        wait_for(lambda: (tickets / "order-1.pdf").exists(), 30, what="the first render")
+        [host] = _render_processes(worker)
+        enqueue(redis_url, "render_tickets", range(2, n + 1))
+        wait_for(lambda: len(list(tickets.glob("order-*.pdf"))) >= 20, 30,
+                 what="renders under way")
+        os.kill(host, signal.SIGKILL)
+        wait_for(lambda: len(list(tickets.glob("order-*.pdf"))) == n, 120,
+                 what="every order printed")
+        wait_for(lambda: sync_redis.xinfo_groups(settings.stream)[0]["pending"] == 0, 30,
+                 what="every job acked")
+        assert not sync_redis.exists(settings.dead_stream)
+        assert sup.status()["restarts"] == 0
+        assert sup.ready_pids() == {0: worker}
+        assert _render_processes(worker) != [host]
+        assert re.search(r"render process died \(SIGKILL\) with [1-9][0-9]* renders in "
+                         "flight", sup.stderr()), sup.stderr()[-3000:]
+        sup.signal(signal.SIGTERM)
+        assert sup.wait() == 0
+
+
+async def test_a_render_process_that_cannot_start_fails_renders_as_transient(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A render process that dies before it is ready (here its Python cannot start: a
+    PYTHONHOME where there is none) is restarted with a backoff; after three starts in
+    a row the waiting renders fail as TransientError (retried by the worker, not lost),
+    and a later render tries again."""
+    monkeypatch.setenv("PYTHONHOME", str(tmp_path / "no-python-here"))
+    host = RenderHost(Settings(), WorkerStats(["render_tickets"]))
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(TransientError, match="render process cannot start: it died "
+                                                 "before it was ready"):
+            await host.render_to(1, demo_order(1).to_json(), tmp_path / "order-1.pdf")
+        assert host.starts == 3
+        assert time.monotonic() - t0 >= 0.3     # 0.1 + 0.2 s of backoff between them
+        assert host.pid is None
+        monkeypatch.delenv("PYTHONHOME")        # the host is fixed: the next render prints
+        await host.render_to(2, demo_order(2).to_json(), tmp_path / "order-2.pdf")
+        assert (tmp_path / "order-2.pdf").exists()
+    finally:
+        await host.close()
+
+
+async def test_the_render_process_exits_when_its_worker_closes(tmp_path: Path) -> None:
+    """close() (the worker's stop): the renders in flight finish, then the process exits."""
+    host = RenderHost(Settings(), WorkerStats(["render_tickets"]))
+    await host.render_to(1, demo_order(1).to_json(), tmp_path / "order-1.pdf")
+    pid = host.pid
+    assert pid is not None
+    runs = [asyncio.ensure_future(host.render_to(i, demo_order(i).to_json(),
+                                                 tmp_path / f"order-{i}.pdf"))
+            for i in range(2, 30)]
+    await asyncio.gather(*runs)
+    await host.close()
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert len(os.listdir(tmp_path)) == 29
+
+
+@pytest.mark.server
+def test_abort_in_the_worker_is_bounded_by_poison_handling(
+        tmp_path: Path, redis_url: str, sync_redis: redis.Redis) -> None:
+    """render_isolation = "none": the abort kills the worker (SIGABRT); the other orders
+    it held are redelivered and printed, and only the aborting order ends as a dead
+    letter (poison)."""
+    settings = Settings(redis_url=redis_url)
+    bad = 4
+    _store_orders(sync_redis, settings, 8, bad)
+    tickets = tmp_path / "tickets"
+    args = ["--workers", "1", "--max-deliveries", "2", "--concurrency", "8",
+            "--render-isolation", "none"]
     with supervisor(tmp_path, redis_url, args, handlers=False,
                     env={"_STAGEDOOR_TEST_RENDER_ABORT": MARK}) as sup:
         sup.wait_ready(1)
-        enqueue(redis_url, "render_tickets", range(1, 9))   # one worker holds them all
-        good = [i for i in range(1, 9) if i != bad]
-        wait_for(lambda: all((tickets / f"order-{i}.pdf").exists() for i in good), 60,
-                 what="every other order printed")
-        wait_for(lambda: sync_redis.xlen(settings.dead_stream) == 1, 60,
-                 what="the aborting order dead-lettered")
-        [dead] = dead_entries(sync_redis, settings)
-        assert dead[b"order_id"] == str(bad).encode()
+        dead = _one_dead_letter(redis_url, sync_redis, settings, tickets, 8, bad)
         assert dead[b"dead:error"].startswith(b"poison:"), dead
-        assert not (tickets / f"order-{bad}.pdf").exists()
         st = sup.status()
         assert st["restarts"] >= 1      # the worker did die (SIGABRT), and came back
         assert "SIGABRT" in sup.stderr() or "signal 6" in sup.stderr(), sup.stderr()[-3000:]

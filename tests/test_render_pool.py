@@ -13,6 +13,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import psutil
 import pytest
 import redis
 from tests.workerkit import add_jobs, eventually, running
@@ -23,7 +24,8 @@ from stagedoor.demo.orders import demo_order, world_order
 from stagedoor.handlers import load_registry
 from stagedoor.handlers._durable import DirSync, FileSink
 from stagedoor.handlers.orders import put_orders_sync
-from stagedoor.handlers.render_pool import NativeRenderPool
+from stagedoor.handlers.render_host import RenderHost
+from stagedoor.handlers.render_pool import LocalRender, NativeRenderPool
 from stagedoor.render.order import Order
 
 
@@ -150,22 +152,35 @@ async def test_native_pool_on_the_event_loop(tmp_path: Path) -> None:
                                                   if i != 9)
 
 
-@pytest.mark.parametrize("native", [True, False], ids=["render-pool", "thread-pool"])
+@pytest.mark.parametrize("where", ["process", "render-pool", "thread-pool"])
 async def test_worker_renders_on_either_pool(settings: Settings, sync_redis: redis.Redis,
                                              monkeypatch: pytest.MonkeyPatch,
-                                             native: bool) -> None:
-    """render_tickets through a real worker: on the native pool, and on the Python
-    thread pool where the native one is not there (forced here); the same PDFs."""
-    if not native:
+                                             where: str) -> None:
+    """render_tickets through a real worker: in its render process (the default), and in
+    the worker (render_isolation = "none") on the native pool, or on the Python thread
+    pool where the native one is not there (forced here); the same PDFs."""
+    if where == "thread-pool":
         monkeypatch.setattr(NativeRenderPool, "start", classmethod(lambda cls, n: None))
+    settings = dataclasses.replace(
+        settings, render_isolation="process" if where == "process" else "none")
     orders = [demo_order(i) for i in range(1, 21)] + [world_order(i) for i in range(21, 31)]
     put_orders_sync(sync_redis, settings, orders)
     add_jobs(settings, "render_tickets", [o.order_id for o in orders])
     async with running(settings, load_registry()) as w:
         await eventually(lambda: w.stats.total("handled") == len(orders), what="rendered")
-        pool = w.ctx.state.get("render_pool")
-        assert (pool is not None) == native
-    assert pool is None or pool.pending == 0
+        render = w.ctx.state.get("render")
+        if where == "process":
+            assert isinstance(render, RenderHost) and render.pid is not None
+            host = render.pid
+        else:
+            assert isinstance(render, LocalRender)
+            assert (render.pool is not None) == (where == "render-pool")
+            pool = render.pool
+    if where == "process":    # the worker's stop ended its render process
+        assert not psutil.pid_exists(host) or \
+            psutil.Process(host).status() == psutil.STATUS_ZOMBIE
+    else:
+        assert pool is None or pool.pending == 0
     for o in orders:
         pdf = Path(settings.tickets_dir) / f"order-{o.order_id}.pdf"
         assert pdf.read_bytes() == _render.render_order(o)

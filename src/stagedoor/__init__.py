@@ -78,12 +78,19 @@ if TYPE_CHECKING:
     )
 
 
+def resolve_public(public: dict[str, str], scope: dict[str, object], package: str,
+                   name: str) -> object:
+    """A package's __getattr__ (PEP 562): its public `name` from the module `public`
+    names, imported on first use and then kept in the package's `scope`."""
+    module = public.get(name)
+    if module is None:
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    scope[name] = value
+    return value
+
+
 def __getattr__(name: str) -> object:
     if name == "config":
         return importlib.import_module("stagedoor.config")
-    module = _PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(f"module 'stagedoor' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return resolve_public(_PUBLIC, globals(), "stagedoor", name)

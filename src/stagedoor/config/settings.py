@@ -125,6 +125,10 @@ class Settings:
               "many seconds.", lo=0.1, hi=3600)
     handlers: list[str] = _list_opt("Extra handler registries as module:attr (repeatable).")
     render_threads: int = _opt(8, "Threads in the render pool of each worker.", lo=1, hi=256)
+    render_isolation: str = _opt(
+        "process", "Where render_tickets renders: process (a render process per worker, so "
+                   "a crash inside the renderer costs only the order that caused it) or "
+                   "none (in the worker: a crash takes the worker and its other jobs).")
     render_fallback: str = _opt(
         "none", "When the native renderer cannot load: none (a worker with render_tickets "
                 "refuses to start, exit 78) or reference (render with the pure-Python "
@@ -253,6 +257,8 @@ def _validate(s: Settings) -> None:
     if s.log_format not in ("auto", "json", "text", "journal"):
         raise ConfigError(f"log_format={s.log_format!r}: expected auto, json, text or "
                           "journal")
+    if s.render_isolation not in ("process", "none"):
+        raise ConfigError(f"render_isolation={s.render_isolation!r}: expected process or none")
     if s.render_fallback not in ("none", "reference"):
         raise ConfigError(f"render_fallback={s.render_fallback!r}: expected none or reference")
     if s.log_level.lower() not in ("debug", "info", "warning", "error"):

@@ -10,10 +10,34 @@
 - orders.py    the order store they read (a Redis hash per order)
 """
 
-from ..errors import PermanentError, TransientError
-from .context import Context
-from .loading import load_registry
-from .registry import Handler, Registry, handler
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .. import resolve_public
+
+# public name -> the module that defines it.  Resolved on first use, so that the render
+# process (render_serve.py), which imports this package's file and render modules only,
+# does not load redis-py's machinery at its start (~130 ms of its ~300 here).
+_PUBLIC = {
+    "PermanentError": "stagedoor.errors",
+    "TransientError": "stagedoor.errors",
+    "Context": "stagedoor.handlers.context",
+    "Handler": "stagedoor.handlers.registry",
+    "Registry": "stagedoor.handlers.registry",
+    "handler": "stagedoor.handlers.registry",
+    "load_registry": "stagedoor.handlers.loading",
+}
 
 __all__ = ["Context", "Handler", "PermanentError", "Registry", "TransientError", "handler",
            "load_registry"]
+
+if TYPE_CHECKING:
+    from ..errors import PermanentError, TransientError
+    from .context import Context
+    from .loading import load_registry
+    from .registry import Handler, Registry, handler
+
+
+def __getattr__(name: str) -> object:
+    return resolve_public(_PUBLIC, globals(), __name__, name)

@@ -26,11 +26,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from ..render.order import Order, RenderFailed
-from .durable import DirectorySync
+from .durable import DirectorySync, GroupSyncs
+from .files import no_unnamed_files, unnamed_files, write_atomic
+
+# A test hook (tests/test_render_abort.py): a render of an order whose text contains
+# this aborts the process where the render starts (the render process, or the worker
+# with render_isolation = "none"), as a failed assertion inside a C library of the
+# renderer would.  Unset (always, outside that test) it costs one test a render.
+_ABORT_MARK = os.environ.get("_STAGEDOOR_TEST_RENDER_ABORT", "")
 
 
 class NativeRenderPool:
@@ -94,3 +102,95 @@ class NativeRenderPool:
         with contextlib.suppress(RuntimeError, ValueError):  # the loop is closing too
             self._loop.remove_reader(self._pool.fd)
         self._ready(self._pool.close())
+
+
+def missing_glyphs() -> int:
+    """The native renderer's count of replacement marks drawn in this process so far
+    (every thread); -1 without it."""
+    from ..render import native_available
+
+    if not native_available():
+        return -1
+    from .._render import missing_glyphs as count
+
+    return int(count())
+
+
+def uncovered_scripts(order: Order) -> dict[str, int]:
+    """The scripts of the order's text that no configured face has, with their counts."""
+    from ..render import fonts, tables
+
+    names = [name for name, _ in tables.FIELDS] + ["small_print"]
+    return fonts.uncovered(fonts.current(), "".join(
+        str(getattr(t, name)) for t in order.tickets for name in names))
+
+
+def rendered(render: Any, order: Order) -> bytes:
+    """The PDF, or RenderFailed for what the renderer raised (the job's error, not the
+    worker's); out of memory stays what it is, the worker's state, worth a retry."""
+    try:
+        pdf: bytes = render(order)
+    except MemoryError:
+        raise
+    except Exception as e:
+        raise RenderFailed.of(e) from e
+    return pdf
+
+
+def render_write(render: Any, order: Order, path: Path, syncs: GroupSyncs) -> None:
+    write_atomic(path, rendered(render, order), syncs=syncs)
+
+
+class LocalRender:
+    """render_tickets' render and durable write in this process: on the native pool, or
+    where it is not built (or the file system cannot do unnamed files) on threads with
+    files.write_atomic.  The worker uses it with render_isolation = "none"; the render
+    process (render_host.py) uses it for the worker otherwise.
+
+        local = LocalRender(threads, run_in_thread)
+        lost = await local.render_to(order, path)
+
+    `render_to` returns once the PDF's bytes and its directory entry are durable, and
+    raises RenderFailed (the order's error), the write's OSError, or MemoryError.  It
+    returns the scripts of the order that printed as replacement marks (no configured
+    face has them: {"Vith": 2}), looked for only when the renderer's count of such
+    marks moved during this render (the check opens every face); a concurrent order's
+    marks move it too, and then this order is found clean."""
+
+    def __init__(self, threads: int,
+                 run_in_thread: Callable[..., Awaitable[Any]]) -> None:
+        self._pool = NativeRenderPool.start(threads) if unnamed_files() else None
+        self._syncs = GroupSyncs()
+        self._run_in_thread = run_in_thread
+
+    @property
+    def pool(self) -> NativeRenderPool | None:
+        return self._pool
+
+    @property
+    def missing_glyphs(self) -> int:
+        return missing_glyphs()
+
+    async def render_to(self, order: Order, path: Path) -> dict[str, int]:
+        if _ABORT_MARK and _ABORT_MARK in repr(order):
+            os.abort()
+        before = missing_glyphs()
+        pool = self._pool if unnamed_files() else None     # the file system said no since
+        written = False
+        if pool is not None:
+            # a native DirSync: the pool needs _durable
+            written = await pool.render_to(order, path, self._syncs.get(path.parent))
+            if not written:
+                no_unnamed_files()  # nothing written: from now on the os.* path
+        if not written:
+            from ..render import renderer
+
+            await self._run_in_thread(render_write, renderer(), order, path, self._syncs)
+        if before < 0 or missing_glyphs() == before:
+            return {}
+        lost: dict[str, int] = await self._run_in_thread(uncovered_scripts, order)
+        return lost
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()

@@ -14,30 +14,22 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PermanentError
-from ..render.order import Order, OrderDataError, RenderFailed
+from ..render.order import Order, OrderDataError
 from ..stream import cluster
 from ..stream.job import Job
 from ..stream.scripts import LeanScript
 from .context import Context, log_extra
-from .durable import GroupSyncs
 from .files import (
     OutsideTicketsDir,
     confined,
-    no_unnamed_files,
     sweep_stale,
-    unnamed_files,
-    write_atomic,
 )
 from .orders import BEGIN_RENDER, FINISH_RENDER, OrderStore, StoredOrder, check_stored
 from .registry import Registry
-from .render_pool import NativeRenderPool
+from .render_host import RenderHost
+from .render_pool import LocalRender
 
 registry = Registry()
-
-# A test hook (tests/test_render_abort.py): a render_tickets job whose stored order
-# contains this text aborts its worker process where the render starts, as a failed
-# assertion inside a C library of the renderer would.  Unset, it costs one test a job.
-_ABORT_MARK = os.environ.get("_STAGEDOOR_TEST_RENDER_ABORT", "").encode()
 
 
 def pdf_name(order_id: int) -> str:
@@ -71,57 +63,32 @@ def _store(ctx: Context) -> OrderStore:
     return store
 
 
-def _render_fn(ctx: Context):  # type: ignore[no-untyped-def]
-    fn = ctx.state.get("render")
-    if fn is None:
-        from ..render import renderer
-
-        fn = ctx.state["render"] = renderer()
-    return fn
-
-
-def _count_missing_glyphs(ctx: Context) -> None:
-    """The process's count of characters drawn as replacement marks (no configured font
-    has them), as the worker counter missing_glyphs: the native renderer counts them
-    across its threads, so the counter is set to that total, not incremented."""
-    from ..render import native_available
-
-    if not native_available():
-        return
-    from .._render import missing_glyphs
-
-    missing = missing_glyphs()
-    if missing:
-        ctx.stats.counters["missing_glyphs"]["render_tickets"] = missing
+def _render(ctx: Context) -> RenderHost | LocalRender:
+    """Where this worker renders: its render process (render_isolation = "process"), or
+    here (LocalRender: the native pool, else threads); made on first use, closed when
+    the worker stops (after its jobs ended: the process finishes what it has)."""
+    render = ctx.state.get("render")
+    if render is None:
+        if ctx.settings.render_isolation == "process":
+            render = RenderHost(ctx.settings, ctx.stats, ctx.log)
+        else:
+            render = LocalRender(ctx.settings.render_threads, ctx.to_thread)
+        ctx.state["render"] = render
+        ctx.on_close(render.close)
+    assert isinstance(render, RenderHost | LocalRender)
+    return render
 
 
-def _missing_so_far() -> int:
-    """The native renderer's count of replacement marks drawn so far; -1 without it."""
-    from ..render import native_available
-
-    if not native_available():
-        return -1
-    from .._render import missing_glyphs
-
-    return int(missing_glyphs())
-
-
-def _uncovered_scripts(order: Order) -> dict[str, int]:
-    from ..render import fonts, tables
-
-    names = [name for name, _ in tables.FIELDS] + ["small_print"]
-    return fonts.uncovered(fonts.current(), "".join(
-        str(getattr(t, name)) for t in order.tickets for name in names))
-
-
-async def _warn_uncovered(ctx: Context, job: Job, order: Order, before: int) -> None:
+def _warn_uncovered(ctx: Context, job: Job, lost: dict[str, int]) -> None:
     """An order printed with replacement marks (characters no configured face has): a
-    warning naming the order and the scripts, counted as missing_glyph_orders.  Only
-    when the process's counter moved during this render (the check opens every face);
-    a concurrent order's marks move it too, and then this order is found clean."""
-    if before < 0 or _missing_so_far() == before:
-        return
-    lost = await ctx.to_thread(_uncovered_scripts, order)
+    warning naming the order and the scripts, counted as missing_glyph_orders (the
+    renderer found them: render_pool.LocalRender.render_to).
+
+    The counter missing_glyphs is set to the renderer's total (it counts across its
+    threads, and across this worker's render processes), not incremented."""
+    missing = _render(ctx).missing_glyphs
+    if missing > 0:
+        ctx.stats.counters["missing_glyphs"]["render_tickets"] = missing
     if lost:
         ctx.stats.inc("missing_glyph_orders", job.kind)
         ctx.log.warning("order %d printed with replacement marks: no font has %s",
@@ -158,86 +125,32 @@ async def _order_script(ctx: Context, script: LeanScript, keys: list[str],
     return await routed(keys=keys, args=args)
 
 
-def _syncs(ctx: Context) -> GroupSyncs:
-    syncs = ctx.state.get("group_syncs")
-    if syncs is None:
-        syncs = ctx.state["group_syncs"] = GroupSyncs()
-    assert isinstance(syncs, GroupSyncs)
-    return syncs
-
-
-def _check_render_write(render: Any, tickets_dir: str, order_id: int, data: bytes,
-                        status: str, rendered: str | None, syncs: GroupSyncs
-                        ) -> tuple[StoredOrder, Path]:
-    """One thread hop: parse and check the stored order (OrderDataError), then, unless
-    it is refunded, render it and write the PDF durably."""
-    path = pdf_path(tickets_dir, order_id)
-    stored = check_stored(order_id, Order.from_json(data), status, rendered)
-    if stored.status != "refunded":
-        write_atomic(path, _rendered(render, stored.order), syncs=syncs)
-    return stored, path
-
-
-def _rendered(render: Any, order: Order) -> bytes:
-    """The PDF, or RenderFailed for what the renderer raised (the job's error, not the
-    worker's); out of memory stays what it is, the worker's state, worth a retry."""
-    try:
-        pdf: bytes = render(order)
-    except MemoryError:
-        raise
-    except Exception as e:
-        raise RenderFailed.of(e) from e
-    return pdf
-
-
-def _native_pool(ctx: Context) -> NativeRenderPool | None:
-    """The worker's native render pool (render_threads C threads), made on first use in
-    this process; None where the extensions are not built or the tickets directory's
-    file system cannot do unnamed files (the thread pool path then)."""
-    if "render_pool" not in ctx.state:
-        pool = NativeRenderPool.start(ctx.settings.render_threads) if unnamed_files() else None
-        ctx.state["render_pool"] = pool
-        if pool is not None:
-            ctx.on_close(pool.close)
-    pool = ctx.state["render_pool"]
-    if pool is not None and not unnamed_files():  # the file system said no since
-        return None
-    assert pool is None or isinstance(pool, NativeRenderPool)
-    return pool
-
-
-async def _render_on_pool(ctx: Context, pool: NativeRenderPool, order_id: int, data: bytes,
-                          status: str, rendered: str | None) -> tuple[StoredOrder, Path]:
-    """_check_render_write with the render and the write on the native pool: the order
-    is parsed and checked here, on the loop (~20 us), then one pool thread renders and
-    writes it without the GIL (render_pool.py says why)."""
+async def _render_stored(ctx: Context, order_id: int, data: bytes, status: str,
+                         rendered: str | None) -> tuple[StoredOrder, Path, dict[str, int]]:
+    """Parse and check the stored order (OrderDataError; here, on the loop: ~20 us),
+    then, unless it is refunded, render it and write the PDF durably where this worker
+    renders (_render); at the end, the scripts printed as replacement marks."""
     path = pdf_path(ctx.settings.tickets_dir, order_id)
     stored = check_stored(order_id, Order.from_json(data), status, rendered)
     if stored.status == "refunded":
-        return stored, path
-    sync = _syncs(ctx).get(path.parent)  # a native DirSync: the pool needs _durable
-    made = ctx.state.get("dirs_made")
-    if made is None:
-        made = ctx.state["dirs_made"] = set()
+        return stored, path, {}
+    render = _render(ctx)
+    made = ctx.state.setdefault("dirs_made", set())
     if path.parent not in made:  # once a process: a render sent into a missing directory
         await ctx.to_thread(path.parent.mkdir, parents=True, exist_ok=True)  # is lost
         made.add(path.parent)
     for attempt in (1, 2):
         try:
-            if await pool.render_to(stored.order, path, sync):
-                return stored, path
-            no_unnamed_files()  # nothing written: from now on the os.* path
-            break
-        except FileNotFoundError as e:
-            if attempt == 2 or e.filename != os.fsdecode(os.fsencode(path.parent)):
+            if isinstance(render, RenderHost):
+                lost = await render.render_to(order_id, data, path)
+            else:
+                lost = await render.render_to(stored.order, path)
+            return stored, path, lost
+        except FileNotFoundError as e:  # the directory was removed meanwhile
+            if attempt == 2 or e.filename not in (str(path.parent), os.fsencode(path.parent)):
                 raise
             await ctx.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
-    await ctx.to_thread(_render_write, _render_fn(ctx), stored.order, path, _syncs(ctx))
-    return stored, path
-
-
-def _render_write(render: Any, order: Order, path: Path, syncs: GroupSyncs) -> None:
-    write_atomic(path, _rendered(render, order), syncs=syncs)
+    raise AssertionError("unreachable")
 
 
 @registry.register("render_tickets")
@@ -263,20 +176,11 @@ async def render_tickets(job: Job, ctx: Context) -> None:
     data, status, rendered = reply[1], reply[2], reply[3]
     if data is None:
         raise PermanentError(f"order {job.order_id} not found")
-    if _ABORT_MARK and _ABORT_MARK in data:
-        os.abort()
     status_s = status.decode() if status else "placed"
     rendered_s = rendered.decode() if rendered else None
-    pool = _native_pool(ctx)
-    before = _missing_so_far()
     try:
-        if pool is not None:
-            stored, path = await _render_on_pool(ctx, pool, job.order_id, data, status_s,
-                                                 rendered_s)
-        else:
-            stored, path = await ctx.to_thread(
-                _check_render_write, _render_fn(ctx), ctx.settings.tickets_dir,
-                job.order_id, data, status_s, rendered_s, _syncs(ctx))
+        stored, path, lost = await _render_stored(ctx, job.order_id, data, status_s,
+                                                   rendered_s)
     except OrderDataError as e:
         raise PermanentError(f"order {job.order_id}: {e}") from None
     if stored.status == "refunded":
@@ -284,8 +188,7 @@ async def render_tickets(job: Job, ctx: Context) -> None:
                      extra=log_extra(job))
         await ctx.mark_done(job)
         return
-    _count_missing_glyphs(ctx)
-    await _warn_uncovered(ctx, job, stored.order, before)
+    _warn_uncovered(ctx, job, lost)
     if not await _order_script(ctx, finish, [order_key, done_key, lease_key],
                                [str(path), job.kind, ctx.settings.idempotency_ttl]):
         # A refund landed while we rendered: it could not see our file, so the

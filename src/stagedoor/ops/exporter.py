@@ -73,6 +73,10 @@ _COUNTER_HELP = {
     "duplicates": "Jobs skipped because their outbox_id was already handled, by kind (jobs).",
     "recovered": "Entries re-read from a worker's own pending list after a restart or a "
                  "lost reply (entries).",
+    "render_aborts": "render_tickets jobs whose render killed the worker's render process "
+                     "while it ran alone; dead-lettered, by kind (jobs).",
+    "render_deaths": "Deaths of the workers' render processes; the renders each had ran "
+                     "again, one at a time (processes).",
 }
 _QUEUE_HELP = {
     "queue_age_seconds": "Age of the oldest undelivered entry, from its id, by Redis' clock; "

@@ -1,0 +1,164 @@
+"""What the render process costs: render_tickets isolated (render_isolation = "process",
+the default) against in the worker ("none"), side by side in one run.
+
+    python -m bench.measure_isolation [--n 2000] [--rounds 3] [--kinds latin,mixed]
+                                      [--parts render,job]
+
+Two parts, each interleaved (process, none, then none, process, ...):
+
+  render  in this process, without Redis: the render and durable write of one order
+          at a time (latency: median and P95 from the call to the durable PDF) and of
+          n orders with 8 in flight (the seed's concurrency: throughput, and CPU per
+          order of this process and the render process, their start left out), through
+          render_host.RenderHost (the render process, already started: the first
+          render is not timed) and render_pool.LocalRender (the worker's own native
+          pool, as with render_isolation = "none").  The caller holds the order's JSON
+          as render_tickets does (the store's bytes), and the order parsed.
+  job     bench.measure_job.job_drain: one `stagedoor work --burst` process at the seed
+          defaults draining n render_tickets jobs, `--render-isolation process` and
+          `none`: the whole job (lease, order read, render, write, marks, ack).  The
+          rate runs from the first read, so it includes the render process's start
+          (on the first render: ~0.1 s); CPU is the worker's wait4 rusage, which
+          includes its reaped render process and so its start.
+
+The PDFs go under the system temp dir, which must be a real disk (measure_job's
+disk_dir; SD_BENCH_DISK_DIR overrides); no round's files are deleted before the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from stagedoor.config import Settings
+from stagedoor.handlers.render_host import RenderHost
+from stagedoor.handlers.render_pool import LocalRender
+from stagedoor.ops.metrics import WorkerStats
+from stagedoor.render.order import Order
+
+from . import measure_common as mc
+from .measure_drain import _cpu
+from .measure_job import disk_dir, job_drain, kept_dirs, orders
+
+MODES = ("process", "none")
+IN_FLIGHT = 8   # the seed's concurrency
+
+
+def _pct(xs: Sequence[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+async def _render_round(mode: str, batch: Sequence[Order], lat_n: int) -> dict[str, Any]:
+    data = [o.to_json() for o in batch]
+    threads = ThreadPoolExecutor(8)
+    loop = asyncio.get_running_loop()
+
+    async def in_thread(fn: Any, *args: Any) -> Any:
+        return await loop.run_in_executor(threads, fn, *args)
+
+    host: RenderHost | None = None
+    local: LocalRender | None = None
+    call: Callable[[int, Path], Awaitable[Any]]
+    if mode == "process":
+        host = RenderHost(Settings(), WorkerStats(["render_tickets"]))
+        h = host
+
+        def call(i: int, path: Path) -> Awaitable[Any]:
+            return h.render_to(batch[i].order_id, data[i], path)
+    else:
+        local = LocalRender(8, in_thread)
+        lr = local
+
+        def call(i: int, path: Path) -> Awaitable[Any]:
+            return lr.render_to(batch[i], path)
+    try:
+        with disk_dir("sd-iso-") as d:
+            (d / "warm").mkdir()
+            await call(0, d / "warm" / "order-0.pdf")      # the process started, fonts open
+            (d / "one").mkdir()
+            lat = []
+            for i in range(lat_n):
+                t = time.perf_counter()
+                await call(i, d / "one" / f"order-{i}.pdf")
+                lat.append((time.perf_counter() - t) * 1e3)
+            (d / "many").mkdir()
+            procs = [psutil.Process()] + ([psutil.Process(host.pid)] if host and host.pid else [])
+            cpu0 = sum(_cpu(p) for p in procs)
+            sem = asyncio.Semaphore(IN_FLIGHT)
+
+            async def one(i: int) -> None:
+                async with sem:
+                    await call(i, d / "many" / f"order-{i}.pdf")
+            t = time.perf_counter()
+            await asyncio.gather(*(one(i) for i in range(len(batch))))
+            seconds = time.perf_counter() - t
+            cpu = sum(_cpu(p) for p in procs) - cpu0
+    finally:
+        if host is not None:
+            await host.close()
+        if local is not None:
+            local.close()
+        threads.shutdown()
+    return {"median_ms": _pct(lat, 0.5), "p95_ms": _pct(lat, 0.95),
+            "rate": len(batch) / seconds, "cpu_us": cpu / len(batch) * 1e6}
+
+
+def measure(n: int, rounds: int, kinds: Sequence[str],
+            parts: Sequence[str] = ("render", "job")) -> dict[str, Any]:
+    batches = {k: orders(n, k) for k in kinds}
+    render: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    job: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    with mc.redis_server(appendonly=True) as server, kept_dirs():
+        for r in range(rounds):
+            for kind in kinds:
+                for mode in (MODES if r % 2 == 0 and "render" in parts else
+                             MODES[::-1] if "render" in parts else ()):
+                    res = asyncio.run(_render_round(mode, batches[kind], min(500, n)))
+                    render.setdefault((kind, mode), []).append(res)
+                    mc.progress(f"round {r + 1}/{rounds} render {kind} {mode}: "
+                                f"median {res['median_ms']:.3f} ms, {res['rate']:,.0f}/s")
+                for mode in (MODES if r % 2 == 0 and "job" in parts else
+                             MODES[::-1] if "job" in parts else ()):
+                    res = job_drain(server.url, batches[kind],
+                                    extra=["--render-isolation", mode])
+                    job.setdefault((kind, mode), []).append(res)
+                    mc.progress(f"round {r + 1}/{rounds} job {kind} {mode}: "
+                                f"{res['rate']:,.0f}/s")
+    out: dict[str, Any] = {}
+    for (kind, mode), runs in render.items():
+        for field in ("median_ms", "p95_ms", "rate", "cpu_us"):
+            out[f"render_{kind}_{mode}_{field}"] = mc.median([x[field] for x in runs])
+    for (kind, mode), runs in job.items():
+        out[f"job_{kind}_{mode}_rate"] = mc.median([x["rate"] for x in runs])
+        out[f"job_{kind}_{mode}_cpu_us"] = mc.median([x["cpu_us_per_job"] for x in runs])
+    for kind in kinds if job else ():
+        out[f"job_{kind}_process_vs_none"] = mc.median(
+            [a["rate"] / b["rate"] for a, b in zip(job[(kind, "process")], job[(kind, "none")],
+                                                   strict=True)])
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.measure_isolation", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=int, default=2000)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--kinds", default="latin,mixed")
+    p.add_argument("--parts", default="render,job")
+    a = p.parse_args(argv)
+    for k, v in measure(a.n, a.rounds, a.kinds.split(","), a.parts.split(",")).items():
+        print(f"{k:34} {v:,.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,353 @@
+"""render_tickets' render in a process of its own (render_isolation = "process"): a
+native abort in the renderer costs the order that caused it, not the worker.
+
+    host = RenderHost(settings, stats, log)
+    lost = await host.render_to(order_id, data, path)   # as LocalRender.render_to
+
+The worker owns one render process (render_serve.py), started by the first render
+(lazily: a worker that never renders has none, and the worker's start is not slowed;
+it costs that render ~0.1 s) and exec'd, not forked, so it shares none of
+the worker's connections, threads or fonts.  A render is sent with its request id; the
+process renders and writes the PDF durably (the same C write as in the worker), and the
+reply comes only after that: the job is acked after the reply, as before.  Several
+renders are in flight at once on the process's native pool.
+
+When the process dies (any signal or exit), every render in flight in it is
+unresolved, and any one of them may have killed it.  A new process is started, and
+those renders are run again one at a time, each alone (the others wait): one that
+kills the process while alone is that order's error, RenderFailed "render aborted the
+render process (SIGABRT)" (render_tickets dead-letters it at once), counted as
+render_aborts and logged with the order id; the others complete as usual.  A render
+that died alone of SIGKILL gets one more run alone (a kill -9 or the OOM killer may
+have been someone else's doing), so no order costs more than three crashes.
+
+A process that dies before it is ready is restarted with a backoff (0.1 s doubling to
+5 s); after three such starts in a row the renders waiting for it fail as
+TransientError ("render process cannot start: ..."), retried by the worker's policy,
+not lost; the next render tries again once the backoff has passed.
+
+close() (the worker's stop, after its jobs ended) closes the socket: the process
+finishes what it has and exits.  If the worker is killed, the process sees the socket
+close, and the kernel kills it (PR_SET_PDEATHSIG) in any case.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import itertools
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from ..backoff import Backoff, Schedule
+from ..config import Settings
+from ..errors import TransientError
+from ..ops.metrics import WorkerStats
+from ..render.order import RenderFailed
+from .render_serve import Outbox, frame, read_frame
+
+log = logging.getLogger("stagedoor.render_host")
+
+START_ATTEMPTS = 3      # starts in a row that failed before waiting renders fail
+READY_TIMEOUT = 30.0    # s from exec to "ready" (imports, fonts, a warm-up render)
+STOP_TIMEOUT = 10.0     # s a closing worker waits for its render process to exit
+SHORT_LIFE = 1.0        # s: a process that died sooner after its start counts for the backoff
+_ROOT = str(Path(__file__).resolve().parents[2])  # where this stagedoor is: the process's too
+
+
+class _StartFailed(Exception):
+    pass
+
+
+@dataclasses.dataclass(eq=False)
+class _Render:
+    rid: int
+    order_id: int
+    frame: bytes
+    # settled with the reply tuple, never with an exception: the job may have been
+    # cancelled (its time limit) and nobody would retrieve one
+    replied: asyncio.Future[tuple[Any, ...]]
+    alone_kills: int = 0    # times the process died of SIGKILL while this ran alone
+
+
+def _death(rc: int) -> str:
+    if rc < 0:
+        try:
+            return signal.Signals(-rc).name
+        except ValueError:
+            return f"signal {-rc}"
+    return f"exit status {rc}"
+
+
+class RenderHost:
+    def __init__(self, settings: Settings, stats: WorkerStats,
+                 on_log: logging.Logger | None = None) -> None:
+        self._threads = settings.render_threads
+        self._stats = stats
+        self._log = on_log or log
+        self._ids = itertools.count(1)
+        self._waiting: deque[_Render] = deque()     # not sent yet
+        self._suspects: deque[_Render] = deque()    # in flight when a process died
+        self._inflight: dict[int, _Render] = {}
+        self._wake = asyncio.Event()
+        self._out: Outbox | None = None          # while renders may go out directly
+        self._link: asyncio.StreamWriter | None = None   # the socket, from the start on
+        self._proc: asyncio.subprocess.Process | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self._missing_before = 0    # replacement marks counted by processes now gone
+        self._missing_now = 0
+        self.pid: int | None = None     # the render process, while one is up
+        self.starts = 0
+
+    # -- the worker's side ---------------------------------------------------------------
+
+    def _manage_soon(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._manage(), name="render-host")
+        self._wake.set()
+
+    async def render_to(self, order_id: int, data: bytes, path: Path) -> dict[str, int]:
+        """Render the order (its JSON, parsed and checked by the caller) to `path` in the
+        render process; what LocalRender.render_to does and returns, there."""
+        if self._closing:
+            raise RuntimeError("the render process is closed")
+        loop = asyncio.get_running_loop()
+        rid = next(self._ids)
+        req = _Render(rid, order_id, frame((rid, os.fsencode(path.parent),
+                                            os.fsencode(path.name), data)),
+                      loop.create_future())
+        if self._out is not None and not self._suspects:
+            self._send(req)
+        else:
+            self._waiting.append(req)
+            self._manage_soon()
+        _rid, outcome, detail, _missing, lost = await asyncio.shield(req.replied)
+        if outcome == "ok":
+            return dict(lost)
+        if outcome == "failed":
+            raise RenderFailed(detail)
+        if outcome == "oserror":
+            raise OSError(*detail)
+        if outcome == "memory":
+            raise MemoryError("out of memory in the render process")
+        raise TransientError(detail)    # "transient": no render process could start
+
+    @property
+    def missing_glyphs(self) -> int:
+        """Replacement marks drawn by this worker's render processes so far."""
+        return self._missing_before + self._missing_now
+
+    async def close(self) -> None:
+        """EOF to the process: it finishes what it has and exits (killed after
+        STOP_TIMEOUT).  The worker calls this after its jobs ended."""
+        self._closing = True
+        if self._task is not None:     # no render is in flight: the worker's jobs ended
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._link is not None:
+            with contextlib.suppress(ConnectionError):
+                self._link.close()
+        proc = self._proc
+        if proc is not None:
+            try:
+                async with asyncio.timeout(STOP_TIMEOUT):
+                    await proc.wait()
+            except TimeoutError:
+                self._log.error("render process %d did not exit within %gs of the "
+                                "worker's stop; killing it", proc.pid, STOP_TIMEOUT)
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        for req in [*self._waiting, *self._suspects, *self._inflight.values()]:
+            self._settle(req, (req.rid, "transient", "the worker is stopping", 0, {}))
+
+    # -- the process's life --------------------------------------------------------------
+
+    def _send(self, req: _Render) -> None:
+        assert self._out is not None
+        self._inflight[req.rid] = req
+        self._out.put(req.frame)
+
+    @staticmethod
+    def _settle(req: _Render, reply: tuple[Any, ...]) -> None:
+        if not req.replied.done():
+            req.replied.set_result(reply)
+
+    def _fail(self, req: _Render, outcome: str, why: str) -> None:
+        self._settle(req, (req.rid, outcome, why, 0, {}))
+
+    async def _manage(self) -> None:
+        """Start a process when renders wait, serve it until it dies, and again.  A bug
+        here fails the renders waiting (transient) rather than leaving them hanging."""
+        backoff = Backoff(Schedule(0.1, 5.0, jitter=False))
+        failed_starts = 0
+        while not self._closing:
+            if not self._waiting and not self._suspects:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            try:
+                reader, writer = await self._start()
+            except _StartFailed as e:
+                failed_starts += 1
+                delay = backoff.next()
+                if failed_starts >= START_ATTEMPTS:
+                    self._log.error("render process cannot start (%s), %d times in a "
+                                    "row: failing the %d renders waiting for it as "
+                                    "transient errors; next start in %.1fs", e,
+                                    failed_starts, len(self._waiting) + len(self._suspects),
+                                    delay)
+                    self._fail_waiting(f"render process cannot start: {e}")
+                else:
+                    self._log.warning("render process failed to start (%s); again in "
+                                      "%.1fs", e, delay)
+                await asyncio.sleep(delay)
+                continue
+            except Exception as e:
+                self._log.exception("starting the render process failed")
+                self._fail_waiting(f"render process: {type(e).__name__}: {e}")
+                await asyncio.sleep(backoff.next())
+                continue
+            failed_starts = 0
+            started = time.monotonic()
+            explained = await self._serve(reader, writer)
+            if explained or time.monotonic() - started >= SHORT_LIFE:
+                backoff.reset()     # a verdict, or a process that had worked a while
+            else:
+                await asyncio.sleep(backoff.next())
+
+    def _fail_waiting(self, why: str) -> None:
+        while self._waiting or self._suspects:
+            self._fail((self._waiting or self._suspects).popleft(), "transient", why)
+
+    async def _start(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        # no STAGEDOOR_* setting (a Redis URL may carry a password): the process gets
+        # its render settings in its first frame and never talks to Redis
+        env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
+        paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if _ROOT not in paths and Path(_ROOT).name not in ("site-packages", "dist-packages"):
+            # a source tree: this one, in the process too (an installed package is found
+            # as usual; its directory first on PYTHONPATH would shadow the stdlib)
+            env["PYTHONPATH"] = os.pathsep.join([_ROOT, *paths])
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "stagedoor.handlers.render_serve",
+                str(theirs.fileno()), str(os.getpid()), pass_fds=(theirs.fileno(),),
+                stdin=asyncio.subprocess.DEVNULL, env=env)
+        except OSError as e:
+            ours.close()
+            raise _StartFailed(f"exec failed: {e}") from e
+        finally:
+            theirs.close()
+        self._proc, self.pid = proc, proc.pid
+        self.starts += 1
+        reader, writer = await asyncio.open_connection(sock=ours)
+        self._link = writer
+        # the font plan the worker made of its settings at its start
+        # (lifecycle.warn_at_start): the process need not read every font's cmap again
+        from ..render import fonts
+
+        writer.write(frame((self._threads, fonts.current())))
+        try:
+            async with asyncio.timeout(READY_TIMEOUT):
+                ready = await read_frame(reader)
+        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError) as e:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            rc = await proc.wait()
+            writer.close()
+            self._proc = self._link = self.pid = None
+            raise _StartFailed(f"it died before it was ready ({_death(rc)})"
+                               if not isinstance(e, TimeoutError) else
+                               f"not ready after {READY_TIMEOUT:g}s") from None
+        assert ready[0] == "ready", ready
+        if self.starts > 1:
+            self._log.info("render process %d started (start %d)", proc.pid, self.starts)
+        return reader, writer
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+                     ) -> bool:
+        """Send the renders, settle them from the replies; when the process dies, the
+        renders it had become suspects, run alone by the next process.  True when its
+        death was explained (a render that killed it alone)."""
+        replies = asyncio.create_task(self._read_replies(reader))
+        try:
+            while self._suspects:   # nothing goes out directly while suspects run alone
+                req = self._suspects.popleft()
+                if req.replied.done():
+                    continue
+                writer.write(req.frame)
+                self._inflight[req.rid] = req
+                either: list[asyncio.Future[Any]] = [req.replied, replies]
+                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+                if not req.replied.done():  # the process died with this render alone in it
+                    return await self._died_alone(req, await self._reap())
+            self._out = Outbox(writer)
+            while self._waiting:
+                req = self._waiting.popleft()
+                if not req.replied.done():
+                    self._send(req)
+            await replies   # until the process dies or is closed
+        finally:
+            self._out = None
+            replies.cancel()
+        if self._closing:
+            return False
+        how = await self._reap()
+        lost = [r for r in self._inflight.values() if not r.replied.done()]
+        self._inflight.clear()
+        self._suspects.extend(lost)
+        self._stats.inc("render_deaths")
+        if not lost:
+            self._log.error("render process died (%s) with no render in it; the next "
+                            "render starts another", how)
+            return False
+        self._log.error("render process died (%s) with %d renders in flight; running "
+                        "them again one at a time to find the one that did it", how, len(lost),
+                        extra={"order_ids": [r.order_id for r in lost][:20]})
+        return False
+
+    async def _died_alone(self, req: _Render, how: str) -> bool:
+        self._inflight.clear()
+        self._stats.inc("render_deaths")
+        if how == "SIGKILL" and req.alone_kills == 0:
+            req.alone_kills += 1
+            self._suspects.appendleft(req)
+            self._log.warning("render process killed (SIGKILL) while rendering order %d "
+                              "alone; running it alone once more", req.order_id,
+                              extra={"order_id": req.order_id})
+            return False
+        self._stats.inc("render_aborts", "render_tickets")
+        self._log.error("order %d: render aborted the render process (%s); the job is "
+                        "dead-lettered", req.order_id, how, extra={"order_id": req.order_id})
+        self._fail(req, "failed", f"render aborted the render process ({how})")
+        return True
+
+    async def _reap(self) -> str:
+        proc, self._proc, self.pid, self._link = self._proc, None, None, None
+        assert proc is not None
+        rc = await proc.wait()
+        self._missing_before += self._missing_now
+        self._missing_now = 0
+        return _death(rc)
+
+    async def _read_replies(self, reader: asyncio.StreamReader) -> None:
+        while True:
+            try:
+                reply = await read_frame(reader)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            req = self._inflight.pop(reply[0], None)
+            self._missing_now = max(self._missing_now, int(reply[3]))
+            if req is not None:
+                self._settle(req, reply)
