@@ -36,13 +36,13 @@ from tests.workerkit import dead_entries
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import free_port
 from stagedoor.demo.orders import demo_order
+from stagedoor.errors import TransientError
 from stagedoor.handlers.orders import put_orders_sync
 from stagedoor.handlers.render_host import RenderHost
 from stagedoor.handlers.render_pool import NativeRenderPool, rendered
 from stagedoor.ops.metrics import WorkerStats
 from stagedoor.render import reference
 from stagedoor.render.order import Order, RenderFailed
-from stagedoor.errors import TransientError
 
 MARK = "ABORT-IN-RENDER-7d1c"
 REASON = b"render aborted the render process (SIGABRT)"

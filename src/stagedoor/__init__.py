@@ -28,6 +28,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from .public import resolve_public
 from .thai_dictionary import use_packaged as _use_packaged_thai_dictionary
 from .version import __version__
 
@@ -76,18 +77,6 @@ if TYPE_CHECKING:
         ensure_group,
         ensure_group_sync,
     )
-
-
-def resolve_public(public: dict[str, str], scope: dict[str, object], package: str,
-                   name: str) -> object:
-    """A package's __getattr__ (PEP 562): its public `name` from the module `public`
-    names, imported on first use and then kept in the package's `scope`."""
-    module = public.get(name)
-    if module is None:
-        raise AttributeError(f"module {package!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    scope[name] = value
-    return value
 
 
 def __getattr__(name: str) -> object:

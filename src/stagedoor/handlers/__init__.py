@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import resolve_public
+from ..public import resolve_public
 
 # public name -> the module that defines it.  Resolved on first use, so that the render
 # process (render_serve.py), which imports this package's file and render modules only,
