@@ -49,15 +49,16 @@ from . import measure_common as mc
 # Rule: 0.65 x the lowest median seen in >= 5 clean runs, rounded down
 # (`python -m bench.perfcheck --calibrate 5` prints the numbers and the suggestion).
 THRESHOLDS = {
-    "drain_vs_raw": 0.23,       # medians 0.357-0.478 (issue 28 read path, 5 runs, 2026-12-05)
-    "drain_cpu_vs_raw": 0.30,   # medians 0.471-0.604 (same runs); the worker before issue 28
-                                # gave 0.271-0.334 in its own calibration
+    "drain_vs_raw": 0.20,       # medians 0.312-0.556 (issue 28 read path, 10 runs, 2026-12-05)
+    "drain_cpu_vs_raw": 0.17,   # medians 0.267-0.400 (same runs; CPU read when the drain is
+                                # done, not at exit); +8 us a job (--inject handle-cpu-us=8)
+                                # gives 0.111
     "drain_vs_naive": 2.5,      # medians seen 3.98-4.97
     "render_vs_ref": 75.0,      # medians seen 120-225 over 10 runs (target >= 30)
     "render_nl_vs_rl": 250.0,   # seen 385-507 in 4 single measurements (target >= 50)
-    "job_vs_bare": 0.31,        # medians 0.489-0.923 with the render pool (2026-12-04,
-                                # 5 runs; the first on a quiet filesystem, the later ones
-                                # after the earlier runs' deletions); 0.16 before it
+    "job_vs_bare": 0.25,        # medians 0.393-0.615 with the render process (issue 25's
+                                # isolation, 5 runs, 2026-12-05); 0.489-0.923 with the render
+                                # in the worker; 0.16 before the render pool
     "latency_floor_vs_p95": 0.38,  # medians seen 0.586-1.34 (single rounds from 0.19)
     "startup_bare_vs_fork": 1.9,   # medians seen 2.99-3.20 (5 runs; before issue 27: ~1.2-1.3)
 }
