@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -187,3 +188,24 @@ async def test_worker_renders_on_either_pool(settings: Settings, sync_redis: red
         assert sync_redis.hget(settings.key("order", o.order_id), "rendered") == \
             str(pdf).encode()
     assert w.stats.total("retried") == 0
+
+
+@pytest.mark.parametrize("where", ["process", "render-pool"])
+async def test_a_tickets_directory_removed_between_renders_is_made_again(
+        settings: Settings, sync_redis: redis.Redis, where: str) -> None:
+    """The worker makes the tickets directory once (then remembers it); removed by an
+    operator's cleanup meanwhile, the next render's write fails on the directory, which
+    is made again and the render tried once more (files.directory_missing): the order
+    prints on its first run, nothing retried, wherever the render runs."""
+    settings = dataclasses.replace(
+        settings, render_isolation="process" if where == "process" else "none")
+    tickets = Path(settings.tickets_dir)
+    put_orders_sync(sync_redis, settings, [demo_order(i) for i in (1, 2)])
+    async with running(settings, load_registry()) as w:
+        add_jobs(settings, "render_tickets", [1])
+        await eventually(lambda: w.stats.total("handled") == 1, what="first rendered")
+        shutil.rmtree(tickets)
+        add_jobs(settings, "render_tickets", [2])
+        await eventually(lambda: w.stats.total("handled") == 2, what="second rendered")
+    assert (tickets / "order-2.pdf").read_bytes() == _render.render_order(demo_order(2))
+    assert w.stats.total("retried") == 0 and w.stats.total("failed") == 0

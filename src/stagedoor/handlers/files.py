@@ -83,8 +83,9 @@ except ImportError:  # not built (a source checkout without build_ext): the os.*
 def directory_missing(e: FileNotFoundError, directory: Path) -> bool:
     """The native write (_durable.write_linked, the render pool's sink) failed because
     `directory` is not there, not some other file: it names the directory it could not
-    open.  Then the writer makes the directory and tries once more."""
-    return bool(e.filename == os.fsdecode(os.fsencode(directory)))
+    open (as text, or as bytes from the render process).  Then the writer makes the
+    directory and tries once more: here, and in render_tickets (tickets.py)."""
+    return e.filename in (os.fsdecode(os.fsencode(directory)), os.fsencode(directory))
 
 
 def _write_native(path: Path, data: bytes, make_dirs: bool, sync: DirectorySync | None

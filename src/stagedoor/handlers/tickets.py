@@ -9,7 +9,6 @@ other (see orders.py), and the PDF of a refunded order does not survive.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from .context import Context, log_extra
 from .files import (
     OutsideTicketsDir,
     confined,
+    directory_missing,
     sweep_stale,
 )
 from .orders import BEGIN_RENDER, FINISH_RENDER, OrderStore, StoredOrder, check_stored
@@ -147,7 +147,7 @@ async def _render_stored(ctx: Context, order_id: int, data: bytes, status: str,
                 lost = await render.render_to(stored.order, path)
             return stored, path, lost
         except FileNotFoundError as e:  # the directory was removed meanwhile
-            if attempt == 2 or e.filename not in (str(path.parent), os.fsencode(path.parent)):
+            if attempt == 2 or not directory_missing(e, path.parent):
                 raise
             await ctx.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
     raise AssertionError("unreachable")
