@@ -22,9 +22,24 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from . import fontplan
 from .order import Order
 
 RenderFn = Callable[[Order], bytes]
+
+
+def _default_plan() -> fontplan.FontPlan:
+    """The settings' font plan (fonts.current) for a native render that was given none:
+    fonts.py (the configuration, the installed fonts' coverage) imported on first use,
+    since the reference renderer, which imports it, no longer is at import."""
+    from .fonts import current
+
+    return current()
+
+
+# Before the extension's first render: it imports this package (through tables.py) and
+# asks fontplan.default() when nothing configured it (a test, a script of the user's).
+fontplan.provide_default(_default_plan)
 
 __all__ = ["RenderFn", "native_available", "native_import_error", "renderer"]
 

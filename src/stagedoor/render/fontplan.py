@@ -41,8 +41,8 @@ def provide_default(source: Callable[[], FontPlan]) -> None:
 
 def default() -> FontPlan:
     """The default plan, for a native renderer nothing configured."""
-    if _default is None:  # pragma: no cover - stagedoor.render imports fonts first
-        raise RuntimeError("no default font plan: stagedoor.render.fonts is not imported")
+    if _default is None:  # pragma: no cover - stagedoor.render provides one at import
+        raise RuntimeError("no default font plan: stagedoor.render is not imported")
     return _default()
 
 
