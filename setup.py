@@ -100,8 +100,10 @@ def _extensions() -> list[Extension]:
                         sources=["src/stagedoor/handlers/_durable.pyx"],
                         depends=["src/stagedoor/_pthread.pxd"],
                         extra_compile_args=["-O2"])
+    # include_path: `cimport stagedoor._pthread` must find src/ in pip's isolated build
+    # too, where src/ is not on sys.path as it is in an editable install's venv.
     return cythonize([ext, entries, durable], language_level=3,  # type: ignore[no-any-return]
-                     compiler_directives={"embedsignature": True})
+                     include_path=["src"], compiler_directives={"embedsignature": True})
 
 
 _BUILD_COMMANDS = {"build_ext", "build", "bdist_wheel", "install", "develop",
