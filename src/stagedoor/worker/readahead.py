@@ -47,7 +47,6 @@ class Streaming(Protocol):
 
     settings: Settings
     conn: FastConnection
-    consumer: str
     slots: Slots
     acker: Acker
     dispatcher: Dispatcher
@@ -55,6 +54,8 @@ class Streaming(Protocol):
     blocking: bool  # the one on the wire may BLOCK
 
     def must_pause(self) -> bool: ...
+
+    def read_command(self, n: int, *, block: bool) -> bytes: ...
 
 
 class _OnWire:
@@ -146,7 +147,6 @@ class ReadAhead:
         self._dry = False
         self._error: BaseException | None = None
         self._done: asyncio.Future[None] | None = None
-        self._packed: dict[int, bytes] = {}  # XREADGROUP '>' COUNT n (never BLOCK), by n
         self._wait: ReplyWait | None = None
 
     async def run(self, loop: asyncio.AbstractEventLoop) -> bool:
@@ -197,12 +197,7 @@ class ReadAhead:
             datas.append(acker.xack(acks))
             hooks.append(Hook(functools.partial(self._acked, acks)))
         for k in reads:
-            read = self._packed.get(k)
-            if read is None:
-                read = self._packed[k] = reader.conn.packed(
-                    "XREADGROUP", "GROUP", s.group, reader.consumer, "COUNT", k,
-                    "STREAMS", s.stream, ">")
-            datas.append(read)
+            datas.append(reader.read_command(k, block=False))
             hooks.append(Hook(self._arrived))
         try:
             reader.conn.write_hooked(datas, hooks)
@@ -263,8 +258,7 @@ class ReadAhead:
                 self._wait.due()
             return
         done = self._done
-        if self._ending and not self._wire and done is not None \
-                and not done.done():
+        if self._ending and done is not None and not done.done():
             done.set_result(None)
 
     def _end(self, error: BaseException) -> None:

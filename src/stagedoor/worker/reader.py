@@ -144,15 +144,20 @@ class Reader:
                 or self.reclaimer.due
                 or self._recover or self.settings.read_ahead < 2)
 
-    def _send(self, n: int, *, block: bool) -> _Read:
-        """Write one XREADGROUP '>' for n entries (and the queued acks) without waiting;
-        the caller gives the n slots back if this raises."""
+    def read_command(self, n: int, *, block: bool) -> bytes:
+        """XREADGROUP '>' for n entries, packed once (this read and the reads ahead)."""
         read = self._reads.get((n, block))
         if read is None:
             s = self.settings
             read = self._reads[n, block] = self.conn.packed(
                 "XREADGROUP", "GROUP", s.group, self.consumer, "COUNT", n,
                 *(("BLOCK", s.block_ms) if block else ()), "STREAMS", s.stream, ">")
+        return read
+
+    def _send(self, n: int, *, block: bool) -> _Read:
+        """Write one XREADGROUP '>' for n entries (and the queued acks) without waiting;
+        the caller gives the n slots back if this raises."""
+        read = self.read_command(n, block=block)
         acks = self.acker.take()
         try:
             exchange = self.conn.write_many([self.acker.xack(acks), read] if acks else [read])
