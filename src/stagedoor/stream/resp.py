@@ -39,9 +39,9 @@ from redis.connection import parse_url
 from ..config import Settings
 from . import auth, cluster, sentinel
 from .deadlines import Deadlines
-from .wire import Hook, MasterChanged, Protocol, is_demoted
+from .wire import Hook, MasterChanged, Protocol
 
-__all__ = ["Exchange", "FastConnection", "Hook", "MasterChanged", "is_demoted"]
+__all__ = ["Exchange", "FastConnection", "MasterChanged"]  # MasterChanged: tests import it here
 
 # What write_many() returns: the futures of the replies, in order.  The time limit runs
 # over the whole exchange: its last reply must come within it.
