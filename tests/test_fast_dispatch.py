@@ -97,6 +97,38 @@ async def test_a_job_that_never_waits_is_counted_timed_and_acked(
     assert [r.getMessage() for r in caplog.records] == [f"rendering {i}" for i in (1, 2, 3)]
 
 
+async def test_kinds_interleaved_in_one_reply_are_each_counted(
+        path: str, settings: Settings, sync_redis: redis.Redis,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C path counts a reply's handled jobs per kind when the kind changes and when
+    the reply is done: kinds a, b, a, a and a job that fails in the middle of the reply
+    end with the same counters as one count per job (the Python path)."""
+    reg = Registry()
+    ran: list[tuple[str, int]] = []
+
+    for kind in ("alpha", "beta"):
+        @reg.register(kind)
+        async def handler(job: Job, ctx: object) -> None:
+            ran.append((job.kind, job.outbox_id))
+            if job.outbox_id == 3:
+                raise PermanentError("no such order")
+
+    kinds = ["alpha", "beta", "beta", "alpha", "alpha", "beta", "alpha"]
+    async with worker_on(path, settings, reg, monkeypatch) as (w, _handled):
+        # one MULTI: the worker's blocked read is served once, with all seven
+        pipe = sync_redis.pipeline(transaction=True)
+        for i, kind in enumerate(kinds, 1):
+            pipe.xadd(settings.stream, dict(zip(
+                ["kind", "order_id", "outbox_id", "request_id", "trace"],
+                [kind, str(i), str(i), f"req{i}", f"tr{i}"], strict=True)))
+        pipe.execute()
+        await eventually(lambda: acked(sync_redis, settings) and len(ran) == 7, what="acks")
+    assert [o for _k, o in ran] == list(range(1, 8))  # in the stream's order
+    assert w.stats.counters["handled"]["alpha"] == 4
+    assert w.stats.counters["handled"]["beta"] == 2  # the third failed: dead, not handled
+    assert len(dead_entries(sync_redis, settings)) == 1
+
+
 async def test_a_job_that_waits_goes_on_as_a_task_and_is_acked(
         path: str, settings: Settings, sync_redis: redis.Redis,
         monkeypatch: pytest.MonkeyPatch) -> None:

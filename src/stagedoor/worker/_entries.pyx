@@ -14,17 +14,46 @@ what parse_job accepts, to the byte (tests/test_entries.py compares them).
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.ref cimport PyObject
+
+import types
 
 from stagedoor.stream.job import Job
 
+cdef extern from "Python.h":
+    # A slot of a __slots__ class: its member descriptor holds where it lives in the
+    # object (CPython's public structmember API).  Setting and reading a Job's fields
+    # through it skips the frozen dataclass's __setattr__ and the descriptor's Python
+    # call: a method-wrapper call per field was ~600 instructions, 3,000 of a no-op
+    # job's ~19,000 in FastDispatch (callgrind, docs/benchmarks.md "The read path").
+    ctypedef struct PyMemberDef:
+        pass
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef* d_member
+    int PyMember_SetOne(char* addr, PyMemberDef* m, object v) except -1
+    object PyMember_GetOne(const char* addr, PyMemberDef* m)
+    object PyUnicode_DecodeASCII(const char* s, Py_ssize_t size, const char* errors)
+
+
+cdef PyMemberDef* _member(object cls, str name) except NULL:
+    descr = cls.__dict__[name]
+    if type(descr) is not types.MemberDescriptorType:
+        raise TypeError(f"{cls.__name__}.{name} is not a __slots__ member")
+    return (<PyMemberDescrObject*>descr).d_member
+
+
 cdef object _new = object.__new__
 cdef object _Job = Job
-# Member descriptors of the slots: setting through them skips the frozen __setattr__.
-cdef object _set_kind = Job.__dict__["kind"].__set__
-cdef object _set_order = Job.__dict__["order_id"].__set__
-cdef object _set_outbox = Job.__dict__["outbox_id"].__set__
-cdef object _set_request = Job.__dict__["request_id"].__set__
-cdef object _set_trace = Job.__dict__["trace"].__set__
+cdef PyMemberDef* M_KIND = _member(Job, "kind")
+cdef PyMemberDef* M_ORDER = _member(Job, "order_id")
+cdef PyMemberDef* M_OUTBOX = _member(Job, "outbox_id")
+cdef PyMemberDef* M_REQUEST = _member(Job, "request_id")
+cdef PyMemberDef* M_TRACE = _member(Job, "trace")
+
+
+cdef inline object _ascii(object b):
+    """bytes.decode("ascii") without the method call (the same result or the same error)."""
+    return PyUnicode_DecodeASCII(PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), NULL)
 
 cdef bytes N_KIND = b"kind"
 cdef bytes N_ORDER = b"order_id"
@@ -114,19 +143,20 @@ cdef object _fast_job(object raw, dict kind_names, Py_ssize_t max_field_bytes):
             PyBytes_GET_SIZE(<object>PyList_GET_ITEM(raw, 5)) > max_field_bytes:
         return None
     job = _new(_Job)
-    _set_kind(job, kind)
-    _set_order(job, order_id)
-    _set_outbox(job, outbox_id)
-    _set_request(job, request.decode("ascii"))
-    _set_trace(job, trace.decode("ascii"))
+    cdef char* at = <char*>(<PyObject*>job)
+    PyMember_SetOne(at, M_KIND, kind)
+    PyMember_SetOne(at, M_ORDER, order_id)
+    PyMember_SetOne(at, M_OUTBOX, outbox_id)
+    PyMember_SetOne(at, M_REQUEST, _ascii(request))
+    PyMember_SetOne(at, M_TRACE, _ascii(trace))
     return job
 
 
 # -- the per-entry dispatch of a first delivery --------------------------------------------
 
-from cpython.ref cimport PyObject, Py_XDECREF
+from cpython.ref cimport Py_XDECREF
 
-from time import perf_counter, time as _wall
+from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
 
 from asyncio.tasks import _enter_task, _leave_task
 
@@ -143,6 +173,27 @@ cdef extern from "Python.h":
     int PyContext_Enter(object ctx) except -1
     int PyContext_Exit(object ctx) except -1
     object PyContextVar_Set(object var, object value)
+    # A copy of a dict with the same keys is a memcpy of its table (no resize, no
+    # rehash): a job's log fields cost a copy and 8 replaced values, not a new dict
+    # grown key by key (2,300 instructions a job, callgrind).
+    dict PyDict_Copy(object d)
+    int PyDict_SetItem(object d, object key, object value) except -1
+
+
+cdef inline double _clock(int which) noexcept nogil:
+    """time.time() (CLOCK_REALTIME) and time.perf_counter() (CLOCK_MONOTONIC on Linux,
+    as CPython reads it), without a Python call each."""
+    cdef timespec ts
+    clock_gettime(which, &ts)
+    return <double>ts.tv_sec + <double>ts.tv_nsec * 1e-9
+
+
+# The log fields of a first delivery, in logs.JOB_KEYS' order; copied per job.
+cdef dict _FIELDS = dict.fromkeys(("request_id", "trace", "kind", "order_id", "outbox_id",
+                                   "entry_id", "deliveries", "consumer"))
+cdef str K_REQUEST = "request_id", K_TRACE = "trace", K_KIND = "kind", K_ORDER = "order_id"
+cdef str K_OUTBOX = "outbox_id", K_ENTRY = "entry_id", K_DELIVERIES = "deliveries"
+cdef str K_CONSUMER = "consumer"
 
 cdef object _fast_job_py = fast_job
 cdef object _JOB = JOB_FIELDS
@@ -210,6 +261,8 @@ cdef class FastDispatch:
 
     cdef dict kind_names, handlers, fns, waits, durations
     cdef object stats_handled  # a Counter
+    cdef object handled_kind  # the kind of the handled jobs not yet in stats_handled
+    cdef Py_ssize_t handled_n
     cdef object parse, ctx, stats, consumer, generic, begun, acker
     cdef Py_ssize_t max_field_bytes
 
@@ -239,10 +292,19 @@ cdef class FastDispatch:
         try:
             finished = self._run(entries, loop, acked)
         finally:
-            # Whatever escapes (a handler's SystemExit), the jobs that finished are acked.
+            # Whatever escapes (a handler's SystemExit), the jobs that finished are acked
+            # and counted.
+            self._count_handled()
             if acked:
                 self.acker.add_many(acked)
         return finished
+
+    cdef int _count_handled(self) except -1:
+        if self.handled_n:
+            kind = self.handled_kind
+            self.stats_handled[kind] = self.stats_handled.get(kind, 0) + self.handled_n
+            self.handled_n = 0
+        return 0
 
     cdef Py_ssize_t _run(self, object entries, object loop, list acked) except -1:
         cdef Py_ssize_t finished = 0
@@ -250,6 +312,8 @@ cdef class FastDispatch:
         cdef double wait, started
         cdef list row
         cdef object entry_id, fields, job, handler, kind, context, run, coro, fn, error
+        cdef dict fields_of_job
+        cdef char* at
         cdef PyObject* out = NULL
         cdef int sent
         for entry in entries:
@@ -269,7 +333,7 @@ cdef class FastDispatch:
                 finished += <Py_ssize_t>self.generic(entry_id, fields)
                 continue
             # Time since Redis added the entry (its id) to the handler's start.
-            wait = <double>_wall() - <double>ms / 1000.0
+            wait = _clock(CLOCK_REALTIME) - <double>ms / 1000.0
             if wait < 0.0:
                 wait = 0.0
             row = self.waits.get(kind)
@@ -283,15 +347,22 @@ cdef class FastDispatch:
             run = EagerRun()
             fn = self.fns[kind]
             error = None
+            started = _clock(CLOCK_MONOTONIC)  # again just before the handler, if it gets there
             PyContext_Enter(context)
             _enter_task(loop, run)
             try:
-                PyContextVar_Set(_JOB, {
-                    "request_id": job.request_id, "trace": job.trace, "kind": kind,
-                    "order_id": job.order_id, "outbox_id": job.outbox_id,
-                    "entry_id": entry_id.decode("ascii"), "deliveries": 1,
-                    "consumer": self.consumer})
-                started = perf_counter()
+                at = <char*>(<PyObject*>job)
+                fields_of_job = PyDict_Copy(_FIELDS)
+                PyDict_SetItem(fields_of_job, K_REQUEST, PyMember_GetOne(at, M_REQUEST))
+                PyDict_SetItem(fields_of_job, K_TRACE, PyMember_GetOne(at, M_TRACE))
+                PyDict_SetItem(fields_of_job, K_KIND, kind)
+                PyDict_SetItem(fields_of_job, K_ORDER, PyMember_GetOne(at, M_ORDER))
+                PyDict_SetItem(fields_of_job, K_OUTBOX, PyMember_GetOne(at, M_OUTBOX))
+                PyDict_SetItem(fields_of_job, K_ENTRY, _ascii(entry_id))
+                PyDict_SetItem(fields_of_job, K_DELIVERIES, 1)
+                PyDict_SetItem(fields_of_job, K_CONSUMER, self.consumer)
+                PyContextVar_Set(_JOB, fields_of_job)
+                started = _clock(CLOCK_MONOTONIC)
                 coro = None
                 coro = fn(job, self.ctx)
                 sent = PyIter_Send(coro, None, &out)
@@ -310,10 +381,15 @@ cdef class FastDispatch:
             if sent == 0:  # returned: done without waiting
                 row = self.durations.get(kind)
                 if row is None:
-                    self.stats.observe(kind, <double>perf_counter() - started)
+                    self.stats.observe(kind, _clock(CLOCK_MONOTONIC) - started)
                 else:
-                    _observe(row, _DUR_B, _ND, <double>perf_counter() - started)
-                self.stats_handled[kind] = self.stats_handled.get(kind, 0) + 1
+                    _observe(row, _DUR_B, _ND, _clock(CLOCK_MONOTONIC) - started)
+                # counted into the Counter when the kind changes or the reply is done
+                # (run's finally): a Counter item set was 1,000 instructions a job
+                if kind is not self.handled_kind:
+                    self._count_handled()
+                    self.handled_kind = kind
+                self.handled_n += 1
                 acked.append(entry_id)
                 finished += 1
             else:  # suspended on `first`: run_with_policy goes on from there, as a Task
@@ -326,14 +402,41 @@ cdef class FastDispatch:
 # -- the ack ---------------------------------------------------------------------------------
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from libc.stdio cimport snprintf
 from libc.string cimport memcpy
+
+
+cdef inline Py_ssize_t _put_len(char* p, char mark, Py_ssize_t n) noexcept:
+    """Write "<mark><n>\\r\\n" at p (n >= 0) and return its length: snprintf's "%zd",
+    which was 7,000 instructions an XACK of 4 ids (callgrind)."""
+    cdef char digits[24]
+    cdef Py_ssize_t k = 0, i
+    while True:
+        digits[k] = <char>(48 + n % 10)
+        k += 1
+        n //= 10
+        if n == 0:
+            break
+    p[0] = mark
+    for i in range(k):
+        p[1 + i] = digits[k - 1 - i]
+    p[1 + k] = 13
+    p[2 + k] = 10
+    return k + 3
+
+
+cdef inline Py_ssize_t _put_bulk(char* p, object x) noexcept:
+    cdef Py_ssize_t k = PyBytes_GET_SIZE(x)
+    cdef Py_ssize_t at = _put_len(p, 36, k)  # '$'
+    memcpy(p + at, PyBytes_AS_STRING(x), k)
+    p[at + k] = 13
+    p[at + k + 1] = 10
+    return at + k + 2
 
 
 def pack_xack(bytes stream, bytes group, list ids):
     """RESP for XACK stream group id...: what hiredis.pack_command packs, for bytes ids,
-    at a quarter of its cost (tests/test_entries.py compares them)."""
-    cdef Py_ssize_t n = len(ids), size = 0, k
+    at a fraction of its cost (tests/test_entries.py compares them)."""
+    cdef Py_ssize_t n = len(ids), size = 0
     cdef object x
     for x in ids:
         if not PyBytes_CheckExact(x):
@@ -342,13 +445,11 @@ def pack_xack(bytes stream, bytes group, list ids):
     size += 3 * 26 + PyBytes_GET_SIZE(stream) + PyBytes_GET_SIZE(group) + 32
     out = PyBytes_FromStringAndSize(NULL, size)
     cdef char* p = PyBytes_AS_STRING(out)
-    cdef Py_ssize_t at = snprintf(p, 32, "*%zd\r\n$4\r\nXACK\r\n", n + 3)
-    for x in (stream, group, *ids):
-        k = PyBytes_GET_SIZE(x)
-        at += snprintf(p + at, 32, "$%zd\r\n", k)
-        memcpy(p + at, PyBytes_AS_STRING(x), k)
-        at += k
-        p[at] = 13
-        p[at + 1] = 10
-        at += 2
+    cdef Py_ssize_t at = _put_len(p, 42, n + 3)  # '*'
+    memcpy(p + at, b"$4\r\nXACK\r\n", 10)
+    at += 10
+    at += _put_bulk(p + at, stream)
+    at += _put_bulk(p + at, group)
+    for x in ids:
+        at += _put_bulk(p + at, x)
     return out[:at]
