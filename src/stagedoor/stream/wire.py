@@ -41,7 +41,8 @@ class Hook:
     """Stands where a reply's future would in a connection's queue of waiters: the reply
     (or the error, a redis.ResponseError or the connection's failure) is handed to `fn`
     inside data_received, as it is parsed.  No future, no task step, no event-loop turn
-    between a reply and its handling: the reader's read-ahead (worker/readahead.py).
+    between a reply and its handling: the reader's read-ahead (worker/readahead.py,
+    whose hooks subclass this and override set_result instead of carrying a closure).
     `fn` must not raise.  cancel() makes the reply be dropped."""
 
     __slots__ = ("_done", "fn")
@@ -62,8 +63,7 @@ class Hook:
         self.fn(reply)
 
     def set_exception(self, error: BaseException) -> None:
-        self._done = True
-        self.fn(error)
+        self.set_result(error)
 
 
 class Protocol(asyncio.Protocol):

@@ -48,6 +48,9 @@ class Acker:
         self._idle.set()
         self._backoff = Backoff()
         self._stream, self._group = settings.stream.encode(), settings.group.encode()
+        # A streak of reads ahead is on (readahead.py): every reply's reads carry what is
+        # queued, so nothing wakes the flush task; kick() when the streak ends.
+        self.carried = False
 
     @property
     def conn(self) -> FastConnection:
@@ -57,13 +60,20 @@ class Acker:
     def add(self, entry_id: bytes) -> None:
         self.queued.append(entry_id)
         self._idle.clear()
-        self._wake.set()
+        if not self.carried:
+            self._wake.set()
 
     def add_many(self, entry_ids: list[bytes]) -> None:
         """add() for a reply's worth of finished jobs at once (worker/_entries.pyx)."""
         self.queued.extend(entry_ids)
         self._idle.clear()
-        self._wake.set()
+        if not self.carried:
+            self._wake.set()
+
+    def kick(self) -> None:
+        """The reads that carried the acks stopped: flush what they left, as add() would."""
+        if self.queued:
+            self._wake.set()
 
     def __contains__(self, entry_id: bytes) -> bool:
         return entry_id in self.flushing or entry_id in self.queued

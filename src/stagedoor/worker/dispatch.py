@@ -93,12 +93,14 @@ class Dispatcher:
             begun=self._start_begun, acker=acker)
 
     def dispatch(self, entries: Sequence[Entry], reserved: int,
-                 counts: dict[bytes, int] | None, starts: dict[bytes, int] | None = None
-                 ) -> None:
+                 counts: dict[bytes, int] | None, starts: dict[bytes, int] | None = None,
+                 *, in_task: bool = True) -> None:
         """Start a task per entry in the slots `reserved` for them; give back the rest.
 
         counts: delivery counts (None: first delivery); starts: starts recorded before
-        of redelivered entries (None: a first delivery; see redelivery.py)."""
+        of redelivered entries (None: a first delivery; see redelivery.py); in_task:
+        False when called from a protocol callback (the read-ahead), where no task is
+        current and asking asyncio.current_task (a Python call a reply) is spent."""
         if self.outage.active and entries:
             # Read while Redis refuses writes: they cannot finish; leave them pending for
             # the re-read of the own pending list once it takes writes again.
@@ -109,7 +111,7 @@ class Dispatcher:
         loop = self.loop
         if loop is None:
             loop = self.loop = asyncio.get_running_loop()
-        outer = asyncio.current_task(loop)
+        outer = asyncio.current_task(loop) if in_task else None
         # Eagerly: a job that never waits (a no-op, a cache hit) is done before the next
         # entry is looked at, and costs no Task (eager.py).  The caller's task is left
         # once for the whole reply; each job is the current task while it runs.

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import functools
 from typing import Any, Protocol
 
 from ..config import Settings
@@ -58,15 +57,37 @@ class Streaming(Protocol):
     def read_command(self, n: int, *, block: bool) -> bytes: ...
 
 
-class _OnWire:
-    """One read-ahead on the wire: its reserved slots, its acks, its replies' hooks."""
+class _Acks(Hook):
+    """Where the reply of an XACK sent with the reads ahead goes: the acks are settled."""
 
-    __slots__ = ("acks", "hooks", "n")
+    __slots__ = ("acker", "ids")
 
-    def __init__(self, n: int, acks: list[bytes], hooks: list[Hook]) -> None:
+    def __init__(self, acker: Acker, ids: list[bytes]) -> None:
+        self.acker = acker
+        self.ids = ids
+        self._done = False
+
+    def set_result(self, reply: Any) -> None:
+        self._done = True
+        self.acker.settle(self.ids, reply if isinstance(reply, BaseException) else None)
+
+
+class _OnWire(Hook):
+    """One read ahead on the wire: its reserved slots, the acks written with it (the
+    first read of a write carries them), and the hook its reply is handed to inside
+    data_received (one object a read, not a Hook and its closure besides)."""
+
+    __slots__ = ("acks", "ahead", "n")
+
+    def __init__(self, ahead: ReadAhead, n: int) -> None:
+        self.ahead = ahead
         self.n = n
-        self.acks = acks
-        self.hooks = hooks
+        self.acks: _Acks | None = None
+        self._done = False
+
+    def set_result(self, reply: Any) -> None:
+        self._done = True
+        self.ahead._arrived(reply)
 
 
 class ReplyWait:
@@ -148,25 +169,37 @@ class ReadAhead:
         self._error: BaseException | None = None
         self._done: asyncio.Future[None] | None = None
         self._wait: ReplyWait | None = None
+        s = reader.settings
+        self._ahead = s.read_ahead
+        # each read for at most concurrency / read_ahead entries, and COUNT
+        self._cap = min(s.count, max(1, s.concurrency // s.read_ahead))
 
     async def run(self, loop: asyncio.AbstractEventLoop) -> bool:
         """Read ahead until the streak ends; returns whether the reply that ended it was
         empty (the stream had nothing new).  Raises the first error of the streak."""
         self._ending, self._dry, self._error = False, False, None
-        self._fill()
-        if not self._wire:  # every slot busy: the consume loop waits for one
-            return False
-        if self._wait is None:
-            self._wait = ReplyWait(loop)
-        self._wait.due()
-        done = self._done = loop.create_future()
+        acker = self.reader.acker
+        # While reads go out as replies come, they carry the acks: the acker's own flush
+        # (a task step and a timer every ack_flush_ms) waits until the streak ends.
+        acker.carried = True
         try:
-            await done
-        except asyncio.CancelledError:
-            self._abandon()
-            raise
+            self._fill()
+            if not self._wire:  # every slot busy: the consume loop waits for one
+                return False
+            if self._wait is None:
+                self._wait = ReplyWait(loop)
+            self._wait.due()
+            done = self._done = loop.create_future()
+            try:
+                await done
+            except asyncio.CancelledError:
+                self._abandon()
+                raise
+            finally:
+                self._done = None
         finally:
-            self._done = None
+            acker.carried = False
+            acker.kick()
         if self._error is not None:
             error, self._error = self._error, None
             raise error
@@ -176,46 +209,41 @@ class ReadAhead:
     def _fill(self) -> None:
         """Send reads until read_ahead are on the wire or no slot is free: in one write,
         with the acks queued."""
-        reader, s = self.reader, self.settings
-        cap = max(1, s.concurrency // s.read_ahead)
-        reads: list[int] = []
-        while len(self._wire) + len(reads) < s.read_ahead:
-            k = reader.slots.try_reserve(min(s.count, cap))
+        reader = self.reader
+        wire = self._wire
+        room = self._ahead - len(wire)
+        slots, cap = reader.slots, self._cap
+        reads: list[_OnWire] = []
+        while room > 0:
+            k = slots.try_reserve(cap)
             if not k:
                 break
-            reads.append(k)
+            reads.append(_OnWire(self, k))
+            room -= 1
         if not reads:
             return
-        if not reader.conn.connected:
-            reader.slots.unreserve(sum(reads))
+        conn = reader.conn
+        if not conn.connected:
+            slots.unreserve(sum(r.n for r in reads))
             return
-        datas: list[bytes] = []
-        hooks: list[Hook] = []
         acker = reader.acker
-        acks = acker.take()
-        if acks:
-            datas.append(acker.xack(acks))
-            hooks.append(Hook(functools.partial(self._acked, acks)))
-        for k in reads:
-            datas.append(reader.read_command(k, block=False))
-            hooks.append(Hook(self._arrived))
+        ids = acker.take()
+        datas = [reader.read_command(r.n, block=False) for r in reads]
+        hooks: list[Any] = reads
+        if ids:
+            acks = reads[0].acks = _Acks(acker, ids)  # cancelled with the first read
+            datas.insert(0, acker.xack(ids))
+            hooks = [acks, *reads]
         try:
-            reader.conn.write_hooked(datas, hooks)
+            conn.write_hooked(datas, hooks)
         except BaseException as e:
-            reader.slots.unreserve(sum(reads))
-            if acks:
-                acker.settle(acks, e)
+            slots.unreserve(sum(r.n for r in reads))
+            if ids:
+                acker.settle(ids, e)
             raise
-        wire, first = self._wire, len(hooks) - len(reads)  # the first read's hook
-        for i, k in enumerate(reads):
-            # the acks' hook goes with the first read (cancelled with it)
-            wire.append(_OnWire(k, acks if i == 0 else [],
-                                hooks[:first + 1] if i == 0 else [hooks[first + i]]))
+        wire.extend(reads)
         reader.reading += len(reads)
         reader.blocking = False
-
-    def _acked(self, acks: list[bytes], reply: Any) -> None:
-        self.reader.acker.settle(acks, reply if isinstance(reply, BaseException) else None)
 
     def _arrived(self, reply: Any) -> None:
         """A read's reply (or its failure), in data_received: dispatch its entries and
@@ -233,21 +261,19 @@ class ReadAhead:
             else:
                 # hiredis' [[stream, [[id, fields], ...]]] as it is (no copy a read)
                 entries = reply[0][1] if reply else []
-                reader.dispatcher.dispatch(entries, read.n, None)
+                # in data_received: no task is current (no asyncio.current_task to ask)
+                reader.dispatcher.dispatch(entries, read.n, None, in_task=False)
                 if self._ending:
                     pass
                 elif len(entries) < read.n or reader.must_pause():
                     self._ending, self._dry = True, not entries
                 else:  # Redis serves the next read while the jobs of this one run
-                    self._refill()
+                    self._fill()
+                    if not self._wire:  # no slot free: the consume loop waits for one
+                        self._ending = True
         except BaseException as e:  # data_received must not raise: run() raises it
             self._end(e)
         self._settled()
-
-    def _refill(self) -> None:
-        self._fill()
-        if not self._wire:  # no slot free: the consume loop waits for one
-            self._ending = True
 
     def _settled(self) -> None:
         """Ended, and every read sent is collected: `run` returns.  Else a reply is due:
@@ -273,10 +299,11 @@ class ReadAhead:
         reader = self.reader
         self._ending = True
         for read in self._wire:
-            for hook in read.hooks:
-                hook.cancel()
+            read.cancel()
             reader.slots.unreserve(read.n)
-            if read.acks:
-                reader.acker.settle(read.acks, asyncio.CancelledError())
+            acks = read.acks
+            if acks is not None and not acks.done():
+                acks.cancel()
+                reader.acker.settle(acks.ids, asyncio.CancelledError())
         reader.reading -= len(self._wire)
         self._wire.clear()
