@@ -120,8 +120,8 @@ class FastConnection:
                      limit: float | None = None) -> None:
         """write_many() whose replies are handed to `hooks` as they are parsed, inside
         the protocol's data_received; the time limit runs to the last one's."""
-        proto = self._proto
-        assert proto is not None and proto.usable, "write_hooked needs a live connection"
+        proto = self._proto  # the caller saw `connected` (not asked again: 3 calls a read)
+        assert proto is not None, "write_hooked needs a live connection"
         proto.write_hooked(datas, hooks)
         self._deadlines.add(proto, hooks[-1], self._timeout if limit is None else limit,  # type: ignore[arg-type]
                             proto.loop)

@@ -90,7 +90,8 @@ class Acker:
     def settle(self, batch: list[bytes], error: BaseException | None) -> None:
         self.flushing.difference_update(batch)
         if error is None:
-            self._backoff.reset()
+            if self._backoff.attempt:
+                self._backoff.reset()
         else:
             log.warning("XACK of %d ids failed (%s); will retry", len(batch), error)
             self.queued[:0] = batch

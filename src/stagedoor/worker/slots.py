@@ -33,7 +33,11 @@ class Slots:
         return k
 
     def try_reserve(self, n: int) -> int:
-        k = max(0, min(n, self.free))
+        # `free` spelled out: this runs for every read ahead (a property is a call)
+        free = self.capacity - self.reserved - len(self.running)
+        if free <= 0:
+            return 0
+        k = n if n < free else free
         self.reserved += k
         return k
 
