@@ -24,9 +24,11 @@ from tests.workerkit import poll
 
 from stagedoor.config import ConfigError, Settings
 from stagedoor.stream import connection
+from stagedoor.stream.errors import master_changed
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import EnqueueError, enqueue_sync
 from stagedoor.stream.resp import FastConnection, MasterChanged
+from stagedoor.worker.dispatch import is_redis_trouble
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.server
@@ -114,6 +116,57 @@ def test_a_demoted_master_means_find_the_master_again(tmp_path: Path) -> None:
                 await writer.aclose()
 
         asyncio.run(main())
+
+
+def test_every_reply_of_a_replica_means_find_the_master_again(tmp_path: Path) -> None:
+    """The other wordings a replica answers with, on the lean connection too: WAIT on a
+    replica ("WAIT cannot be used with replica instances"), and MASTERDOWN from any
+    command while a demoted master has no link to its new one (replica-serve-stale-data
+    no).  Each is MasterChanged, not an error of the command.  The same replies through
+    redis-py (ReadOnlyError, MasterDownError, a ResponseError) are recognised by the
+    same helper, errors.master_changed, which the producer and the worker use."""
+    with SuiteRedis(tmp_path / "a", extra_args=server_args()) as a, \
+            SuiteRedis(tmp_path / "b", extra_args=server_args()) as b:
+        s = Settings(redis_url=a.url, socket_timeout=2)
+        direct = redis.Redis(port=a.port, protocol=2, socket_timeout=5)
+        dead = b.port
+        b.stop()  # a master that is gone: the replica's link stays down
+
+        async def main() -> None:
+            conn = FastConnection(s, timeout=2)
+            try:
+                await conn.call("XADD", "jobs", "*", "k", "v")
+                direct.execute_command("REPLICAOF", "127.0.0.1", dead)
+                with pytest.raises(MasterChanged, match="WAIT cannot be used with replica"):
+                    await conn.call("WAIT", 1, 100)
+                assert not conn.connected
+                with pytest.raises(MasterChanged, match="READONLY"):
+                    await conn.call("XADD", "jobs", "*", "k", "v")
+                direct.config_set("replica-serve-stale-data", "no")
+                with pytest.raises(MasterChanged, match="MASTERDOWN"):
+                    await conn.call("XRANGE", "jobs", "-", "+")
+            finally:
+                await conn.aclose()
+
+        try:
+            asyncio.run(main())
+            for command in (("WAIT", 1, 100), ("XADD", "jobs", "*", "k", "v"),
+                            ("EVAL", "return redis.call('XLEN', KEYS[1])", 1, "jobs")):
+                with pytest.raises(redis.ResponseError) as caught:
+                    direct.execute_command(*command)
+                assert master_changed(caught.value), (command, caught.value)
+                assert is_redis_trouble(caught.value)  # the worker: left pending, recover
+            direct.config_set("replica-serve-stale-data", "yes")
+            with pytest.raises(redis.ResponseError) as caught:
+                direct.execute_command("WAIT", 1, 100)
+            assert "WAIT cannot be used with replica instances" in str(caught.value)
+            assert master_changed(caught.value)
+            with pytest.raises(redis.ResponseError) as caught:
+                direct.execute_command("XINFO", "STREAM", "nostream")
+            assert not master_changed(caught.value)  # a replica's other errors are not
+            assert not is_redis_trouble(caught.value)
+        finally:
+            direct.close()
 
 
 def test_producer_and_cli_follow_the_master(sentinels: SentinelSet, tmp_path: Path) -> None:
