@@ -166,10 +166,15 @@ class NotReplicated(EnqueueError, redis.ConnectionError):
     failover may lose them.  Enqueue them again (handlers dedupe on outbox_id)."""
 
     def __init__(self, ids: list[str], total: int, acked: int, settings: Settings) -> None:
-        super().__init__(f"only {acked} of {settings.replicas_to_wait} replicas confirmed "
-                         f"the jobs within {settings.wait_timeout_ms} ms (WAIT); a failover "
-                         f"may lose them: enqueue them again (deduped by outbox_id); "
-                         f"{len(ids)} of {total} jobs went in unconfirmed", ids, total)
+        message = (f"only {acked} of {settings.replicas_to_wait} replicas confirmed the "
+                   f"jobs within {settings.wait_timeout_ms} ms (WAIT); a failover may lose "
+                   f"them: enqueue them again (deduped by outbox_id); {len(ids)} of {total} "
+                   f"jobs went in unconfirmed")
+        super().__init__(message, ids, total)
+        # EnqueueError's __init__ (RuntimeError's) comes first in the MRO and never runs
+        # redis-py's, whose __repr__ needs what it sets (error_type): a repr of this error
+        # (asyncio's of a task that raised it) raised AttributeError.
+        redis.ConnectionError.__init__(self, message)
         self.acked, self.wanted = acked, settings.replicas_to_wait
 
 
