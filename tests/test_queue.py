@@ -14,7 +14,14 @@ from tests.workerkit import raw
 from stagedoor.config import Settings
 from stagedoor.stream import connection
 from stagedoor.stream.job import make_job
-from stagedoor.stream.queue import DeadLetter, enqueue, enqueue_many, enqueue_sync, original_fields
+from stagedoor.stream.queue import (
+    DeadLetter,
+    NotReplicated,
+    enqueue,
+    enqueue_many,
+    enqueue_sync,
+    original_fields,
+)
 
 ROOT = Path(__file__).parents[1]
 
@@ -114,6 +121,19 @@ async def test_dead_letter_of_a_huge_payload_keeps_the_first_fields(
     meta = dict(zip(stored[-10::2], stored[-9::2], strict=True))
     assert meta[b"dead:error"] == b"malformed: odd [dead letter keeps the first 256 of 5000 fields]"
     assert len(original_fields(stored)) == 512
+
+
+def test_not_replicated_has_a_repr() -> None:
+    """NotReplicated is an EnqueueError and a redis-py ConnectionError; redis-py's
+    __repr__ reads what its __init__ sets, which EnqueueError's (first in the MRO) never
+    ran: repr() raised AttributeError, and with it asyncio's repr of a task that raised
+    it (an async producer's error became a crash in the test's event loop)."""
+    e = NotReplicated(["1-1"], 2, 0, Settings(redis_url="redis://127.0.0.1:1/0",
+                                              wait_replicas=1))
+    assert repr(e) == "network:NotReplicated"
+    assert e.ids == ["1-1"] and e.total == 2 and e.acked == 0 and e.wanted == 1
+    assert str(e).endswith("1 of 2 jobs went in unconfirmed")
+    assert isinstance(e, redis.ConnectionError)
 
 
 def test_server_version_floor() -> None:

@@ -9,24 +9,36 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import orjson
 import pytest
 import redis
+import redis.asyncio as aioredis
 from tests.aclmode import server_args
 from tests.clikit import cli
+from tests.faults.proxy import FaultProxy
 from tests.servers import SuiteRedis, require_tls
 from tests.tlscerts import make_certs
-from tests.topology import SentinelSet
+from tests.topology import SERVICE, SentinelSet
 from tests.workerkit import poll
 
 from stagedoor.config import ConfigError, Settings
 from stagedoor.stream import connection
-from stagedoor.stream.job import make_job
-from stagedoor.stream.queue import EnqueueError, enqueue_sync
+from stagedoor.stream.errors import master_changed
+from stagedoor.stream.job import Job, make_job
+from stagedoor.stream.queue import (
+    MASTER_TRIES,
+    EnqueueError,
+    NotReplicated,
+    enqueue_many,
+    enqueue_sync,
+)
 from stagedoor.stream.resp import FastConnection, MasterChanged
+from stagedoor.worker.dispatch import is_redis_trouble
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.server
@@ -114,6 +126,280 @@ def test_a_demoted_master_means_find_the_master_again(tmp_path: Path) -> None:
                 await writer.aclose()
 
         asyncio.run(main())
+
+
+def test_every_reply_of_a_replica_means_find_the_master_again(tmp_path: Path) -> None:
+    """The other wordings a replica answers with, on the lean connection too: WAIT on a
+    replica ("WAIT cannot be used with replica instances"), and MASTERDOWN from any
+    command while a demoted master has no link to its new one (replica-serve-stale-data
+    no).  Each is MasterChanged, not an error of the command.  The same replies through
+    redis-py (ReadOnlyError, MasterDownError, a ResponseError) are recognised by the
+    same helper, errors.master_changed, which the producer and the worker use."""
+    with SuiteRedis(tmp_path / "a", extra_args=server_args()) as a, \
+            SuiteRedis(tmp_path / "b", extra_args=server_args()) as b:
+        s = Settings(redis_url=a.url, socket_timeout=2)
+        direct = redis.Redis(port=a.port, protocol=2, socket_timeout=5)
+        dead = b.port
+        b.stop()  # a master that is gone: the replica's link stays down
+
+        async def main() -> None:
+            conn = FastConnection(s, timeout=2)
+            try:
+                await conn.call("XADD", "jobs", "*", "k", "v")
+                direct.execute_command("REPLICAOF", "127.0.0.1", dead)
+                with pytest.raises(MasterChanged, match="WAIT cannot be used with replica"):
+                    await conn.call("WAIT", 1, 100)
+                assert not conn.connected
+                with pytest.raises(MasterChanged, match="READONLY"):
+                    await conn.call("XADD", "jobs", "*", "k", "v")
+                direct.config_set("replica-serve-stale-data", "no")
+                with pytest.raises(MasterChanged, match="MASTERDOWN"):
+                    await conn.call("XRANGE", "jobs", "-", "+")
+            finally:
+                await conn.aclose()
+
+        try:
+            asyncio.run(main())
+            for command in (("WAIT", 1, 100), ("XADD", "jobs", "*", "k", "v"),
+                            ("EVAL", "return redis.call('XLEN', KEYS[1])", 1, "jobs")):
+                with pytest.raises(redis.ResponseError) as caught:
+                    direct.execute_command(*command)
+                assert master_changed(caught.value), (command, caught.value)
+                assert is_redis_trouble(caught.value)  # the worker: left pending, recover
+            direct.config_set("replica-serve-stale-data", "yes")
+            with pytest.raises(redis.ResponseError) as caught:
+                direct.execute_command("WAIT", 1, 100)
+            assert "WAIT cannot be used with replica instances" in str(caught.value)
+            assert master_changed(caught.value)
+            with pytest.raises(redis.ResponseError) as caught:
+                direct.execute_command("XINFO", "STREAM", "nostream")
+            assert not master_changed(caught.value)  # a replica's other errors are not
+            assert not is_redis_trouble(caught.value)
+        finally:
+            direct.close()
+
+
+def _jobs(first: int, n: int) -> list[Job]:
+    return [make_job("noop", i, i, f"r{i}", "t") for i in range(first, first + n)]
+
+
+async def _aclose(aclient: aioredis.Redis) -> None:
+    """Close an async client and, for a Sentinel one, its connections to the sentinels
+    (the master client's aclose() leaves those to the garbage collector)."""
+    await aclient.aclose()
+    manager = getattr(aclient.connection_pool, "sentinel_manager", None)
+    for s in getattr(manager, "sentinels", []):
+        await s.aclose()
+
+
+def _enqueue(api: str, s: Settings, jobs: list[Job]) -> list[str]:
+    """enqueue_sync on connection.sync_client, or enqueue_many on async_client(producer)."""
+    if api == "sync":
+        client = connection.sync_client(s)
+        try:
+            return enqueue_sync(client, s, jobs)
+        finally:
+            client.close()
+
+    async def main() -> list[str]:
+        aclient = connection.async_client(s, producer=True)
+        try:
+            return await enqueue_many(aclient, s, jobs)
+        finally:
+            await _aclose(aclient)
+    return asyncio.run(main())
+
+
+def _demote_when(direct: redis.Redis, ready: Callable[[], bool], new_master: int,
+                 failures: list[BaseException]) -> Callable[[], None]:
+    """A hook that waits for `ready`, then makes `direct`'s server a replica of another
+    (REPLICAOF: its clients stay connected, as under a Sentinel that has not yet closed
+    them); a failure is kept for the test to see."""
+    def demote() -> None:
+        try:
+            poll(ready, 10, "the producer's script to run")
+            direct.execute_command("REPLICAOF", "127.0.0.1", new_master)
+        except BaseException as e:
+            failures.append(e)
+    return demote
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+def test_a_wait_answered_by_a_demoted_master_reports_the_jobs_unconfirmed(
+        tmp_path: Path, api: str) -> None:
+    """CI's race (Redis 8.2, test_failover_counts): the producer's script ran on the
+    master, the master was demoted, and then its WAIT came in: "WAIT cannot be used with
+    replica instances".  Made certain by a proxy that holds the WAIT back until the
+    XADDs are in and the master is a replica of another server.  The jobs went in, on a
+    server that is now a replica: NotReplicated with their ids (enqueue them again),
+    not a raw ResponseError and not "0 of 3 jobs went in".  Then the same server
+    refuses the script (READONLY): retried MASTER_TRIES times, finding the master again
+    each time, then one clear EnqueueError, nothing written anywhere."""
+    with SuiteRedis(tmp_path / "a", extra_args=server_args()) as a, \
+            SuiteRedis(tmp_path / "b", extra_args=server_args()) as b, \
+            FaultProxy(a.port) as proxy:
+        s = Settings(redis_url=proxy.url, wait_replicas=1, wait_timeout_ms=1000)
+        direct = redis.Redis(port=a.port, protocol=2, socket_timeout=5)
+        failures: list[BaseException] = []
+        written: list[str] = []
+
+        def ready() -> bool:
+            written[:] = [eid.decode() for eid, _ in direct.xrange("jobs")]
+            return len(written) == 3
+        proxy.before(b"WAIT", _demote_when(direct, ready, b.port, failures))
+        try:
+            with pytest.raises(NotReplicated) as caught:
+                _enqueue(api, s, _jobs(1, 3))
+            assert not failures, failures
+            e = caught.value
+            assert e.ids == written and e.total == 3, (e.ids, written)
+            assert e.acked == 0
+            text = str(e)
+            assert "WAIT cannot be used with replica instances" in text, text
+            assert "the master changed" in text and "enqueue them again" in text, text
+            assert "3 of 3 jobs went in unconfirmed" in text, text
+
+            # Now the script itself is refused: nothing went in, so it is retried (a new
+            # connection, which under Sentinel asks for the master again), a bounded
+            # number of times; here the URL names the replica, so it fails, clearly.
+            before = proxy.accepted
+            t0 = time.monotonic()
+            with pytest.raises(EnqueueError) as refused:
+                _enqueue(api, s, _jobs(4, 2))
+            assert time.monotonic() - t0 < 5
+            assert not isinstance(refused.value, NotReplicated)
+            assert refused.value.ids == []
+            text = str(refused.value)
+            assert f"answered as a replica {MASTER_TRIES} times" in text, text
+            assert "0 of 2 jobs went in" in text, text
+            assert proxy.accepted - before >= MASTER_TRIES  # a new connection each time
+            on_b = redis.Redis(port=b.port, protocol=2, socket_timeout=5)
+            try:
+                assert on_b.xlen("jobs") == 0
+            finally:
+                on_b.close()
+        finally:
+            direct.close()
+
+
+@pytest.mark.parametrize("via", ["plain", "sentinel"])
+def test_a_blocked_wait_unblocked_by_the_demotion_reports_the_jobs_unconfirmed(
+        tmp_path: Path, via: str) -> None:
+    """The master is demoted while the producer's WAIT waits for a replica: Redis
+    answers the WAIT "UNBLOCKED ... (master -> replica?)".  The XADDs had gone in:
+    NotReplicated.  Through a plain URL its ids are known; redis-py's Sentinel
+    connection turns that reply into a ConnectionError without the script's reply, so
+    there the error says the last jobs may be in, unconfirmed, and its ids stop before
+    them (the caller sends those again)."""
+    topo = SentinelSet(tmp_path / "sentinel") if via == "sentinel" else None
+    try:
+        with contextlib.ExitStack() as stack:
+            if topo is None:
+                a = stack.enter_context(SuiteRedis(tmp_path / "a", extra_args=server_args()))
+                port, url, wanted = a.port, a.url, 1  # no replica: WAIT 1 blocks
+            else:
+                port, url, wanted = topo.master.port, topo.url, 2  # one replica of two
+            b = stack.enter_context(SuiteRedis(tmp_path / "b", extra_args=server_args()))
+            direct = redis.Redis(port=port, protocol=2, socket_timeout=5)
+            stack.callback(direct.close)
+            s = Settings(redis_url=url, wait_replicas=wanted, wait_timeout_ms=20_000)
+            failures: list[BaseException] = []
+            demoter = threading.Thread(target=_demote_when(
+                direct, lambda: int(direct.info("clients")["blocked_clients"]) == 1,
+                b.port, failures))
+            demoter.start()
+            t0 = time.monotonic()
+            try:
+                with pytest.raises(NotReplicated) as caught:
+                    _enqueue("sync", s, _jobs(1, 2))
+            finally:
+                demoter.join(15)
+            assert not failures, failures
+            assert time.monotonic() - t0 < 15  # the WAIT was cut short, not timed out
+            e = caught.value
+            text = str(e)
+            assert "the master changed" in text and "enqueue them again" in text, text
+            if topo is None:
+                assert "UNBLOCKED" in text, text
+                assert len(e.ids) == 2 and "2 of 2 jobs went in unconfirmed" in text, text
+            else:
+                assert e.ids == [], e.ids
+                assert "the last 2 jobs may have gone in" in text, text
+    finally:
+        if topo is not None:
+            topo.stop()
+
+
+def _switch_master(topo: SentinelSet) -> tuple[int, int]:
+    """The replica made master and the master its replica, by hand (REPLICAOF, which
+    leaves the old master's clients connected, unlike a Sentinel failover, which closes
+    them), and the sentinels told (SENTINEL REMOVE / MONITOR): (old, new) ports."""
+    old, new = topo.master.port, topo.replica.port
+    for sen in topo.sentinels:
+        c = sen.client()
+        try:
+            c.execute_command("SENTINEL", "REMOVE", SERVICE)
+        finally:
+            c.close()
+    n, o = topo.client(new), topo.client(old)
+    try:
+        n.execute_command("REPLICAOF", "NO", "ONE")
+        o.execute_command("REPLICAOF", "127.0.0.1", new)
+        for sen in topo.sentinels:
+            c = sen.client()
+            try:
+                c.execute_command("SENTINEL", "MONITOR", SERVICE, "127.0.0.1", new, 2)
+            finally:
+                c.close()
+        poll(lambda: o.info("replication").get("master_link_status") == "up", 30,
+             "the old master in sync as the new one's replica")
+        poll(lambda: all(sen.master_port() == new for sen in topo.sentinels), 30,
+             "every sentinel naming the new master")
+    finally:
+        n.close()
+        o.close()
+    return old, new
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+def test_a_producer_on_a_demoted_master_finds_the_new_one(
+        sentinels: SentinelSet, api: str) -> None:
+    """The producer's pooled connection is to a master that became a replica while the
+    sentinels name another: its script is refused (READONLY, which redis-py's Sentinel
+    connection raises as a ConnectionError).  Nothing went in, so enqueue asks for the
+    master again and the jobs go in there, confirmed by WAIT: it returns their ids."""
+    s = Settings(redis_url=sentinels.url, wait_replicas=1)
+
+    def first_then_switch(enqueue: Callable[[list[Job]], list[str]]) -> list[str]:
+        assert len(enqueue(_jobs(1, 1))) == 1  # the pool now holds a connection to it
+        _switch_master(sentinels)
+        return enqueue(_jobs(2, 3))
+
+    if api == "sync":
+        client = connection.sync_client(s)
+        try:
+            ids = first_then_switch(lambda jobs: enqueue_sync(client, s, jobs))
+        finally:
+            client.close()
+    else:
+        async def main() -> list[str]:
+            aclient = connection.async_client(s, producer=True)
+            try:
+                first = await enqueue_many(aclient, s, _jobs(1, 1))
+                assert len(first) == 1
+                await asyncio.to_thread(_switch_master, sentinels)
+                return await enqueue_many(aclient, s, _jobs(2, 3))
+            finally:
+                await _aclose(aclient)
+        ids = asyncio.run(main())
+    new = sentinels.client(sentinels.replica.port)
+    try:
+        assert len(ids) == 3
+        on_new = [eid.decode() for eid, _ in new.xrange("jobs")]
+        assert ids == on_new[-3:], (ids, on_new)
+        assert int(new.execute_command("WAIT", 1, 5000)) == 1
+    finally:
+        new.close()
 
 
 def test_producer_and_cli_follow_the_master(sentinels: SentinelSet, tmp_path: Path) -> None:

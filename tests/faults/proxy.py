@@ -16,6 +16,12 @@ is always forwarded, so Redis executes it; what happens to its reply is the faul
             the command never reaches Redis, as when the process dies before its write
 
 `times` bounds how often a rule fires; `hits` counts it.
+
+A gate (`before(command, hook)`) acts between the commands of one pipeline: the next
+request that holds `command` is split there, what comes before it is forwarded, then
+`hook()` runs on the pump's thread, then the rest is forwarded.  Something can so
+happen to the server between two commands a client sent in one write (a producer's
+script and its WAIT: the master demoted in between).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 _COMMAND = re.compile(rb"^\*\d+\r\n\$\d+\r\n([A-Za-z]+)\r\n")
@@ -62,6 +69,7 @@ class FaultProxy:
     def __init__(self, upstream_port: int, upstream_host: str = "127.0.0.1") -> None:
         self.upstream = (upstream_host, upstream_port)
         self.rules: list[Rule] = []
+        self.gates: list[tuple[bytes, Callable[[], None]]] = []
         self.lock = threading.Lock()
         self.conns: list[_Conn] = []
         self.accepted = 0
@@ -86,9 +94,27 @@ class FaultProxy:
             self.rules.append(rule)
         return rule
 
+    def before(self, command: bytes, hook: Callable[[], None]) -> None:
+        """Once: run hook() just before `command` (a whole command, by name) reaches the
+        server, after everything the client sent before it in the same write."""
+        with self.lock:
+            self.gates.append((command.upper(), hook))
+
+    def _gate(self, data: bytes) -> tuple[int, Callable[[], None]] | None:
+        """(where the gated command starts in data, its hook), and the gate is spent."""
+        with self.lock:
+            for i, (command, hook) in enumerate(self.gates):
+                m = re.search(rb"\*\d+\r\n\$%d\r\n%s\r\n" % (len(command), re.escape(command)),
+                              data, re.IGNORECASE)
+                if m is not None:
+                    del self.gates[i]
+                    return m.start(), hook
+        return None
+
     def clear(self) -> None:
         with self.lock:
             self.rules.clear()
+            self.gates.clear()
 
     def close(self) -> None:
         self._closed = True
@@ -146,6 +172,12 @@ class FaultProxy:
                     continue
                 with conn.lock:
                     conn.armed = rule
+                gate = self._gate(data)
+                if gate is not None:
+                    at, hook = gate
+                    conn.upstream.sendall(data[:at])
+                    hook()
+                    data = data[at:]
                 conn.upstream.sendall(data)
         except OSError:
             pass

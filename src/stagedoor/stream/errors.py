@@ -24,7 +24,7 @@ import ssl
 
 import redis
 from redis.asyncio.sentinel import MasterNotFoundError as AsyncMasterNotFoundError
-from redis.exceptions import SlotNotCoveredError
+from redis.exceptions import MasterDownError, ReadOnlyError, SlotNotCoveredError
 from redis.sentinel import MasterNotFoundError
 
 from ..redaction import redact
@@ -55,6 +55,50 @@ def first_line(exc: BaseException) -> str:
     or a client's connection options."""
     text = redact(str(exc)).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+class MasterChanged(redis.ConnectionError):
+    """The server answered as a replica: find the master again (a failover happened)."""
+
+
+def is_demoted(text: str) -> bool:
+    """An error reply's text (as hiredis gives it, or redis-py's ResponseError) that says
+    the server is not, or no longer, the master: a failover demoted it, or the sentinels
+    have not yet caught up.  Every wording a replica answers stagedoor's commands with
+    (checked on Redis 7.0 and 8.2 and Valkey 8.1):
+
+        READONLY You can't write against a read only replica.   any write, a script's too
+        MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.
+                                         any command, a script or WAIT too, while a demoted
+                                         master has no link to its new master yet
+        UNBLOCKED force unblock from blocking operation, instance state changed
+        (master -> replica?)             a blocked XREADGROUP or WAIT at the demotion
+        ERR WAIT cannot be used with replica instances. ...   WAIT (and WAITAOF) sent to a
+                                         replica: a producer's XADDs ran before the demotion
+
+    Only that UNBLOCKED: "UNBLOCKED the stream key no longer exists" is Redis 7.0's
+    deleted stream (queue.is_nogroup), CLIENT UNBLOCK ERROR's starts "UNBLOCKED" too."""
+    return (text.startswith(("READONLY", "MASTERDOWN"))
+            or (text.startswith("UNBLOCKED") and "replica" in text)
+            or "cannot be used with replica instances" in text)
+
+
+def master_changed(exc: BaseException) -> bool:
+    """exc says the server answered as a replica (is_demoted), whoever parsed the reply:
+    the lean connection (MasterChanged), redis-py (READONLY and MASTERDOWN become
+    ReadOnlyError and MasterDownError, prefix stripped; the rest a ResponseError), or
+    redis-py's Sentinel connection, which turns READONLY and UNBLOCKED into
+    ConnectionError("The previous master is now a slave"), raised while it handles the
+    reply (its __context__)."""
+    if isinstance(exc, MasterChanged | ReadOnlyError | MasterDownError):
+        return True
+    if isinstance(exc, redis.ResponseError):
+        return is_demoted(str(exc))
+    if isinstance(exc, redis.ConnectionError):
+        reply = exc.__context__
+        return isinstance(reply, ReadOnlyError) or (
+            isinstance(reply, redis.ResponseError) and is_demoted(str(reply)))
+    return False
 
 
 OOM_ADVICE = ("Redis is out of memory (maxmemory reached, noeviction): it refuses writes "

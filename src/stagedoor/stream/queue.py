@@ -12,6 +12,16 @@ are on the master, unconfirmed; enqueueing them again is safe, handlers dedupe o
 outbox_id).  The producer's client needs a socket timeout above wait_timeout_ms:
 connection.sync_client and async_client(producer=True) give it one.
 
+The master changed (errors.master_changed: the server answered as a replica, in any
+of its wordings): if the script's own reply says so, nothing of the chunk was written
+(a replica writes nothing), and the chunk is sent again on new connections, which a
+Sentinel pool opens to the master it asks for again: up to MASTER_TRIES times, with the
+worker's reconnect backoff (backoff.reconnect).  If WAIT's reply says so ("WAIT cannot
+be used with replica instances": the master was demoted between the XADDs and the WAIT;
+"UNBLOCKED ... master -> replica" while WAIT waited), the XADDs went in on a server that
+is a replica now, unconfirmed: NotReplicated with their ids, never a retry that would
+add them twice unasked.
+
 Dead-lettering is one Lua script rather than MULTI: the XADD to jobs:dead runs only
 if the XACK removed the entry from the pending list.  A MULTI is atomic too, but
 when its reply is lost and the worker retries, the dead-letter entry is written
@@ -29,6 +39,7 @@ line per XADD that trimmed (MAXLEN ~ trims whole nodes, ~100 entries at a time),
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
@@ -38,9 +49,10 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 
+from ..backoff import Backoff
 from ..config import Settings
 from .backlog import ACCOUNT_LUA, AUDIT_SCAN_CAP, trimmed_key
-from .errors import OOM_ADVICE, first_line, is_oom
+from .errors import OOM_ADVICE, first_line, is_oom, master_changed
 from .job import Job
 from .keys import JOB_INDEX_TTL_S, dead_trimmed_key, job_index_prefix
 
@@ -162,15 +174,34 @@ class BacklogFull(EnqueueError):
 
 
 class NotReplicated(EnqueueError, redis.ConnectionError):
-    """WAIT returned fewer replicas than asked: the entries are on the master, but a
-    failover may lose them.  Enqueue them again (handlers dedupe on outbox_id)."""
+    """WAIT returned fewer replicas than asked, or the master changed before WAIT could
+    answer (`demoted`: the server's reply): the entries went in, but a failover may
+    lose them.  Enqueue them again (handlers dedupe on outbox_id).
 
-    def __init__(self, ids: list[str], total: int, acked: int, settings: Settings) -> None:
-        super().__init__(f"only {acked} of {settings.replicas_to_wait} replicas confirmed "
-                         f"the jobs within {settings.wait_timeout_ms} ms (WAIT); a failover "
-                         f"may lose them: enqueue them again (deduped by outbox_id); "
-                         f"{len(ids)} of {total} jobs went in unconfirmed", ids, total)
+    `unread`: the last chunk's jobs that may have gone in although their ids were never
+    read (redis-py's Sentinel connection raises a demoted master's answer to WAIT as a
+    ConnectionError, without the script's reply); `ids` stop before them."""
+
+    def __init__(self, ids: list[str], total: int, acked: int, settings: Settings, *,
+                 demoted: str = "", unread: int = 0) -> None:
+        if not demoted:
+            why = (f"only {acked} of {settings.replicas_to_wait} replicas confirmed the "
+                   f"jobs within {settings.wait_timeout_ms} ms (WAIT)")
+        else:
+            why = f"the master changed before WAIT confirmed the jobs ({demoted})"
+        went = f"{len(ids)} of {total} jobs went in unconfirmed"
+        if unread:
+            went = (f"the last {unread} jobs may have gone in, unconfirmed (their ids were "
+                    f"not read), {len(ids)} of {total} before them went in")
+        message = (f"{why}; a failover may lose them: enqueue them again (deduped by "
+                   f"outbox_id); {went}")
+        super().__init__(message, ids, total)
+        # EnqueueError's __init__ (RuntimeError's) comes first in the MRO and never runs
+        # redis-py's, whose __repr__ needs what it sets (error_type): a repr of this error
+        # (asyncio's of a task that raised it) raised AttributeError.
+        redis.ConnectionError.__init__(self, message)
         self.acked, self.wanted = acked, settings.replicas_to_wait
+        self.unread = unread
 
 
 def _wait_args(settings: Settings) -> tuple[int, int]:
@@ -308,6 +339,89 @@ def _failed(e: redis.RedisError, ids: list[str], total: int) -> EnqueueError:
                         ids, total)
 
 
+# Tries of one chunk whose script a replica refused (nothing written): a new connection
+# each, so a Sentinel pool asks for the master again; the backoff between them is the
+# worker's reconnect schedule (0.05 s doubling, jittered: at most 0.75 s over the five).
+MASTER_TRIES = 5
+
+
+def _replica_said(e: redis.RedisError) -> str:
+    """The first sentence of the replica's reply behind e (redis-py's Sentinel
+    connection raises READONLY or UNBLOCKED as a ConnectionError of its own, from the
+    reply); Redis goes on about writable replicas after it."""
+    reply = e.__context__ if isinstance(e, redis.ConnectionError) and e.__context__ else e
+    return first_line(reply).split(". ")[0].rstrip(".")
+
+
+def _wrote_nothing(e: redis.RedisError) -> bool:
+    """A failed chunk whose script reply said "replica": a replica writes nothing.
+
+    In the pipeline the script's reply comes first and WAIT's last; redis-py's Sentinel
+    connection raises READONLY (only the script can get it) and UNBLOCKED (only a
+    waiting WAIT can) alike as ConnectionError, with the reply as __context__."""
+    if isinstance(e, redis.ConnectionError):
+        return isinstance(e.__context__, redis.exceptions.ReadOnlyError)
+    return master_changed(e)
+
+
+def _no_master(e: redis.RedisError, ids: list[str], total: int) -> EnqueueError:
+    """Every try of a chunk refused by a replica: nothing of it went in."""
+    last = f", last id {ids[-1]}" if ids else ""
+    return EnqueueError(f"Redis answered as a replica {MASTER_TRIES} times: the master "
+                        f"changed (a failover) and no new master took the jobs yet "
+                        f"({_replica_said(e)}); {len(ids)} of {total} jobs "
+                        f"went in{last}", ids, total)
+
+
+def _new_connections(client: redis.Redis) -> None:
+    """Drop the pool's connections: a Sentinel pool asks for the master on each new one.
+    (A cluster client, routed by slot, has no one pool: a replica answers it MOVED.)"""
+    pool = getattr(client, "connection_pool", None)
+    if pool is not None:
+        pool.disconnect()
+
+
+async def _new_connections_async(client: aioredis.Redis) -> None:
+    pool = getattr(client, "connection_pool", None)
+    if pool is not None:
+        await pool.disconnect()
+
+
+def _script_reply(reply: Any) -> Any:
+    """The script's reply from a pipeline run with raise_on_error=False, raised if it is
+    an error (a replica's: nothing of the chunk was written)."""
+    if isinstance(reply, redis.RedisError):
+        raise reply
+    return reply
+
+
+def _confirmed(settings: Settings, acked: Any, ids: list[str], total: int
+               ) -> EnqueueError | None:
+    """What WAIT's reply means for a chunk whose XADDs went in (in ids): None when the
+    replicas confirmed them, else the error to raise, after new connections for a
+    NotReplicated (this server lost its replicas, or is no longer the master: a Sentinel
+    pool asks for the master again)."""
+    if acked is None:
+        return None  # no WAIT asked
+    if isinstance(acked, redis.RedisError):
+        if master_changed(acked):
+            return NotReplicated(ids, total, 0, settings, demoted=_replica_said(acked))
+        return _failed(acked, ids, total)  # e.g. NOPERM: went in, and ids say so
+    if int(acked) < settings.replicas_to_wait:
+        return NotReplicated(ids, total, int(acked), settings)
+    return None
+
+
+def _lost_wait(e: redis.RedisError, settings: Settings, ids: list[str], total: int,
+               wanted: int) -> NotReplicated | None:
+    """A demoted master's answer to WAIT raised by redis-py's Sentinel connection: the
+    script had answered (its ids unread), so the chunk may be in, unconfirmed."""
+    if settings.replicas_to_wait and master_changed(e):  # (after _wrote_nothing)
+        return NotReplicated(ids, total, 0, settings, demoted=_replica_said(e),
+                             unread=wanted)
+    return None
+
+
 async def enqueue(client: aioredis.Redis, settings: Settings, job: Job) -> str:
     """Add one job (MAXLEN ~) after ensuring the group, in one round trip. Returns its id."""
     return (await enqueue_many(client, settings, [job]))[0]
@@ -317,28 +431,41 @@ async def enqueue_many(client: aioredis.Redis, settings: Settings, jobs: Iterabl
                        *, chunk: int = 1000) -> list[str]:
     """The bulk form: `chunk` jobs per round trip (one script call).
 
-    Raises BacklogFull (the backlog is near MAXLEN), RedisOutOfMemory, or EnqueueError
-    (any other Redis error), each carrying the ids that did go in."""
+    Raises BacklogFull (the backlog is near MAXLEN), RedisOutOfMemory, NotReplicated
+    (WAIT did not confirm them), or EnqueueError (any other Redis error), each carrying
+    the ids that did go in.  A chunk a replica refused is sent again (module docstring)."""
     script = client.register_script(ENQUEUE_LUA)
     batch = list(jobs)
     ids: list[str] = []
     for keys, args, wanted in _chunks(settings, batch, chunk):
-        try:
-            if settings.replicas_to_wait:
-                pipe = client.pipeline(transaction=False)  # one connection: WAIT covers it
-                await script(keys=keys, args=args, client=pipe)
-                pipe.execute_command("WAIT", *_wait_args(settings))
-                reply, acked = await pipe.execute()
-            else:
-                reply, acked = await script(keys=keys, args=args), None
-        except redis.RedisError as e:
-            raise _failed(e, ids, len(batch)) from e
+        backoff = Backoff()
+        for attempt in range(1, MASTER_TRIES + 1):
+            try:
+                if settings.replicas_to_wait:
+                    pipe = client.pipeline(transaction=False)  # one connection: WAIT covers it
+                    await script(keys=keys, args=args, client=pipe)
+                    pipe.execute_command("WAIT", *_wait_args(settings))
+                    reply, acked = await pipe.execute(raise_on_error=False)
+                    reply = _script_reply(reply)
+                else:
+                    reply, acked = await script(keys=keys, args=args), None
+                break
+            except redis.RedisError as e:
+                if _wrote_nothing(e):
+                    await _new_connections_async(client)  # find the master again
+                    if attempt == MASTER_TRIES:
+                        raise _no_master(e, ids, len(batch)) from e
+                    await asyncio.sleep(backoff.next())
+                    continue
+                if (lost := _lost_wait(e, settings, ids, len(batch), wanted)) is not None:
+                    await _new_connections_async(client)
+                    raise lost from None  # its text names the reply
+                raise _failed(e, ids, len(batch)) from e
         _settle(settings, reply, wanted, ids, len(batch))
-        if acked is not None and int(acked) < settings.replicas_to_wait:
-            # This server lost its replicas (or is no longer the master and does not
-            # know yet): new connections, so a Sentinel pool asks for the master again.
-            await client.connection_pool.disconnect()
-            raise NotReplicated(ids, len(batch), int(acked), settings)
+        if (error := _confirmed(settings, acked, ids, len(batch))) is not None:
+            if isinstance(error, NotReplicated):
+                await _new_connections_async(client)
+            raise error
     return ids
 
 
@@ -349,20 +476,34 @@ def enqueue_sync(client: redis.Redis, settings: Settings, jobs: Iterable[Job],
     batch = list(jobs)
     ids: list[str] = []
     for keys, args, wanted in _chunks(settings, batch, chunk):
-        try:
-            if settings.replicas_to_wait:
-                pipe = client.pipeline(transaction=False)  # one connection: WAIT covers it
-                script(keys=keys, args=args, client=pipe)
-                pipe.execute_command("WAIT", *_wait_args(settings))
-                reply, acked = pipe.execute()
-            else:
-                reply, acked = script(keys=keys, args=args), None
-        except redis.RedisError as e:
-            raise _failed(e, ids, len(batch)) from e
+        backoff = Backoff()
+        for attempt in range(1, MASTER_TRIES + 1):
+            try:
+                if settings.replicas_to_wait:
+                    pipe = client.pipeline(transaction=False)  # one connection: WAIT covers it
+                    script(keys=keys, args=args, client=pipe)
+                    pipe.execute_command("WAIT", *_wait_args(settings))
+                    reply, acked = pipe.execute(raise_on_error=False)
+                    reply = _script_reply(reply)
+                else:
+                    reply, acked = script(keys=keys, args=args), None
+                break
+            except redis.RedisError as e:  # as in enqueue_many
+                if _wrote_nothing(e):
+                    _new_connections(client)
+                    if attempt == MASTER_TRIES:
+                        raise _no_master(e, ids, len(batch)) from e
+                    time.sleep(backoff.next())
+                    continue
+                if (lost := _lost_wait(e, settings, ids, len(batch), wanted)) is not None:
+                    _new_connections(client)
+                    raise lost from None
+                raise _failed(e, ids, len(batch)) from e
         _settle(settings, reply, wanted, ids, len(batch))
-        if acked is not None and int(acked) < settings.replicas_to_wait:
-            client.connection_pool.disconnect()  # as in enqueue_many
-            raise NotReplicated(ids, len(batch), int(acked), settings)
+        if (error := _confirmed(settings, acked, ids, len(batch))) is not None:
+            if isinstance(error, NotReplicated):
+                _new_connections(client)
+            raise error
     return ids
 
 

@@ -18,10 +18,11 @@ Semantics the loop relies on:
 - the handshake (AUTH, SELECT, CLIENT SETNAME, CLIENT ID) runs on every connect, so
   `client_id` is always that of the live connection (CLIENT UNBLOCK at shutdown);
 - with a redis+sentinel:// URL each connect asks the sentinels for the current master;
-  a reply that says this server is no longer the master (READONLY, or the
-  "UNBLOCKED ... master -> replica" a demoted master sends to a blocked XREADGROUP)
-  drops the connection and fails the call with MasterChanged, a ConnectionError, so
-  the loop retries as for any outage and the next connect finds the new master;
+  a reply that says this server is no longer the master (errors.is_demoted: READONLY,
+  MASTERDOWN, the "UNBLOCKED ... master -> replica" a demoted master sends to a blocked
+  XREADGROUP) drops the connection and fails the call with MasterChanged, a
+  ConnectionError, so the loop retries as for any outage and the next connect finds
+  the new master;
 - with a redis+cluster:// URL it connects to the master of the stream's slot (CLUSTER
   SLOTS on a seed); MOVED reconnects to the node named, ASK too, and then sends
   ASKING before each command until the migration is over (stream/cluster.py).
@@ -39,7 +40,8 @@ from redis.connection import parse_url
 from ..config import Settings
 from . import auth, cluster, sentinel
 from .deadlines import Deadlines
-from .wire import Hook, MasterChanged, Protocol
+from .errors import MasterChanged
+from .wire import Hook, Protocol
 
 __all__ = ["Exchange", "FastConnection", "MasterChanged"]  # MasterChanged: tests import it here
 

@@ -7,9 +7,12 @@ The user and password of the URL (or `redis_password_file`) are the master's; th
 sentinels have their own: `sentinel_username`, `sentinel_password_file`, and TLS to
 them when `sentinel_tls_ca_file` names a CA.  redis-py's Sentinel does the asking
 (SENTINEL MASTERS, checks the master is neither sdown nor odown) and its pools
-re-ask on every new connection; its connections turn a READONLY reply into a
-ConnectionError (a demoted master), which the worker retries like any outage.  The
-lean hot-path connection (resp.py) asks through `discover_master` on each connect.
+re-ask on every new connection; its connections turn a READONLY reply (and, in recent
+redis-py, the UNBLOCKED one) into a ConnectionError (a demoted master), which the
+worker retries like any outage; the other wordings of a replica (MASTERDOWN, "WAIT
+cannot be used with replica instances") stay ResponseErrors: errors.master_changed
+recognises all of them (the producer, queue.py).  The lean hot-path connection (resp.py)
+asks through `discover_master` on each connect.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@ data_received and handed, in order, to what waits for each: a future, or a Hook 
 handles the reply where it is parsed (the reader's reads ahead, worker/readahead.py).
 
 A reply that says the server moved the stream's slot (MOVED/ASK) or is no longer the
-master (READONLY, UNBLOCKED ... replica) fails that call and every other, and drops the
-connection: the reply order is lost, and the next call reconnects (resp.py).
+master (errors.is_demoted: READONLY, MASTERDOWN, UNBLOCKED ... replica, WAIT ... replica
+instances) fails that call and every other, and drops the connection: the reply order
+is lost, and the next call reconnects (resp.py).
 """
 
 from __future__ import annotations
@@ -18,19 +19,10 @@ import hiredis
 import redis
 
 from . import cluster
+from .errors import MasterChanged, is_demoted
 
 _NO_REPLY = False  # what hiredis.Reader.gets() returns when no whole reply is buffered
 _ASKING = hiredis.pack_command(("ASKING",))
-
-
-class MasterChanged(redis.ConnectionError):
-    """The server answered as a replica: find the master again (a failover happened)."""
-
-
-def is_demoted(text: str) -> bool:
-    """Error replies of a server that is no longer (or not) the master."""
-    return text.startswith("READONLY") or (text.startswith("UNBLOCKED")
-                                           and "replica" in text)
 
 
 def _ignore(reply: Any) -> None:

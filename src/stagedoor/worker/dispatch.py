@@ -37,7 +37,7 @@ from ..ops.logs import job_context
 from ..ops.metrics import WorkerStats
 from ..ops.tracing import JobTracer, entry_ms
 from ..stream import connection
-from ..stream.errors import first_line, is_oom
+from ..stream.errors import first_line, is_oom, master_changed
 from ..stream.job import Job, make_job, parse_job
 from ..stream.keys import settled_key, starts_key
 from ..stream.queue import DeadLetter
@@ -377,9 +377,11 @@ class Dispatcher:
 
 
 def is_redis_trouble(exc: BaseException | None) -> bool:
-    """Redis stalled, reset or refused for memory: not the job's fault, run it again soon."""
+    """Redis stalled, reset or refused for memory, or answered as a replica (a failover:
+    MASTERDOWN from a script on a demoted master stays a ResponseError in redis-py): not
+    the job's fault, run it again soon."""
     return exc is not None and (isinstance(exc, redis.ConnectionError | redis.TimeoutError)
-                                or is_oom(exc))
+                                or is_oom(exc) or master_changed(exc))
 
 
 def _parses(kind: str) -> bool:
