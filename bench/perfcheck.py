@@ -49,11 +49,13 @@ from . import measure_common as mc
 # Rule: 0.65 x the lowest median seen in >= 5 clean runs, rounded down
 # (`python -m bench.perfcheck --calibrate 5` prints the numbers and the suggestion).
 THRESHOLDS = {
-    "drain_vs_raw": 0.20,       # medians 0.312-0.556 (issue 28 read path, 10 runs, 2026-12-05)
-    "drain_cpu_vs_raw": 0.17,   # medians 0.267-0.400 (same runs; CPU read when the drain is
-                                # done, not at exit); +8 us a job (--inject handle-cpu-us=8)
-                                # gives 0.111
-    "drain_vs_naive": 2.5,      # medians seen 3.98-4.97
+    "drain_vs_raw": 0.40,       # medians 0.620-0.779 (issue 28's second pass, 5 runs,
+                                # 09:07-09:12 UTC 2026-12-05); 0.312-0.556 before it
+    "drain_cpu_vs_raw": 0.21,   # medians 0.389-0.467 (same runs) and 0.333 (a 5-round run
+                                # at 09:17); CPU read when the drain is done, not at exit;
+                                # +8 us a job (--inject handle-cpu-us=8) gives 0.179;
+                                # 0.267-0.400 before the second pass
+    "drain_vs_naive": 4.4,      # medians 6.78-8.21 (same runs); 5.49-7.39 before
     "render_vs_ref": 75.0,      # medians seen 120-225 over 10 runs (target >= 30)
     "render_nl_vs_rl": 250.0,   # seen 385-507 in 4 single measurements (target >= 50)
     "job_vs_bare": 0.16,        # medians 0.253-0.615 with the render process (issue 25's
