@@ -124,7 +124,8 @@ def section_drain(quick: bool, rounds: int | None = None) -> dict[str, Any]:
                             workers=workers, extra=extra)
                 runs[f"{kind}x{workers}"].append(res)
                 mc.progress(f"drain round {r + 1}/{rounds} {kind} x{workers}: "
-                            f"{res['rate']:,.0f} jobs/s")
+                            f"{res['rate']:,.0f} jobs/s, {res['cpu_us_per_job']:.2f} us "
+                            f"CPU a job")
 
     def ratio(a: str, b: str) -> float:
         return mc.median([x["rate"] / y["rate"] for x, y in zip(runs[a], runs[b],
