@@ -607,6 +607,18 @@ cdef int put_bridges(TextCtx* c, Buf* b, TJ* s, const WItem* it, int at0, int at
     return 0
 
 
+cdef int code_width(TextCtx* c, int code) noexcept nogil:
+    """The advance of the glyph a code shows, as the font's /Widths gives it
+    (put_text_objects in type3.pxi): the pen of every glyph written after it moves by
+    exactly this much.  (An invisible glyph carrying a character moved off a group is
+    its own glyph's face's space, not the face of the group's first glyph.)  -1: no
+    memory."""
+    cdef GlyphProc* proc = glyph_proc(c.reg.e[code].face, c.reg.e[code].gid)
+    if proc == NULL:
+        return -1
+    return proc.width
+
+
 cdef int walk_line(TextCtx* c, int g0, int ng, Buf* b, TJ* s) noexcept nogil:
     """Glyphs g0..g0+ng-1 in the order put_field_ops writes them (x in 1/1000 em from the
     line's start).  The glyphs go in logical order at their visual places.  A
@@ -619,11 +631,9 @@ cdef int walk_line(TextCtx* c, int g0, int ng, Buf* b, TJ* s) noexcept nogil:
     register the bridges' codes (at layout, so that the fonts are complete before any
     page is written).  -1: no memory."""
     cdef int* order = logical_order(c, g0, ng)
-    cdef int i, j, k, m, gs, nm, base, ni = 0, need, at0 = 0, at1 = 0, rise0 = 0, sw, t
-    cdef unsigned int sid
+    cdef int i, j, k, m, gs, nm, base, ni = 0, need, at0 = 0, at1 = 0, rise0 = 0, t
     cdef SGlyph* g
     cdef SGlyph* h
-    cdef GlyphProc* proc
     cdef WItem* it
     if order == NULL:
         return -1
@@ -655,12 +665,6 @@ cdef int walk_line(TextCtx* c, int g0, int ng, Buf* b, TJ* s) noexcept nogil:
             h = &c.gv.g[g0 + order[m]]
             t += h.xn
         if t > 0:
-            if not face_has(g.face, 32, &sid):
-                sid = 0
-            proc = glyph_proc(g.face, sid)
-            if proc == NULL:
-                return -1
-            sw = proc.width
             t = 0
             for m in range(gs, i):
                 h = &c.gv.g[g0 + order[m]]
@@ -670,7 +674,9 @@ cdef int walk_line(TextCtx* c, int g0, int ng, Buf* b, TJ* s) noexcept nogil:
                     it.face = g.face
                     it.code = c.xc[h.xi + j]
                     it.x = c.lpos[order[gs]] - t * MOVE_STEP
-                    it.w = sw
+                    it.w = code_width(c, it.code)
+                    if it.w < 0:
+                        return -1
                     it.rise = g.yoff
                     ni += 1
         # the marks, right to left (an insertion sort: a handful at most)
@@ -685,14 +691,13 @@ cdef int walk_line(TextCtx* c, int g0, int ng, Buf* b, TJ* s) noexcept nogil:
         for m in range(nm + 1):
             k = order[gs + 1 + m] if m < nm else order[gs]
             h = &c.gv.g[g0 + k]
-            proc = glyph_proc(h.face, h.gid)
-            if proc == NULL:
-                return -1
             it = &c.items[base + m]
             it.face = h.face
             it.code = h.code
             it.x = c.lpos[k]
-            it.w = proc.width
+            it.w = code_width(c, h.code)
+            if it.w < 0:
+                return -1
             it.rise = h.yoff
     for j in range(ni):
         it = &c.items[j]

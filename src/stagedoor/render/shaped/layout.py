@@ -105,6 +105,15 @@ def register(fs: Fonts, reg: Registry, glyphs: list[Glyph], u: list[int]) -> Non
     writing_order(fs, reg, glyphs)
 
 
+def code_width(fs: Fonts, reg: Registry, code: int) -> int:
+    """code_width in layout.pxi: the advance of the glyph a code shows, as the font's
+    /Widths gives it (pdf.font_objects): the pen of every glyph written after it moves
+    by exactly this much.  (An invisible glyph carrying a character moved off a group
+    is its own glyph's face's space, not the face of the group's first glyph.)"""
+    face, gid, _, _ = reg.entries[code]
+    return fs.proc(face, gid)[1]
+
+
 def writing_order(fs: Fonts, reg: Registry, glyphs: list[Glyph]
                   ) -> list[tuple[int, int, int, int]]:
     """walk_line in layout.pxi: (code, x, width, rise) in the order put_field_ops writes
@@ -137,12 +146,11 @@ def writing_order(fs: Fonts, reg: Registry, glyphs: list[Glyph]
                 i += 1
         for k in [*sorted(group[1:], key=lambda k: (-pos[k], k)), group[0]]:
             h = glyphs[k]
-            items.append((h, h.code, pos[k], fs.proc(h.face, h.gid)[1], h.yoff))
+            items.append((h, h.code, pos[k], code_width(fs, reg, h.code), h.yoff))
         extras = [c for k in group for c in glyphs[k].extra]
-        if extras:
-            sw = fs.proc(g.face, fs.has(g.face, 32) or 0)[1]
-            for j, code in enumerate(extras, 1):
-                items.append((g, code, pos[group[0]] - j * MOVE_STEP, sw, g.yoff))
+        for j, code in enumerate(extras, 1):
+            items.append((g, code, pos[group[0]] - j * MOVE_STEP, code_width(fs, reg, code),
+                          g.yoff))
     out = []
     at0 = at1 = rise0 = 0
     for j, (g, code, x, w, rise) in enumerate(items):
