@@ -95,8 +95,11 @@ def test_worker_producer_cli_and_every_script_on_a_cluster(tmp_path: Path,
                 "mark-rendered script"
             # Each order's scripts went to its own slot's master at once: no render was
             # bounced by a MOVED and retried (the handlers' connection is not the stream's).
-            bounced = [ln["msg"] for ln in sup.log_lines()
+            # A retry for the 0.2 s time limit is not a bounce: on a loaded box a render
+            # (its render process starting) can take longer (seen in CI's ACL step).
+            retried = [ln["msg"] for ln in sup.log_lines()
                        if ln.get("kind") == "render_tickets" and "retrying" in ln["msg"]]
+            bounced = [m for m in retried if "timed out after 0.2s" not in m]
             assert not bounced, bounced[:3]
             assert client.exists(done_key(s, 5, 5)), "the done mark (finish script)"
             [(_dead_id, fields)] = client.xrange(s.dead_stream)
