@@ -10,7 +10,7 @@ input instead of ending the run.  What fails (a crash, a hang, an exception of t
 native renderer on an order the parser accepts) is printed and added to
 tests/render_crash_corpus.json (unless --no-save), which tests/test_render_crash.py
 renders on every run: fix it, and it stays fixed.  The normal test run fuzzes for
-SD_FUZZ_SECONDS (60 by default).
+SD_FUZZ_SECONDS (30 by default).
 
 Engines:
 - hypothesis: generated orders, each failure shrunk to a small one.
