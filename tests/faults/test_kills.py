@@ -169,17 +169,23 @@ def test_slow_handler_past_claim_threshold_is_run_twice_effect_once(
     """A per-handler time limit (30 s) above claim_idle_ms (0.5 s): the job is taken over
     while it runs; idempotency by outbox_id keeps the side effect single."""
     opts = {"claim_idle_ms": 500, "job_timeout": 0.4}
-    env = {"FAULTS_SLOW_S": "3"}
-    # A never reclaims (it would re-claim its own running job and reset its idle time,
-    # racing B); B reclaims every 100 ms.
-    a = procs.worker(0, {**opts, "reclaim_interval": 3600}, env=env)
+    env = {"FAULTS_SLOW_S": "6"}
+    # A never reclaims: a pass of A's would re-claim its own running job and reset its
+    # idle time, racing B (CI lost that race once).  Passes come from the timer
+    # (reclaim_interval) and from a read that found nothing (at most once per block_ms),
+    # so both are longer than the job.  B reclaims every 100 ms.
+    a = procs.worker(0, {**opts, "reclaim_interval": 3600, "block_ms": 30_000}, env=env)
     producer.enqueue("slow", [1])
     wait_for(lambda: ledger.starts()[1] == 1, what="A started the slow job")
+    # Twice claim_idle_ms: a pass of A's would have claimed its own entry by now.
+    time.sleep(1.0)
+    [pending] = client.xpending_range(fsettings.stream, fsettings.group, "-", "+", 10)
+    assert pending["times_delivered"] == 1, pending
     b = procs.worker(1, opts, env=env)
     first, other = a.pid, b.pid
     assert ledger.starts(first)[1] == 1
     wait_for(lambda: ledger.starts(other)[1] == 1, 5, what="the other to take it over")
-    wait_for(lambda: sum(1 for e in ledger.events() if e["event"] == "done") == 2, 10,
+    wait_for(lambda: sum(1 for e in ledger.events() if e["event"] == "done") == 2, 15,
              what="both runs to finish")
     summary = check_all(client, fsettings, ledger, duplicates_allowed={1})
     assert summary.duplicates == {1: 2}
