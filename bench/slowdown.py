@@ -208,14 +208,14 @@ def install(specs: Sequence[str]) -> dict[str, float]:
         from stagedoor.worker import readahead
 
         turns = int(conf["reply-turns"])
+        made = readahead.ReplyWait
 
-        def fixed(self: Any) -> None:
-            self.spinning = False
-            self.budget = turns
+        def fixed(loop: Any) -> Any:
+            wait = made(loop)
+            wait.fixed = turns
+            return wait
 
-        readahead.ReplyWait.START = turns
-        readahead.ReplyWait.MISSES = 1 << 30
-        readahead.ReplyWait.arrived = fixed  # type: ignore[method-assign]
+        readahead.ReplyWait = fixed
     return conf
 
 

@@ -1,10 +1,11 @@
 """worker/_entries.pyx FastDispatch: a first delivery started in C ends exactly as it
 does on the Python path (Dispatcher.handle + run_with_policy).
 
-Each test runs twice against a real redis-server: "c" with the extension's dispatch,
-"python" with it switched off (Dispatcher.fast = None, what a checkout without the
-extension runs).  Same handler, same assertions: the ack, the counters and histograms,
-the dead letter and its reason, retries, time limits, the log fields and the context.
+Each test runs twice against a real redis-server: "c" with the extension's dispatch
+and read-ahead streak, "python" with both switched off (Dispatcher.fast = None and
+readahead.PyStreak, what a checkout without the extension runs).  Same handler, same
+assertions: the ack, the counters and histograms, the dead letter and its reason,
+retries, time limits, the log fields and the context.
 """
 
 from __future__ import annotations
@@ -54,8 +55,10 @@ async def worker_on(path: str, settings: Settings, reg: Registry,
     async with running(settings.replace(**FAST), reg) as w:
         if path == "python":
             w.dispatcher.fast = None
+            w.reader.ahead.use_python()  # the read-ahead's streak in Python too
         else:
             assert w.dispatcher.fast is not None, "the extension's dispatch is not built"
+            assert type(w.reader.ahead.core).__name__ == "Streak", "nor its read-ahead"
         yield w, handled
 
 

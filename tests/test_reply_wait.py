@@ -1,13 +1,28 @@
 """ReplyWait (worker/readahead.py): the read-ahead turns the event loop for a due reply
-only while most replies come within the turns; on a real uvloop."""
+only while most replies come within the turns; on a real uvloop.  Each test runs on the
+C wait (worker/_entries.pyx, what runs when the extension is built) and on its Python
+twin (readahead.PyReplyWait)."""
 
 from __future__ import annotations
 
 import asyncio
 
+import pytest
 import uvloop
 
-from stagedoor.worker.readahead import ReplyWait
+from stagedoor.worker import entries, readahead
+
+WAITS = {"c": entries.CReplyWait, "python": readahead.PyReplyWait}
+ReplyWait = readahead.PyReplyWait  # the constants (the C wait has the same; checked below)
+
+
+@pytest.fixture(params=["c", "python"])
+def make(request: pytest.FixtureRequest) -> type:
+    wait_type = WAITS[request.param]
+    assert wait_type is not None, "the extension is not built"
+    for name in ("MOST", "LIMIT", "COOL", "COOL_MOST"):
+        assert getattr(wait_type, name) == getattr(ReplyWait, name), name
+    return wait_type  # type: ignore[no-any-return]
 
 
 async def _turns(n: int) -> None:
@@ -15,9 +30,9 @@ async def _turns(n: int) -> None:
         await asyncio.sleep(0)
 
 
-def test_replies_within_a_few_turns_keep_the_loop_turning() -> None:
+def test_replies_within_a_few_turns_keep_the_loop_turning(make: type) -> None:
     async def main() -> ReplyWait:
-        wait = ReplyWait(asyncio.get_running_loop())
+        wait = make(asyncio.get_running_loop())
         for _ in range(50):
             wait.due()
             await _turns(2)  # the reply comes two turns later
@@ -51,12 +66,12 @@ def _misses_to_give_up(missed: float) -> int:
     return k
 
 
-def test_late_replies_stop_the_turning_and_it_is_tried_again_later() -> None:
+def test_late_replies_stop_the_turning_and_it_is_tried_again_later(make: type) -> None:
     k = _misses_to_give_up(0.0)
     assert 8 <= k <= 12  # three in four of the last ~8 waits
 
     async def main() -> None:
-        wait = ReplyWait(asyncio.get_running_loop())
+        wait = make(asyncio.get_running_loop())
         budgets = await _late(wait, k + 2)
         # three in four of the recent waits missed: plain waiting
         assert budgets[:k - 1] == [ReplyWait.MOST] * (k - 1), budgets

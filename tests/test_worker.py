@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 
 import pytest
 import redis
+from tests.aclmode import worker_url
 from tests.workerkit import add_jobs, dead_entries, eventually, pending_summary, raw, running
 
 from stagedoor.config import Settings
@@ -15,6 +17,8 @@ from stagedoor.handlers import Registry
 from stagedoor.handlers.registry import Handler
 from stagedoor.stream.job import Job
 from stagedoor.stream.queue import ensure_group_sync
+from stagedoor.worker import readahead
+from stagedoor.worker.loop import Worker
 
 FAST = {"block_ms": 100, "reclaim_interval": 0.05, "retry_backoff": 0.001}
 
@@ -357,12 +361,24 @@ def _entries_read(client: redis.Redis, s: Settings) -> int:
     raise AssertionError("group not found")
 
 
+def _streak_core(core: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run the read-ahead's streak in C (worker/_entries.pyx, the default when built) or
+    in Python (readahead.PyStreak, what a checkout without the extension runs)."""
+    if core == "python":
+        monkeypatch.setattr(readahead, "Streak", None)
+    else:
+        assert readahead.Streak is not None, "the extension is not built"
+
+
+@pytest.mark.parametrize("core", ["c", "python"])
 @pytest.mark.parametrize("read_ahead", [1, 2])
 async def test_reads_ahead_during_a_backlog_never_holding_more_than_the_slots(
-        settings: Settings, sync_redis: redis.Redis, read_ahead: int) -> None:
+        settings: Settings, sync_redis: redis.Redis, read_ahead: int, core: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """read_ahead 2: while a reply's jobs run, the next read is already on the wire;
     together they never hold more entries than concurrency (the pending list says so).
     read_ahead 1: one read at a time, as the seed's loop."""
+    _streak_core(core, monkeypatch)
     s = settings.replace(concurrency=8, read_ahead=read_ahead, **FAST)
     seen: list[int] = []
     on_wire: list[int] = []
@@ -394,10 +410,13 @@ async def test_reads_ahead_during_a_backlog_never_holding_more_than_the_slots(
         assert reads >= 400 // 4, reads  # at most concurrency / read_ahead entries a read
 
 
+@pytest.mark.parametrize("core", ["c", "python"])
 async def test_stop_during_read_ahead_runs_every_entry_it_was_sent(
-        settings: Settings, sync_redis: redis.Redis) -> None:
+        settings: Settings, sync_redis: redis.Redis, core: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """A graceful stop in the middle of a backlog: the reads still on the wire are
     collected and their jobs run and are acked; nothing is left delivered and not run."""
+    _streak_core(core, monkeypatch)
     s = settings.replace(concurrency=8, read_ahead=2, graceful_timeout=10, **FAST)
     seen: list[int] = []
     reg = Registry()
@@ -418,3 +437,37 @@ async def test_stop_during_read_ahead_runs_every_entry_it_was_sent(
     assert 300 <= read < 3000, read
     assert len(seen) == len(set(seen)) == read  # every entry delivered here ran, once
     assert pending_summary(sync_redis, s)[0] == 0  # and was acked
+
+
+@pytest.mark.parametrize("core", ["c", "python"])
+async def test_a_hard_stop_mid_streak_gives_back_its_slots_and_loses_nothing(
+        settings: Settings, sync_redis: redis.Redis, core: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker cancelled (a hard stop) while reads ahead are on the wire: the streak
+    gives back their slots and queues their acks again; an entry Redis delivered and the
+    worker never ran stays pending, and the worker started again (the same consumer, as
+    the supervisor restarts it) runs it from its own pending list: every job runs."""
+    _streak_core(core, monkeypatch)
+    s = settings.replace(concurrency=8, read_ahead=2, **FAST)
+    seen: list[int] = []
+    reg = Registry()
+
+    @reg.register("noop")
+    async def count(job: Job, ctx: object) -> None:
+        seen.append(job.outbox_id)
+
+    add_jobs(s, "noop", range(1, 3001))
+    worker = Worker(s.replace(redis_url=worker_url(s.redis_url)), reg)
+    task = asyncio.create_task(worker.run())
+    await eventually(lambda: len(seen) >= 300, what="a streak under way")
+    assert worker.reader.reading > 0  # reads ahead on the wire
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert worker.reader.reading == 0 and worker.slots.reserved == 0
+    assert not worker.reader.ahead.core.wire
+    first = set(seen)
+    assert len(first) < 3000
+    async with running(s, reg):
+        await eventually(lambda: set(seen) >= set(range(1, 3001)), what="every job run")
+        await eventually(lambda: pending_summary(sync_redis, s)[0] == 0, what="acks")

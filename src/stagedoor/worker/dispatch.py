@@ -94,7 +94,7 @@ class Dispatcher:
 
     def dispatch(self, entries: Sequence[Entry], reserved: int,
                  counts: dict[bytes, int] | None, starts: dict[bytes, int] | None = None,
-                 *, in_task: bool = True) -> None:
+                 in_task: bool = True) -> None:
         """Start a task per entry in the slots `reserved` for them; give back the rest.
 
         counts: delivery counts (None: first delivery); starts: starts recorded before

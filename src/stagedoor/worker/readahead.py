@@ -18,6 +18,12 @@ and no task step, and the loop waits for the next one in epoll only when it has 
 come yet: it adapts to the reply time instead of assuming one (docs/benchmarks.md,
 "The read path").
 
+What a reply does is the streak's (`ReadAhead.core`): worker/_entries.pyx's Streak and
+ReplyWait in C when the extension is built, PyStreak and PyReplyWait here otherwise
+(the same rules; they are the spec, and tests run both).  In C because a read's ~25
+Python calls were a third of a no-op job's CPU at the seed defaults (docs/benchmarks.md,
+"The read path, third pass").
+
 The streak ends (no new read is sent) when a reply comes back short (the backlog is
 gone), when something else must come next (a stop, a pause, an outage, a reclaim pass,
 a re-read of the own pending list), when no slot is free, or on an error; every read
@@ -38,6 +44,7 @@ from ..stream.resp import FastConnection
 from ..stream.wire import Hook
 from .acks import Acker
 from .dispatch import Dispatcher
+from .entries import CReplyWait, Streak
 from .slots import Slots
 
 
@@ -79,7 +86,7 @@ class _OnWire(Hook):
 
     __slots__ = ("acks", "ahead", "n")
 
-    def __init__(self, ahead: ReadAhead, n: int) -> None:
+    def __init__(self, ahead: PyStreak, n: int) -> None:
         self.ahead = ahead
         self.n = n
         self.acks: _Acks | None = None
@@ -90,7 +97,7 @@ class _OnWire(Hook):
         self.ahead._arrived(reply)
 
 
-class ReplyWait:
+class PyReplyWait:
     """How to wait for a reply that is due: keep the event loop turning, up to 16 turns
     (each an epoll_wait that returns at once), or let it sleep in epoll until the reply
     wakes it.  On this class of VM a sleep and its wake-up cost more than the turns when
@@ -106,8 +113,8 @@ class ReplyWait:
     bench/profile_workers.py.)
     """
 
-    __slots__ = ("_loop", "_queued", "_turn_cb", "backoff", "budget", "cooldown", "missed",
-                 "spinning", "turns")
+    __slots__ = ("_loop", "_queued", "_turn_cb", "backoff", "budget", "cooldown", "fixed",
+                 "missed", "spinning", "turns")
 
     MOST, LIMIT, COOL, COOL_MOST = 16, 0.75, 64, 4096
 
@@ -121,6 +128,7 @@ class ReplyWait:
         self.spinning = False
         self.turns = 0
         self._queued = False  # a turn is scheduled (one chain of them at a time)
+        self.fixed = -1  # >= 0: always this many turns, not learned (bench/slowdown.py)
 
     def due(self) -> None:
         """A reply is due and none is here: turn the loop for it, if that pays."""
@@ -132,6 +140,9 @@ class ReplyWait:
 
     def arrived(self) -> None:
         """A reply came (in data_received)."""
+        if self.fixed >= 0:
+            self.spinning, self.budget = False, self.fixed
+            return
         if self.spinning:  # within its turns
             self.spinning = False
             self.missed -= self.missed / 8
@@ -157,60 +168,33 @@ class ReplyWait:
             self.backoff = min(self.COOL_MOST, 2 * self.backoff)
 
 
-class ReadAhead:
-    """One streak of reads ahead at a time; `await run()` until it has ended."""
+# The wait the read-ahead uses: in C when the extension is built (_entries.ReplyWait,
+# the same rules), else PyReplyWait.  bench/slowdown.py replaces it to fix the turns.
+ReplyWait: Any = PyReplyWait if CReplyWait is None else CReplyWait
 
-    def __init__(self, reader: Streaming) -> None:
+
+class PyStreak:
+    """The state of one streak of reads ahead and what each reply does, in Python: the
+    spec of _entries.Streak (the same in C, what runs when the extension is built) and
+    what a checkout without the extension runs."""
+
+    def __init__(self, reader: Streaming, ahead: int, cap: int) -> None:
         self.reader = reader
-        self.settings = reader.settings
-        self._wire: collections.deque[_OnWire] = collections.deque()
-        self._ending = False
-        self._dry = False
-        self._error: BaseException | None = None
-        self._done: asyncio.Future[None] | None = None
-        self._wait: ReplyWait | None = None
-        s = reader.settings
-        self._ahead = s.read_ahead
-        # each read for at most concurrency / read_ahead entries, and COUNT
-        self._cap = min(s.count, max(1, s.concurrency // s.read_ahead))
-
-    async def run(self, loop: asyncio.AbstractEventLoop) -> bool:
-        """Read ahead until the streak ends; returns whether the reply that ended it was
-        empty (the stream had nothing new).  Raises the first error of the streak."""
-        self._ending, self._dry, self._error = False, False, None
-        acker = self.reader.acker
-        # While reads go out as replies come, they carry the acks: the acker's own flush
-        # (a task step and a timer every ack_flush_ms) waits until the streak ends.
-        acker.carried = True
-        try:
-            self._fill()
-            if not self._wire:  # every slot busy: the consume loop waits for one
-                return False
-            if self._wait is None:
-                self._wait = ReplyWait(loop)
-            self._wait.due()
-            done = self._done = loop.create_future()
-            try:
-                await done
-            except asyncio.CancelledError:
-                self._abandon()
-                raise
-            finally:
-                self._done = None
-        finally:
-            acker.carried = False
-            acker.kick()
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
-        return self._dry
+        self.wire: collections.deque[_OnWire] = collections.deque()
+        self.ending = False
+        self.dry = False
+        self.error: BaseException | None = None
+        self.done: asyncio.Future[None] | None = None
+        self.wait: PyReplyWait | None = None
+        self._ahead = ahead
+        self._cap = cap
 
     # -- inside data_received ------------------------------------------------------------
-    def _fill(self) -> None:
+    def fill(self) -> None:
         """Send reads until read_ahead are on the wire or no slot is free: in one write,
         with the acks queued."""
         reader = self.reader
-        wire = self._wire
+        wire = self.wire
         room = self._ahead - len(wire)
         slots, cap = reader.slots, self._cap
         reads: list[_OnWire] = []
@@ -248,10 +232,10 @@ class ReadAhead:
     def _arrived(self, reply: Any) -> None:
         """A read's reply (or its failure), in data_received: dispatch its entries and
         send the next read.  Never raises: an error ends the streak and `run` raises it."""
-        read = self._wire.popleft()
+        read = self.wire.popleft()
         reader = self.reader
         reader.reading -= 1
-        wait = self._wait
+        wait = self.wait
         if wait is not None:
             wait.arrived()
         try:
@@ -262,15 +246,15 @@ class ReadAhead:
                 # hiredis' [[stream, [[id, fields], ...]]] as it is (no copy a read)
                 entries = reply[0][1] if reply else []
                 # in data_received: no task is current (no asyncio.current_task to ask)
-                reader.dispatcher.dispatch(entries, read.n, None, in_task=False)
-                if self._ending:
+                reader.dispatcher.dispatch(entries, read.n, None, None, False)
+                if self.ending:
                     pass
                 elif len(entries) < read.n or reader.must_pause():
-                    self._ending, self._dry = True, not entries
+                    self.ending, self.dry = True, not entries
                 else:  # Redis serves the next read while the jobs of this one run
-                    self._fill()
-                    if not self._wire:  # no slot free: the consume loop waits for one
-                        self._ending = True
+                    self.fill()
+                    if not self.wire:  # no slot free: the consume loop waits for one
+                        self.ending = True
         except BaseException as e:  # data_received must not raise: run() raises it
             self._end(e)
         self._settled()
@@ -278,32 +262,90 @@ class ReadAhead:
     def _settled(self) -> None:
         """Ended, and every read sent is collected: `run` returns.  Else a reply is due:
         wait for it (ReplyWait)."""
-        if self._wire:
+        if self.wire:
             # the next reply is due, unless it came with this one (handled next)
-            if self._wait is not None and not self.reader.conn.more_replies():
-                self._wait.due()
+            if self.wait is not None and not self.reader.conn.more_replies():
+                self.wait.due()
             return
-        done = self._done
-        if self._ending and done is not None and not done.done():
+        done = self.done
+        if self.ending and done is not None and not done.done():
             done.set_result(None)
 
     def _end(self, error: BaseException) -> None:
-        self._ending = True
-        if self._error is None:
-            self._error = error
+        self.ending = True
+        if self.error is None:
+            self.error = error
+
+
+class ReadAhead:
+    """One streak of reads ahead at a time; `await run()` until it has ended.  The
+    per-reply work is the streak's (`core`): _entries.Streak in C when the extension is
+    built, else PyStreak."""
+
+    def __init__(self, reader: Streaming) -> None:
+        self.reader = reader
+        s = reader.settings
+        # each read for at most concurrency / read_ahead entries, and COUNT
+        cap = min(s.count, max(1, s.concurrency // s.read_ahead))
+        self.core: Any
+        self.wait_type: Any
+        if Streak is None:
+            self.use_python()
+        else:
+            self.core, self.wait_type = Streak(reader, s.read_ahead, cap), ReplyWait
+
+    def use_python(self) -> None:
+        """Run the streak and its wait in Python (tests: both behave the same)."""
+        s = self.reader.settings
+        cap = min(s.count, max(1, s.concurrency // s.read_ahead))
+        self.core, self.wait_type = PyStreak(self.reader, s.read_ahead, cap), PyReplyWait
+
+    async def run(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Read ahead until the streak ends; returns whether the reply that ended it was
+        empty (the stream had nothing new).  Raises the first error of the streak."""
+        core = self.core
+        core.ending, core.dry, core.error = False, False, None
+        acker = self.reader.acker
+        # While reads go out as replies come, they carry the acks: the acker's own flush
+        # (a task step and a timer every ack_flush_ms) waits until the streak ends.
+        acker.carried = True
+        try:
+            core.fill()
+            if not core.wire:  # every slot busy: the consume loop waits for one
+                return False
+            if core.wait is None:
+                core.wait = self.wait_type(loop)
+            core.wait.due()
+            done = core.done = loop.create_future()
+            try:
+                await done
+            except asyncio.CancelledError:
+                self._abandon()
+                raise
+            finally:
+                core.done = None
+        finally:
+            acker.carried = False
+            acker.kick()
+        error = core.error
+        if error is not None:
+            core.error = None
+            raise error
+        return bool(core.dry)
 
     # -- a hard stop -----------------------------------------------------------------------
     def _abandon(self) -> None:
         """Cancelled: give back the slots of the reads still on the wire and queue their
         acks again; a reply that comes is dropped, its entries stay pending."""
         reader = self.reader
-        self._ending = True
-        for read in self._wire:
+        core = self.core
+        core.ending = True
+        for read in core.wire:
             read.cancel()
             reader.slots.unreserve(read.n)
             acks = read.acks
             if acks is not None and not acks.done():
                 acks.cancel()
                 reader.acker.settle(acks.ids, asyncio.CancelledError())
-        reader.reading -= len(self._wire)
-        self._wire.clear()
+        reader.reading -= len(core.wire)
+        core.wire.clear()
