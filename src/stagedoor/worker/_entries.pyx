@@ -645,7 +645,11 @@ cdef class Streak:
             slots.unreserve(total)
             return
         acker = self.acker
-        ids = acker.take()
+        # Acker.take spelled out (acks.py): what is queued is now being sent
+        ids = acker.queued
+        if ids:
+            acker.queued = []
+            acker.flushing.update(ids)
         datas = []
         for read in reads:
             command = self.commands.get(read.n)
@@ -711,7 +715,9 @@ cdef class Streak:
         wait for it (ReplyWait)."""
         if self.wire:
             # the next reply is due, unless it came with this one (handled next)
-            if self.wait is not None and not self.conn.more_replies():
+            # FastConnection.more_replies spelled out (resp.py)
+            proto = self.conn._proto
+            if self.wait is not None and (proto is None or not proto.reader.has_data()):
                 self.wait.due()
             return
         done = self.done
