@@ -90,9 +90,19 @@ class Process:
         child(heartbeat_write_fd, lifeline_read_fd) and _exits with its return value."""
         hb_r, hb_w = os.pipe()
         life_r, life_w = os.pipe()
+        # Every signal is blocked across the fork.  A signal that reached the new child
+        # before in_child() gave the supervisor's handlers back ran the supervisor's
+        # handler there and was lost: a SIGTERM that retired a worker as it was forked
+        # (SIGTTIN then SIGTTOU) left it to boot and run jobs until the SIGKILL of
+        # graceful_timeout, and those jobs ran twice (CI, 2026-12-05).  Blocked, it waits
+        # in the child until the handlers are its own; SIGTERM stays blocked until the
+        # worker's own stop handler is in (worker/child.py), so a stop at any moment of
+        # a boot is the graceful one.
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
         try:
             pid = os.fork()
         except OSError:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
             for fd in (hb_r, hb_w, life_r, life_w):
                 os.close(fd)
             raise
@@ -102,6 +112,7 @@ class Process:
                 os.close(hb_r)
                 os.close(life_w)
                 in_child()
+                signal.pthread_sigmask(signal.SIG_SETMASK, old_mask | {signal.SIGTERM})
                 close_fds_except((hb_w, life_r))
                 code = child(hb_w, life_r)
             except SystemExit as e:
@@ -114,6 +125,7 @@ class Process:
                     sys.stdout.flush()
                     sys.stderr.flush()
                 os._exit(code)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         os.close(hb_w)
         os.close(life_r)
         os.set_blocking(hb_r, False)

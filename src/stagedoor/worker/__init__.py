@@ -4,6 +4,8 @@
 - lifecycle.py   boot (Redis, group, connections), drain, stop
 - reader.py      own-pending recovery, consume '>'
 - readahead.py   reads ahead during a backlog, replies handled in data_received
+- _entries.pyx   in C: a reply's first deliveries (FastDispatch), the read-ahead's
+                 streak and reply wait (Streak, ReplyWait), the XACK's bytes
 - reclaim.py     XAUTOCLAIM passes of entries idle past claim_idle_ms
 - slots.py       at most `concurrency` entries held, reserved before a read
 - redelivery.py  delivery and start counts, isolation of suspicious entries (poison)

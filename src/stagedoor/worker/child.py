@@ -70,7 +70,9 @@ def reset_signals() -> None:
         if sig is not None:
             signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    # SIGTERM stays blocked until the event loop's stop handler is in (_amain): one sent
+    # while the worker boots waits for it (supervisor/process.py), not the default action.
+    signal.pthread_sigmask(signal.SIG_SETMASK, {signal.SIGTERM})
 
 
 def setup_logging(settings: Settings) -> None:
@@ -309,6 +311,7 @@ async def _amain(settings: Settings, registry: Any, slot: int, heartbeat_fd: int
 
     os.set_blocking(lifeline_fd, False)
     loop.add_signal_handler(signal.SIGTERM, stop)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # one sent at boot: now
     loop.add_reader(lifeline_fd, on_lifeline)
     tasks = [asyncio.create_task(heartbeat.run(worker, settings.heartbeat_interval))]
     if slot == 0:
