@@ -153,16 +153,36 @@ class SentinelSet:
         return None
 
     def wait_promoted(self, old_port: int, timeout: float = 30) -> int:
-        """Wait until the sentinels name a new master and it answers as one; its port."""
+        """Wait until the sentinels name a new master and it answers as one, and every
+        sentinel has it as the master and has had a PING answered by it; its port.
+
+        Not only the first sentinel's word: a sentinel whose link to the new master was
+        a second old failed over again (a CI run: +sdown of the new master 1.05 s after
+        +switch-master, with DOWN_AFTER_MS 1000), promoted the old master the test had
+        just started as a replica, and the test's client was on a replica."""
         def promoted() -> int | None:
             port = self.master_port()
             if port is None or port == old_port:
                 return None
             role = _info(port, "replication").get("role")
-            return port if role == "master" else None
+            if role != "master" or not all(self._monitors(s, port) for s in self.sentinels):
+                return None
+            return port
         port: int = poll(promoted, timeout, "the sentinels to promote the replica",
                          interval=0.01)
         return port
+
+    @staticmethod
+    def _monitors(sentinel: Sentinel, port: int) -> bool:
+        """This sentinel has `port` as the master, not down, with a PING answered lately."""
+        try:
+            state = sentinel.master()
+        except (redis.ConnectionError, redis.TimeoutError):
+            return False
+        flags = str(state.get("flags", ""))
+        return (int(state.get("port", 0)) == port and "down" not in flags
+                and "failover" not in flags
+                and int(state.get("last-ok-ping-reply", DOWN_AFTER_MS)) < DOWN_AFTER_MS // 2)
 
     def client(self, port: int | None = None) -> redis.Redis:
         return _client(port or self.master_port() or self.master.port, timeout=5)
