@@ -55,6 +55,14 @@ TARGETS = [
     Target("drain_1w_cpu_us", "us/job", None, None, "CPU per job, stagedoor 1 worker"),
     Target("drain_raw_cpu_us", "us/job", None, None, "CPU per job, tuned raw loop"),
     Target("drain_naive_cpu_us", "us/job", None, None, "CPU per job, seed naive loop"),
+    # Issue 28: the worker's CPU a job within 2.5x the raw loop's in the same run.  Both
+    # ways: the ratio of the two medians above, and the median of each round's ratio
+    # (paired as the throughput ratios are: a round's two drains ran minutes apart at
+    # most, so a slow spell of the box weighs on both).
+    Target("drain_1w_cpu_vs_raw", "x", "<=", 2.5,
+           "CPU a job 1 worker / raw loop (medians)"),
+    Target("drain_1w_cpu_vs_raw_paired", "x", "<=", 2.5,
+           "CPU a job 1 worker / raw loop (rounds paired)"),
     Target("job_latin_vs_bare", "x", ">=", 0.8,
            "render_tickets, Latin orders, 1 worker / bare durable write loop (8 threads)"),
     Target("job_mixed_vs_bare", "x", None, None,
@@ -143,6 +151,12 @@ def section_drain(quick: bool, rounds: int | None = None) -> dict[str, Any]:
             "drain_1w_cpu_us": mc.median([x["cpu_us_per_job"] for x in runs["stagedoorx1"]]),
             "drain_raw_cpu_us": mc.median([x["cpu_us_per_job"] for x in runs["rawx1"]]),
             "drain_naive_cpu_us": mc.median([x["cpu_us_per_job"] for x in runs["naivex1"]]),
+            "drain_1w_cpu_vs_raw": (
+                mc.median([x["cpu_us_per_job"] for x in runs["stagedoorx1"]])
+                / mc.median([x["cpu_us_per_job"] for x in runs["rawx1"]])),
+            "drain_1w_cpu_vs_raw_paired": mc.median(
+                [x["cpu_us_per_job"] / y["cpu_us_per_job"]
+                 for x, y in zip(runs["stagedoorx1"], runs["rawx1"], strict=True)]),
             "drain_1w_peak_rss_mb": max(x["peak_rss_mb"] for x in runs["stagedoorx1"]),
             "drain_runs": runs}
 
