@@ -17,6 +17,7 @@ import pytest
 import redis
 from tests.aclmode import server_args
 from tests.servers import SERVER, SuiteRedis
+from tests.topology import REPL_NOW
 from tests.workerkit import poll
 
 pytestmark = pytest.mark.server
@@ -28,7 +29,7 @@ REPLICATES_ON_READ = {"redis": False, "valkey": True, "redis8": True}
 
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[tuple[redis.Redis, redis.Redis]]:
-    master = SuiteRedis(tmp_path / "master", extra_args=server_args()).start()
+    master = SuiteRedis(tmp_path / "master", extra_args=[*server_args(), *REPL_NOW]).start()
     replica = SuiteRedis(tmp_path / "replica", extra_args=[
         *server_args(), "--replicaof", "127.0.0.1", str(master.port)]).start()
     m = redis.Redis(port=master.port, protocol=2, socket_timeout=5)

@@ -8,10 +8,12 @@ redis-sentinel package is needed.  Everything started here is stopped by its own
 from __future__ import annotations
 
 import contextlib
+import secrets
 import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,10 @@ from stagedoor.demo.embedded_redis import free_port
 
 SERVICE = "mymaster"
 DOWN_AFTER_MS = 1000
+# A replica's full sync starts at once: a master waits repl-diskless-sync-delay (5 s by
+# default) for more replicas to share the transfer, 5 s of every Sentinel set's start
+# and of every returning node's resync.
+REPL_NOW = ["--repl-diskless-sync-delay", "0"]
 
 
 def _client(port: int, timeout: float = 1.0, password: str | None = None) -> redis.Redis:
@@ -43,9 +49,18 @@ class Sentinel:
     """One sentinel process (the server binary with --sentinel) and its config file."""
 
     def __init__(self, directory: Path, master_port: int, password: str | None = None,
-                 tls: dict[str, Path] | None = None) -> None:
+                 tls: dict[str, Path] | None = None, *, port: int | None = None,
+                 myid: str | None = None, replica_port: int | None = None,
+                 others: Sequence[tuple[int, str]] = ()) -> None:
         self.directory = directory
-        self.port = free_port()
+        self.port = port or free_port()
+        # Told its id, the replica and the other sentinels (port, id) in its config, as a
+        # sentinel writes them there itself: it need not learn them (the master's INFO
+        # every 10 s, hello messages every 2 s; ~7 s of every Sentinel test's set-up).
+        known = ([f"sentinel myid {myid}"] if myid else []) + \
+            ([f"sentinel known-replica {SERVICE} 127.0.0.1 {replica_port}"]
+             if replica_port else []) + \
+            [f"sentinel known-sentinel {SERVICE} 127.0.0.1 {p} {i}" for p, i in others]
         self.password = password
         # TLS for clients on a port of its own (certificates from tests/tlscerts.py);
         # the plain port stays for the other sentinels and the plain-text master.
@@ -65,7 +80,7 @@ class Sentinel:
             f"sentinel monitor {SERVICE} 127.0.0.1 {master_port} 2",
             f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}",
             f"sentinel failover-timeout {SERVICE} 10000",
-            f"sentinel parallel-syncs {SERVICE} 1", *own, *with_tls, ""]))
+            f"sentinel parallel-syncs {SERVICE} 1", *known, *own, *with_tls, ""]))
         self.process = subprocess.Popen([SERVER.server, str(self.conf), "--sentinel"],
                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL, start_new_session=True)
@@ -105,18 +120,24 @@ class SentinelSet:
                  sentinel_tls: dict[str, Path] | None = None) -> None:
         require_marked("a Sentinel set")
         self.directory = directory
-        self.master = SuiteRedis(directory / "master", extra_args=server_args())
+        self.master = SuiteRedis(directory / "master", extra_args=[*server_args(), *REPL_NOW])
         self.master.start()
         self.replica = SuiteRedis(directory / "replica", extra_args=[
-            *server_args(), "--replicaof", "127.0.0.1", str(self.master.port)])
+            *server_args(), *REPL_NOW, "--replicaof", "127.0.0.1", str(self.master.port)])
         self.replica.start()
         self.nodes = {self.master.port: self.master, self.replica.port: self.replica}
         self.sentinels: list[Sentinel] = []
         try:
             poll(lambda: _info(self.replica.port, "replication").get("master_link_status")
                  == "up", 20, "the replica in sync")
-            self.sentinels = [Sentinel(directory / f"sentinel-{i}", self.master.port,
-                                       sentinel_password, sentinel_tls) for i in range(3)]
+            ports = [free_port() for _ in range(3)]
+            ids = [secrets.token_hex(20) for _ in range(3)]
+            self.sentinels = [
+                Sentinel(directory / f"sentinel-{i}", self.master.port, sentinel_password,
+                         sentinel_tls, port=ports[i], myid=ids[i],
+                         replica_port=self.replica.port,
+                         others=[(ports[j], ids[j]) for j in range(3) if j != i])
+                for i in range(3)]
             # Set-up, not a check: sentinels learn of a replica from the master's INFO
             # (every 10 s); with two suites on the box this took over 30 s once.
             poll(self._watching, 60, "three sentinels that see the master and the replica")
@@ -242,7 +263,7 @@ class ClusterSet:
         try:
             for i in range(masters * (1 + replicas)):
                 node = SuiteRedis(directory / f"node-{i}", port=_cluster_port(), extra_args=[
-                    *server_args(cluster=True), "--cluster-enabled", "yes",
+                    *server_args(cluster=True), *REPL_NOW, "--cluster-enabled", "yes",
                     "--cluster-config-file", "nodes.conf",
                     "--cluster-node-timeout", "1000"])
                 node.start()
