@@ -8,12 +8,10 @@ redis-sentinel package is needed.  Everything started here is stopped by its own
 from __future__ import annotations
 
 import contextlib
-import secrets
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,22 +43,22 @@ def _info(port: int, section: str) -> dict[str, Any]:
         c.close()
 
 
+def _wait(port: int) -> int:
+    """WAIT 1 500 on the node at port: how many replicas acknowledge its offset."""
+    c = _client(port, timeout=2.0)
+    try:
+        return int(c.execute_command("WAIT", 1, 500))
+    finally:
+        c.close()
+
+
 class Sentinel:
     """One sentinel process (the server binary with --sentinel) and its config file."""
 
     def __init__(self, directory: Path, master_port: int, password: str | None = None,
-                 tls: dict[str, Path] | None = None, *, port: int | None = None,
-                 myid: str | None = None, replica_port: int | None = None,
-                 others: Sequence[tuple[int, str]] = ()) -> None:
+                 tls: dict[str, Path] | None = None) -> None:
         self.directory = directory
-        self.port = port or free_port()
-        # Told its id, the replica and the other sentinels (port, id) in its config, as a
-        # sentinel writes them there itself: it need not learn them (the master's INFO
-        # every 10 s, hello messages every 2 s; ~7 s of every Sentinel test's set-up).
-        known = ([f"sentinel myid {myid}"] if myid else []) + \
-            ([f"sentinel known-replica {SERVICE} 127.0.0.1 {replica_port}"]
-             if replica_port else []) + \
-            [f"sentinel known-sentinel {SERVICE} 127.0.0.1 {p} {i}" for p, i in others]
+        self.port = free_port()
         self.password = password
         # TLS for clients on a port of its own (certificates from tests/tlscerts.py);
         # the plain port stays for the other sentinels and the plain-text master.
@@ -80,7 +78,7 @@ class Sentinel:
             f"sentinel monitor {SERVICE} 127.0.0.1 {master_port} 2",
             f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}",
             f"sentinel failover-timeout {SERVICE} 10000",
-            f"sentinel parallel-syncs {SERVICE} 1", *known, *own, *with_tls, ""]))
+            f"sentinel parallel-syncs {SERVICE} 1", *own, *with_tls, ""]))
         self.process = subprocess.Popen([SERVER.server, str(self.conf), "--sentinel"],
                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL, start_new_session=True)
@@ -130,17 +128,14 @@ class SentinelSet:
         try:
             poll(lambda: _info(self.replica.port, "replication").get("master_link_status")
                  == "up", 20, "the replica in sync")
-            ports = [free_port() for _ in range(3)]
-            ids = [secrets.token_hex(20) for _ in range(3)]
-            self.sentinels = [
-                Sentinel(directory / f"sentinel-{i}", self.master.port, sentinel_password,
-                         sentinel_tls, port=ports[i], myid=ids[i],
-                         replica_port=self.replica.port,
-                         others=[(ports[j], ids[j]) for j in range(3) if j != i])
-                for i in range(3)]
+            self.sentinels = [Sentinel(directory / f"sentinel-{i}", self.master.port,
+                                       sentinel_password, sentinel_tls) for i in range(3)]
             # Set-up, not a check: sentinels learn of a replica from the master's INFO
             # (every 10 s); with two suites on the box this took over 30 s once.
             poll(self._watching, 60, "three sentinels that see the master and the replica")
+            # And the replica acknowledges what the master has: a test's first WAIT must
+            # not meet a replica still settling after its sync (its link is up before).
+            poll(lambda: _wait(self.master.port) == 1, 30, "the replica's acknowledgement")
         except BaseException:
             self.stop()
             raise
