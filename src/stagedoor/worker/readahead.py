@@ -285,20 +285,21 @@ class ReadAhead:
     def __init__(self, reader: Streaming) -> None:
         self.reader = reader
         s = reader.settings
+        self._ahead = s.read_ahead
         # each read for at most concurrency / read_ahead entries, and COUNT
-        cap = min(s.count, max(1, s.concurrency // s.read_ahead))
+        self._cap = min(s.count, max(1, s.concurrency // s.read_ahead))
         self.core: Any
         self.wait_type: Any
         if Streak is None:
             self.use_python()
         else:
-            self.core, self.wait_type = Streak(reader, s.read_ahead, cap), ReplyWait
+            self.core = Streak(reader, self._ahead, self._cap)
+            self.wait_type = ReplyWait
 
     def use_python(self) -> None:
         """Run the streak and its wait in Python (tests: both behave the same)."""
-        s = self.reader.settings
-        cap = min(s.count, max(1, s.concurrency // s.read_ahead))
-        self.core, self.wait_type = PyStreak(self.reader, s.read_ahead, cap), PyReplyWait
+        self.core = PyStreak(self.reader, self._ahead, self._cap)
+        self.wait_type = PyReplyWait
 
     async def run(self, loop: asyncio.AbstractEventLoop) -> bool:
         """Read ahead until the streak ends; returns whether the reply that ended it was
