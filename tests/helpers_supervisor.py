@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,7 +25,7 @@ import psutil
 import redis
 from tests.aclmode import worker_url
 from tests.paths import SRC
-from tests.workerkit import poll
+from tests.workerkit import kill_all_of, poll
 
 from stagedoor.config import Settings
 from stagedoor.stream.job import Job
@@ -74,7 +74,9 @@ class Sup:
         self.env["SUP_TEST_MARKS"] = str(self.marks)
         self.env.update(env or {})
         self.proc: subprocess.Popen[bytes] | None = None
-        self.known_pids: set[int] = set()
+        # every process this supervisor was seen to run, as psutil handles: a handle
+        # knows its process's start time, so a recycled pid is never taken for it
+        self.known: dict[int, psutil.Process] = {}
 
     def start(self) -> Sup:
         with open(self.err_path, "ab") as err:
@@ -93,9 +95,19 @@ class Sup:
             data: dict[str, Any] = json.loads(self.status_path.read_bytes())
         except (FileNotFoundError, ValueError):
             return {}
-        for p in data.get("processes", []):
-            self.known_pids.add(p["pid"])
+        self.remember(p["pid"] for p in data.get("processes", []))
         return data
+
+    def remember(self, pids: Iterable[int]) -> None:
+        """Note processes of this supervisor for kill_all: a pid counts only while the
+        supervisor is its parent (a pid from an older status file may be reused)."""
+        for pid in pids:
+            if pid in self.known or self.proc is None:
+                continue
+            with contextlib.suppress(psutil.Error):
+                p = psutil.Process(pid)
+                if p.ppid() == self.proc.pid:
+                    self.known[pid] = p
 
     def ready_pids(self, st: dict[str, Any] | None = None) -> dict[int, int]:
         """slot -> pid of its current worker, for the slots whose worker is READY (of
@@ -152,20 +164,17 @@ class Sup:
                                  f"{self.stderr()[-4000:]}") from None
 
     def kill_all(self) -> None:
-        """Teardown: nothing the test started may outlive it."""
+        """Teardown: nothing the test started may outlive it.  Its workers are killed
+        and waited for: one left draining as an orphan would take the next test's jobs
+        from the suite's shared server (tests/test_harness_teardown.py).  They are known
+        by the handles taken while the supervisor was their parent, not by their
+        environment: setproctitle overwrites /proc/<pid>/environ in every worker."""
         if self.proc is not None:
-            self.known_pids.update(self.children())
+            self.remember(self.children())
             if self.proc.poll() is None:
                 self.proc.kill()
                 self.proc.wait()
-        for pid in self.known_pids:
-            with contextlib.suppress(psutil.Error, ProcessLookupError):
-                p = psutil.Process(pid)
-                # only our own workers (forks inherit this test's SUP_TEST_MARKS), never
-                # a stranger that got a recycled pid
-                if (p.status() != psutil.STATUS_ZOMBIE
-                        and p.environ().get("SUP_TEST_MARKS") == str(self.marks)):
-                    p.kill()
+        kill_all_of(self.known.values())
 
 
 def marks(sup: Sup, outbox_id: int) -> list[tuple[str, int, float]]:

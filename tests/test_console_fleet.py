@@ -149,7 +149,7 @@ def test_registry_lists_live_workers_and_drops_a_killed_host(
         assert row.endswith(f"pid {held.pid}")
 
         # The host dies outright: supervisor and workers, kill -9, nothing says goodbye.
-        sup.known_pids.update(sup.children())
+        sup.remember(sup.children())
         for pid in [sup.pid, *sup.children()]:
             os.kill(pid, signal.SIGKILL)
         sup.wait()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
@@ -90,6 +91,28 @@ def pending_summary(client: redis.Redis, settings: Settings) -> tuple[int, dict[
 def dead_entries(client: redis.Redis, settings: Settings) -> list[dict[bytes, bytes]]:
     return [dict(zip(f[::2], f[1::2], strict=True))
             for _id, f in raw(client).execute_command("XRANGE", settings.dead_stream, "-", "+")]
+
+
+def kill_all_of(procs: Iterable[Any], timeout: float = 10) -> None:
+    """SIGKILL every process of `procs` (psutil.Process handles, taken while they were
+    known to be ours: psutil checks a handle's start time, so a recycled pid is never
+    killed) and wait until each is gone (a zombie counts: its reaper is not ours).  A
+    stopped one (SIGSTOP) is continued first, so that it dies now."""
+    import psutil
+
+    procs = list(procs)
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.send_signal(signal.SIGCONT)
+            p.kill()
+
+    def all_gone() -> bool:
+        for p in procs:
+            with contextlib.suppress(psutil.Error):
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    return False
+        return True
+    poll(all_gone, timeout, what="killed processes to be gone")
 
 
 def gone(pids: Iterable[int]) -> bool:

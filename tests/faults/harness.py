@@ -1,15 +1,15 @@
 """Real processes for the fault suite: `stagedoor work` and `stagedoor-supervise`
 subprocesses with their stderr in files, the ledger directory, and the enqueue side.
 
-Every process started here is killed (by its own pid, after a SIGCONT in case a test
-stopped it) when the test ends, so a failing test leaves nothing behind.
+Every process started here is killed when the test ends, with what it started (a
+supervisor's workers, a worker's render process) and after a SIGCONT in case a test
+stopped it, so a failing test leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,7 +21,7 @@ import orjson
 import redis
 from tests.aclmode import worker_url
 from tests.paths import SRC
-from tests.workerkit import gone, poll
+from tests.workerkit import gone, kill_all_of, poll
 
 from stagedoor.config import Settings
 from stagedoor.stream.job import make_job
@@ -100,9 +100,17 @@ class Proc:
         return self.popen.wait(timeout)
 
     def close(self) -> None:
+        """Kill it and what it started (a supervisor's workers, a worker's render
+        process): killing a supervisor alone leaves its workers draining on as orphans
+        (tests/test_harness_teardown.py)."""
+        import psutil
+
+        procs = []
         if self.alive():
-            os.kill(self.pid, signal.SIGCONT)
-            os.kill(self.pid, signal.SIGKILL)
+            with contextlib.suppress(psutil.Error):
+                me = psutil.Process(self.pid)
+                procs = [me, *me.children(recursive=True)]
+        kill_all_of(procs)
         self.popen.wait(10)
         self._log.close()
 
