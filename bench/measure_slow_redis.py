@@ -91,6 +91,8 @@ def measure(n: int, rounds: int, conditions: list[str]) -> dict[str, Any]:
                         else:
                             res = drain(server.url, n, inject=MECHANISMS[kind])
                     runs[kind].append(res)
+                    mc.progress(f"{cond} round {r + 1}/{rounds} {kind}: {res['rate']:,.0f} "
+                                f"jobs/s, {res['cpu_us_per_job']:.2f} us CPU a job")
             raw_rate = mc.median([x["rate"] for x in runs["raw"]])
             raw_cpu = mc.median([x["cpu_us_per_job"] for x in runs["raw"]])
             row = {"raw_rate": raw_rate, "raw_cpu_us": raw_cpu}
