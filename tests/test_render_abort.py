@@ -9,6 +9,8 @@
   on a real server.  The worker keeps its pid, the other orders print, and only the
   aborting order is dead-lettered, once, with the reason;
 - a kill -9 of the render process with several renders in flight loses none of them;
+- a render that never ends (a hook of render_pool.py, _STAGEDOOR_TEST_RENDER_HANG) gets
+  the render process killed after render_timeout: only its order is dead-lettered;
 - a render process that cannot start fails the renders as transient errors, not lost,
   and the worker keeps going;
 - in the worker (render_isolation = "none") the same abort kills the worker, and the
@@ -46,6 +48,7 @@ from stagedoor.render.order import Order, RenderFailed
 
 MARK = "ABORT-IN-RENDER-7d1c"
 REASON = b"render aborted the render process (SIGABRT)"
+HANG = "HANG-IN-RENDER-5e0b"
 
 
 async def test_native_pool_render_error_is_render_failed(tmp_path: Path) -> None:
@@ -70,11 +73,18 @@ def test_thread_path_render_error_is_render_failed() -> None:
         rendered(reference.render_order, Order(order_id=3, tickets=(t,)))
 
 
-def _store_orders(sync_redis: redis.Redis, settings: Settings, n: int, bad: int) -> None:
-    """Demo orders 1..n in the store; order `bad`'s event carries the abort mark."""
+def _marked(order_id: int, mark: str) -> Order:
+    """A demo order whose event carries `mark` (a test hook of render_pool.py)."""
+    order = demo_order(order_id)
+    t = dataclasses.replace(order.tickets[0], event=f"Gala {mark}")
+    return dataclasses.replace(order, tickets=(t,))
+
+
+def _store_orders(sync_redis: redis.Redis, settings: Settings, n: int, bad: int,
+                  mark: str = MARK) -> None:
+    """Demo orders 1..n in the store; order `bad`'s event carries the mark (abort)."""
     orders = [demo_order(i) for i in range(1, n + 1)]
-    t = dataclasses.replace(orders[bad - 1].tickets[0], event=f"Gala {MARK}")
-    orders[bad - 1] = dataclasses.replace(orders[bad - 1], tickets=(t,))
+    orders[bad - 1] = _marked(bad, mark)
     put_orders_sync(sync_redis, settings, orders)
 
 
@@ -92,6 +102,11 @@ def _one_dead_letter(redis_url: str, sync_redis: redis.Redis, settings: Settings
     assert dead[b"order_id"] == str(bad).encode()
     assert not (tickets / f"order-{bad}.pdf").exists()
     return dead
+
+
+def _all_acked(sync_redis: redis.Redis, settings: Settings, n: int) -> None:
+    wait_for(lambda: (g := sync_redis.xinfo_groups(settings.stream)[0])["pending"] == 0
+             and g["entries-read"] == n, 30, what="every job acked")
 
 
 def _scrape(port: int) -> str:
@@ -118,8 +133,7 @@ def test_abort_inside_the_render_path_costs_only_its_order(
                     env={"_STAGEDOOR_TEST_RENDER_ABORT": MARK}) as sup:
         [worker] = sup.wait_ready(1).values()
         dead = _one_dead_letter(redis_url, sync_redis, settings, tickets, 9, bad)
-        wait_for(lambda: (g := sync_redis.xinfo_groups(settings.stream)[0])["pending"] == 0
-                 and g["entries-read"] == 9, 30, what="every job acked")
+        _all_acked(sync_redis, settings, 9)
         assert REASON in dead[b"dead:error"], dead
         assert not dead[b"dead:error"].startswith(b"poison"), dead
         st = sup.status()
@@ -194,6 +208,81 @@ async def test_a_render_process_that_cannot_start_fails_renders_as_transient(
         assert (tmp_path / "order-2.pdf").exists()
     finally:
         await host.close()
+
+
+def _gone(pid: int) -> bool:
+    return not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+async def test_a_render_that_hangs_is_killed_and_costs_only_its_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A render that never ends (the _STAGEDOOR_TEST_RENDER_HANG hook of render_pool.py,
+    as a native loop that does not terminate would) holds a thread of the render process
+    for good.  After render_timeout the process is killed; a hung render alone in it is
+    its order's RenderFailed at once, several are run again one at a time, and the
+    renders that do end print.  Without this, each hang (and each retry of its job) took
+    a thread of the process until no render of the worker could run."""
+    monkeypatch.setenv("_STAGEDOOR_TEST_RENDER_HANG", HANG)
+    stats = WorkerStats(["render_tickets"])
+    host = RenderHost(Settings(render_timeout=1.0), stats)
+    why = r"render hung: no result in 1s \(render_timeout\)"
+    try:
+        await host.render_to(1, demo_order(1).to_json(), tmp_path / "order-1.pdf")
+        first = host.pid
+        assert first is not None
+        # alone in the process when it is found hung: its verdict, and the process is gone
+        with pytest.raises(RenderFailed, match=why):
+            await host.render_to(2, _marked(2, HANG).to_json(), tmp_path / "order-2.pdf")
+        assert _gone(first)
+        assert stats.counters["render_hangs"]["render_tickets"] == 1
+        # two hanging among six: each is run alone again and fails, the others print
+        bad = {4, 7}
+        runs = [host.render_to(i, (_marked(i, HANG) if i in bad else demo_order(i)).to_json(),
+                               tmp_path / f"order-{i}.pdf") for i in range(3, 9)]
+        results = dict(zip(range(3, 9), await asyncio.gather(*runs, return_exceptions=True),
+                           strict=True))
+        for i, result in results.items():
+            if i in bad:
+                assert isinstance(result, RenderFailed) and re.fullmatch(why, str(result)), \
+                    result
+                assert not (tmp_path / f"order-{i}.pdf").exists()
+            else:
+                assert isinstance(result, dict), result
+                assert (tmp_path / f"order-{i}.pdf").read_bytes().startswith(b"%PDF-")
+        assert stats.counters["render_hangs"]["render_tickets"] == 3
+        assert stats.counters["render_deaths"][""] == 4   # 2 alone, 1 with two, 1 alone
+        # and the worker renders on, in a process of its own
+        await host.render_to(9, demo_order(9).to_json(), tmp_path / "order-9.pdf")
+        assert host.pid is not None and host.pid != first
+    finally:
+        await host.close()
+
+
+@pytest.mark.server
+def test_a_hung_render_under_a_supervisor_dead_letters_only_its_order(
+        tmp_path: Path, redis_url: str, sync_redis: redis.Redis) -> None:
+    """The same through the product: a worker under a supervisor on a real server, one
+    order of six hangs; it is dead-lettered once with the reason, the others print and
+    are acked, the worker keeps its pid, and the hang is counted."""
+    settings = Settings(redis_url=redis_url)
+    bad = 3
+    _store_orders(sync_redis, settings, 6, bad, mark=HANG)
+    tickets = tmp_path / "tickets"
+    port = free_port()
+    args = ["--workers", "1", "--render-timeout", "1", "--metrics-port", str(port)]
+    with supervisor(tmp_path, redis_url, args, handlers=False,
+                    env={"_STAGEDOOR_TEST_RENDER_HANG": HANG}) as sup:
+        [worker] = sup.wait_ready(1).values()
+        dead = _one_dead_letter(redis_url, sync_redis, settings, tickets, 6, bad)
+        _all_acked(sync_redis, settings, 6)
+        assert b"render hung: no result in 1s (render_timeout)" in dead[b"dead:error"], dead
+        assert sup.ready_pids() == {0: worker} and sup.status()["restarts"] == 0
+        wait_for(lambda: 'stagedoor_jobs_render_hangs_total{kind="render_tickets",'
+                         'stream="jobs"} 1.0' in _scrape(port), 10, 0.1, "the hang counted")
+        assert f"order {bad}: render hung" in sup.stderr()
+        sup.signal(signal.SIGTERM)
+        assert sup.wait() == 0
+    assert sync_redis.xlen(settings.dead_stream) == 1
 
 
 async def test_the_render_process_exits_when_its_worker_closes(tmp_path: Path) -> None:

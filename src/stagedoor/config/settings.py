@@ -129,6 +129,11 @@ class Settings:
         "process", "Where render_tickets renders: process (a render process per worker, so "
                    "a crash inside the renderer costs only the order that caused it) or "
                    "none (in the worker: a crash takes the worker and its other jobs).")
+    render_timeout: float = _opt(
+        20.0, "Longest a render may take in the render process (s): then it is taken as "
+              "hung, the process is killed and its renders run again one at a time; one "
+              "that hangs alone is its order's failure (dead-lettered).  Keep it below "
+              "render_tickets' time limit (job_timeout).", lo=0.1, hi=3600)
     render_fallback: str = _opt(
         "none", "When the native renderer cannot load: none (a worker with render_tickets "
                 "refuses to start, exit 78) or reference (render with the pure-Python "

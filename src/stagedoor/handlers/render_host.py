@@ -21,6 +21,15 @@ render_aborts and logged with the order id; the others complete as usual.  A ren
 that died alone of SIGKILL gets one more run alone (a kill -9 or the OOM killer may
 have been someone else's doing), so no order costs more than three crashes.
 
+A render that has not replied within render_timeout (20 s) is taken as hung: a native
+loop that never ends would hold one of the process's threads for good, and each retry of
+its job another, until no render of the worker could run.  The process is killed
+(SIGKILL) and its renders are run again one at a time, as after a crash; the one that
+does not reply within render_timeout while alone (or that was alone when it was found
+hung) is that order's error, RenderFailed "render hung: no result in 20s
+(render_timeout)", counted as render_hangs and logged with the order id; renders of the
+same order that wait behind it fail with it (the same order renders the same way).
+
 A process that dies before it is ready is restarted with a backoff (0.1 s doubling to
 5 s); after three such starts in a row the renders waiting for it fail as
 TransientError ("render process cannot start: ..."), retried by the worker's policy,
@@ -76,6 +85,7 @@ class _Render:
     # cancelled (its time limit) and nobody would retrieve one
     replied: asyncio.Future[tuple[Any, ...]]
     alone_kills: int = 0    # times the process died of SIGKILL while this ran alone
+    sent: float = 0.0       # when it was last written to a process (time.monotonic)
 
 
 def _death(rc: int) -> str:
@@ -91,6 +101,7 @@ class RenderHost:
     def __init__(self, settings: Settings, stats: WorkerStats,
                  on_log: logging.Logger | None = None) -> None:
         self._threads = settings.render_threads
+        self._hang_after = settings.render_timeout
         self._stats = stats
         self._log = on_log or log
         self._ids = itertools.count(1)
@@ -174,7 +185,8 @@ class RenderHost:
 
     def _send(self, req: _Render) -> None:
         assert self._out is not None
-        self._inflight[req.rid] = req
+        req.sent = time.monotonic()
+        self._inflight[req.rid] = req     # in the order sent: the first is the oldest
         self._out.put(req.frame)
 
     @staticmethod
@@ -281,15 +293,21 @@ class RenderHost:
         renders it had become suspects, run alone by the next process.  True when its
         death was explained (a render that killed it alone)."""
         replies = asyncio.create_task(self._read_replies(reader))
+        hung: _Render | None = None
         try:
             while self._suspects:   # nothing goes out directly while suspects run alone
                 req = self._suspects.popleft()
                 if req.replied.done():
                     continue
                 writer.write(req.frame)
+                req.sent = time.monotonic()
                 self._inflight[req.rid] = req
                 either: list[asyncio.Future[Any]] = [req.replied, replies]
-                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(either, timeout=self._hang_after,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if not done:    # no reply while alone: it hangs
+                    await self._kill_hung(req, replies)
+                    return await self._hung_alone(req)
                 if not req.replied.done():  # the process died with this render alone in it
                     return await self._died_alone(req, await self._reap())
             self._out = Outbox(writer)
@@ -297,17 +315,26 @@ class RenderHost:
                 req = self._waiting.popleft()
                 if not req.replied.done():
                     self._send(req)
-            await replies   # until the process dies or is closed
+            hung = await self._watch(replies)   # until the process dies, is closed, or hangs
         finally:
             self._out = None
             replies.cancel()
         if self._closing:
             return False
-        how = await self._reap()
         lost = [r for r in self._inflight.values() if not r.replied.done()]
+        if hung is not None and lost == [hung]:     # it was alone: the verdict is in
+            return await self._hung_alone(hung)
+        how = await self._reap()
         self._inflight.clear()
         self._suspects.extend(lost)
         self._stats.inc("render_deaths")
+        if hung is not None:
+            self._log.error("render process killed: order %d had no result in %gs "
+                            "(render_timeout), with %d renders in flight; running them again "
+                            "one at a time to find the one that hangs", hung.order_id,
+                            self._hang_after, len(lost),
+                            extra={"order_ids": [r.order_id for r in lost][:20]})
+            return False
         if not lost:
             self._log.error("render process died (%s) with no render in it; the next "
                             "render starts another", how)
@@ -333,9 +360,56 @@ class RenderHost:
         self._fail(req, "failed", f"render aborted the render process ({how})")
         return True
 
+    async def _watch(self, replies: asyncio.Task[None]) -> _Render | None:
+        """Wait until the process dies or is closed; if the oldest render in it has had
+        no reply for render_timeout, kill the process and return that render."""
+        every = min(1.0, self._hang_after / 4)
+        while True:
+            done, _ = await asyncio.wait([replies], timeout=every)
+            if done:
+                return None
+            oldest = next(iter(self._inflight.values()), None)
+            if oldest is not None and time.monotonic() - oldest.sent > self._hang_after:
+                await self._kill_hung(oldest, replies)
+                return oldest
+
+    async def _kill_hung(self, req: _Render, replies: asyncio.Task[None]) -> None:
+        """SIGKILL the process (a hung render ignores anything gentler) and wait until its
+        end of the socket is closed: no reply of it can come after this."""
+        proc = self._proc
+        self._log.warning("order %d: render has no result after %gs (render_timeout); "
+                          "killing render process %s", req.order_id, self._hang_after,
+                          proc.pid if proc is not None else "?",
+                          extra={"order_id": req.order_id})
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+        await asyncio.wait([replies])
+
+    async def _hung_alone(self, req: _Render) -> bool:
+        """The process was killed with only `req` in it, which had no reply within
+        render_timeout: that order's verdict (and of any render of it waiting)."""
+        await self._reap()
+        self._inflight.clear()
+        self._stats.inc("render_deaths")
+        self._stats.inc("render_hangs", "render_tickets")
+        why = f"render hung: no result in {self._hang_after:g}s (render_timeout)"
+        self._log.error("order %d: %s; the render process was killed and the job is "
+                        "dead-lettered", req.order_id, why, extra={"order_id": req.order_id})
+        self._fail(req, "failed", why)
+        for queue in (self._suspects, self._waiting):
+            same = [r for r in queue if r.order_id == req.order_id]
+            for r in same:
+                queue.remove(r)
+                self._fail(r, "failed", why)
+        return True
+
     async def _reap(self) -> str:
-        proc, self._proc, self.pid, self._link = self._proc, None, None, None
+        proc, self._proc, self.pid = self._proc, None, None
+        link, self._link = self._link, None
         assert proc is not None
+        if link is not None:    # our end of the dead process's socket (else a fd each death)
+            link.close()
         rc = await proc.wait()
         self._missing_before += self._missing_now
         self._missing_now = 0

@@ -39,6 +39,9 @@ from .files import no_unnamed_files, unnamed_files, write_atomic
 # with render_isolation = "none"), as a failed assertion inside a C library of the
 # renderer would.  Unset (always, outside that test) it costs one test a render.
 _ABORT_MARK = os.environ.get("_STAGEDOOR_TEST_RENDER_ABORT", "")
+# Another (tests/test_render_abort.py): a render of an order whose text contains this
+# never ends, as a native render stuck in a loop would (render_host.py's render_timeout).
+_HANG_MARK = os.environ.get("_STAGEDOOR_TEST_RENDER_HANG", "")
 
 
 class NativeRenderPool:
@@ -174,6 +177,8 @@ class LocalRender:
     async def render_to(self, order: Order, path: Path) -> dict[str, int]:
         if _ABORT_MARK and _ABORT_MARK in repr(order):
             os.abort()
+        if _HANG_MARK and _HANG_MARK in repr(order):
+            await asyncio.Event().wait()
         before = missing_glyphs()
         pool = self._pool if unnamed_files() else None     # the file system said no since
         written = False

@@ -75,8 +75,12 @@ _COUNTER_HELP = {
                  "lost reply (entries).",
     "render_aborts": "render_tickets jobs whose render killed the worker's render process "
                      "while it ran alone; dead-lettered, by kind (jobs).",
-    "render_deaths": "Deaths of the workers' render processes; the renders each had ran "
-                     "again, one at a time (processes).",
+    "render_hangs": "render_tickets jobs whose render had no result within render_timeout "
+                    "while it ran alone in the render process, which was killed; "
+                    "dead-lettered, by kind (jobs).",
+    "render_deaths": "Deaths of the workers' render processes (a crash, a kill, or killed "
+                     "for a hung render); the renders each had ran again, one at a time "
+                     "(processes).",
 }
 _QUEUE_HELP = {
     "queue_age_seconds": "Age of the oldest undelivered entry, from its id, by Redis' clock; "

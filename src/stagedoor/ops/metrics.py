@@ -27,8 +27,9 @@ COUNTERS = ("handled", "failed", "retried", "dead_lettered", "reclaimed", "delet
             # orders printed with such marks (the log names the order and scripts)
             "missing_glyph_orders",
             # orders whose render killed the worker's render process (render_host.py),
-            # and deaths of that process (each one's renders are run again, alone)
-            "render_aborts", "render_deaths")
+            # orders whose render hung in it (killed after render_timeout), and deaths
+            # of that process (each one's renders are run again, alone)
+            "render_aborts", "render_hangs", "render_deaths")
 # Counted per job kind; the others are per entry, before a kind is known (kind "").
 KIND_COUNTERS = ("handled", "failed", "retried", "dead_lettered", "duplicates")
 INVALID_KIND = "invalid"  # the label of entries whose kind is unknown or unparsable
