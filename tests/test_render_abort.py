@@ -33,7 +33,7 @@ import psutil
 import pytest
 import redis
 from tests.helpers_supervisor import enqueue, supervisor, wait_for
-from tests.workerkit import dead_entries
+from tests.workerkit import dead_entries, gone
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import free_port
@@ -147,8 +147,7 @@ def test_abort_inside_the_render_path_costs_only_its_order(
         [host] = _render_processes(worker)      # a new render process serves on
         sup.signal(signal.SIGTERM)
         assert sup.wait() == 0
-        wait_for(lambda: not psutil.pid_exists(host) or
-                 psutil.Process(host).status() == psutil.STATUS_ZOMBIE, 10,
+        wait_for(lambda: gone([host]), 10,
                  what="the render process gone with its worker")
     # delivered once: the dead letter came from the first delivery, not from poison
     assert sync_redis.xlen(settings.dead_stream) == 1
@@ -210,10 +209,6 @@ async def test_a_render_process_that_cannot_start_fails_renders_as_transient(
         await host.close()
 
 
-def _gone(pid: int) -> bool:
-    return not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-
-
 async def test_a_render_that_hangs_is_killed_and_costs_only_its_order(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A render that never ends (the _STAGEDOOR_TEST_RENDER_HANG hook of render_pool.py,
@@ -233,7 +228,7 @@ async def test_a_render_that_hangs_is_killed_and_costs_only_its_order(
         # alone in the process when it is found hung: its verdict, and the process is gone
         with pytest.raises(RenderFailed, match=why):
             await host.render_to(2, _marked(2, HANG).to_json(), tmp_path / "order-2.pdf")
-        assert _gone(first)
+        assert gone([first])
         assert stats.counters["render_hangs"]["render_tickets"] == 1
         # two hanging among six: each is run alone again and fails, the others print
         bad = {4, 7}
@@ -296,7 +291,7 @@ async def test_the_render_process_exits_when_its_worker_closes(tmp_path: Path) -
             for i in range(2, 30)]
     await asyncio.gather(*runs)
     await host.close()
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert gone([pid])
     assert len(os.listdir(tmp_path)) == 29
 
 

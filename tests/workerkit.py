@@ -105,14 +105,9 @@ def kill_all_of(procs: Iterable[Any], timeout: float = 10) -> None:
         with contextlib.suppress(psutil.Error):
             p.send_signal(signal.SIGCONT)
             p.kill()
-
-    def all_gone() -> bool:
-        for p in procs:
-            with contextlib.suppress(psutil.Error):
-                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                    return False
-        return True
-    poll(all_gone, timeout, what="killed processes to be gone")
+    # a handle no longer running is gone (or its pid is someone else's now)
+    poll(lambda: gone([p.pid for p in procs if p.is_running()]), timeout,
+         what="killed processes to be gone")
 
 
 def gone(pids: Iterable[int]) -> bool:
