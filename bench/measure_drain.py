@@ -120,7 +120,9 @@ def drain(url: str, n: int, *, kind: str = "stagedoor", workers: int = 1,
             "startup_s": t_first - t_spawn, "handled": handled,
             "peak_rss_mb": max(peak_rss) / 2**20,
             "cpu_us_per_job": (cpu_done - cpu_first) / n * 1e6,
-            "cpu_us_per_job_to_exit": (cpu_total - cpu_first) / n * 1e6}
+            "cpu_us_per_job_to_exit": (cpu_total - cpu_first) / n * 1e6,
+            "reply_stats": [ln for e in errs for ln in e.splitlines()
+                            if ln.startswith("reply-stats ")]}
 
 
 def _cpu(p: psutil.Process) -> float:

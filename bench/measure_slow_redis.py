@@ -32,7 +32,8 @@ from typing import Any
 from . import measure_common as mc
 from .measure_drain import drain
 
-MECHANISMS = {"learn": (), "sleep": ("reply-turns=0",), "turn16": ("reply-turns=16",)}
+MECHANISMS = {"learn": ("reply-stats=1",), "sleep": ("reply-turns=0", "reply-stats=1"),
+              "turn16": ("reply-turns=16", "reply-stats=1")}
 CGROUP = Path("/sys/fs/cgroup/cpu/stagedoor-bench")
 
 
@@ -92,7 +93,8 @@ def measure(n: int, rounds: int, conditions: list[str]) -> dict[str, Any]:
                             res = drain(server.url, n, inject=MECHANISMS[kind])
                     runs[kind].append(res)
                     mc.progress(f"{cond} round {r + 1}/{rounds} {kind}: {res['rate']:,.0f} "
-                                f"jobs/s, {res['cpu_us_per_job']:.2f} us CPU a job")
+                                f"jobs/s, {res['cpu_us_per_job']:.2f} us CPU a job "
+                                f"{' '.join(res.get('reply_stats', []))}")
             raw_rate = mc.median([x["rate"] for x in runs["raw"]])
             raw_cpu = mc.median([x["cpu_us_per_job"] for x in runs["raw"]])
             row = {"raw_rate": raw_rate, "raw_cpu_us": raw_cpu}

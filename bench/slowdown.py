@@ -28,7 +28,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-KNOWN = ("ack-sleep-ms", "read-sleep-ms", "handle-cpu-us", "reply-turns")
+KNOWN = ("ack-sleep-ms", "read-sleep-ms", "handle-cpu-us", "reply-turns", "reply-stats")
 
 
 async def delay(seconds: float) -> None:
@@ -204,18 +204,31 @@ def install(specs: Sequence[str]) -> dict[str, float]:
                 return orig_fast(*args)
 
             dispatch.fast_job = fast_job
-    if "reply-turns" in conf:
+    if "reply-turns" in conf or "reply-stats" in conf:
+        import atexit
+
         from stagedoor.worker import readahead
 
-        turns = int(conf["reply-turns"])
+        turns = int(conf.get("reply-turns", -1))
         made = readahead.ReplyWait
+        waits: list[Any] = []
 
         def fixed(loop: Any) -> Any:
             wait = made(loop)
             wait.fixed = turns
+            waits.append(wait)
             return wait
 
+        def report() -> None:
+            for w in waits:
+                print("reply-stats " + " ".join(
+                    f"{k}={getattr(w, k, '?')}" for k in
+                    ("n_present", "n_near", "n_late", "n_slept")),
+                    file=sys.stderr, flush=True)
+
         readahead.ReplyWait = fixed
+        if "reply-stats" in conf:
+            atexit.register(report)
     return conf
 
 

@@ -20,7 +20,7 @@ ReplyWait = readahead.PyReplyWait  # the constants (the C wait has the same; che
 def make(request: pytest.FixtureRequest) -> type:
     wait_type = WAITS[request.param]
     assert wait_type is not None, "the extension is not built"
-    for name in ("MOST", "LIMIT", "COOL", "COOL_MOST"):
+    for name in ("MOST", "LIMIT", "COOL", "COOL_MOST", "WINDOW", "NEAR_MIN"):
         assert getattr(wait_type, name) == getattr(ReplyWait, name), name
     return wait_type  # type: ignore[no-any-return]
 
@@ -85,5 +85,36 @@ def test_late_replies_stop_the_turning_and_it_is_tried_again_later(make: type) -
         # still late: plain waiting again sooner (from the try's share), twice as long
         budgets = await _late(wait, _misses_to_give_up(ReplyWait.LIMIT / 2))
         assert budgets[-1] == 0 and wait.backoff == 4 * ReplyWait.COOL, budgets
+
+    uvloop.run(main())
+
+
+def test_replies_that_are_always_in_already_stop_the_turning(make: type) -> None:
+    """Redis and the worker on one core: a reply is either in when it is due (epoll
+    would not sleep for it) or comes only once the worker sleeps; the turns never save
+    a sleep, so after a WINDOW of such waits the wait sleeps, then tries again."""
+    async def main() -> None:
+        wait = make(asyncio.get_running_loop())
+        for i in range(ReplyWait.WINDOW):
+            assert wait.budget == ReplyWait.MOST, i
+            wait.due()
+            await _turns(1)  # the reply is read in the first turn
+            assert wait.spinning
+            wait.arrived()
+        assert wait.budget == 0 and wait.cooldown == ReplyWait.COOL
+        assert (wait.n_present, wait.n_near) == (ReplyWait.WINDOW, 0)
+        for _ in range(ReplyWait.COOL):
+            wait.due()
+            assert not wait.spinning  # plain waiting: no turn asked for
+            wait.arrived()
+        assert wait.budget == ReplyWait.MOST and wait.n_slept == ReplyWait.COOL
+
+        # a window where the turns pay (a reply two turns late now and then) keeps them
+        for i in range(ReplyWait.WINDOW):
+            wait.due()
+            await _turns(2 if i % 16 == 0 else 1)
+            wait.arrived()
+        assert wait.budget == ReplyWait.MOST and wait.n_near == ReplyWait.WINDOW // 16
+        assert wait.backoff == ReplyWait.COOL  # the turns paid: the next sleep is short
 
     uvloop.run(main())

@@ -465,20 +465,23 @@ def pack_xack(bytes stream, bytes group, list ids):
 # was ~25 calls a read, a third of a no-op job's CPU at the seed defaults on a VM whose
 # write system call costs 15 us (docs/benchmarks.md, "The read path, third pass").
 
-cdef int W_MOST = 16, W_COOL = 64, W_COOL_MOST = 4096
+cdef int W_MOST = 16, W_COOL = 64, W_COOL_MOST = 4096, W_WINDOW = 128, W_NEAR_MIN = 2
 cdef double W_LIMIT = 0.75
 
 
 cdef class ReplyWait:
     """readahead.PyReplyWait in C (its docstring says why it turns and when it sleeps):
     due, arrived and each turn were Python calls, ~10 % of a no-op drain's time (py-spy).
-    `fixed` >= 0 fixes the turns instead of learning them (bench/slowdown.py)."""
+    `fixed` >= 0 fixes the turns instead of learning them (bench/slowdown.py).  The
+    n_* counters say how the waits ended (bench/slowdown.py reply-stats)."""
 
     MOST, LIMIT, COOL, COOL_MOST = W_MOST, W_LIMIT, W_COOL, W_COOL_MOST
+    WINDOW, NEAR_MIN = W_WINDOW, W_NEAR_MIN
 
     cdef object _loop, _turn_cb, _context
-    cdef public int budget, cooldown, backoff, turns, fixed
+    cdef public int budget, cooldown, backoff, turns, fixed, window, near
     cdef public double missed
+    cdef public long n_present, n_near, n_late, n_slept
     cdef public bint spinning
     cdef bint _queued
 
@@ -495,6 +498,7 @@ cdef class ReplyWait:
         self.spinning = False
         self.turns = 0
         self.fixed = -1
+        self.window = self.near = 0
         self._queued = False
 
     cpdef due(self):
@@ -508,20 +512,44 @@ cdef class ReplyWait:
 
     cpdef arrived(self):
         """A reply came (in data_received)."""
-        if self.fixed >= 0:
-            self.spinning = False
-            self.budget = self.fixed
-            return
         if self.spinning:  # within its turns
             self.spinning = False
-            self.missed -= self.missed / 8
+            if self.turns <= 1:  # it was in already: epoll would not have slept
+                self.n_present += 1
+            else:  # the turns saved a sleep
+                self.n_near += 1
+                self.near += 1
+            if self.fixed < 0:
+                self.missed -= self.missed / 8
+                self._waited()
+        elif self.fixed >= 0 or not self.budget:
+            self.n_slept += 1
+            if self.fixed < 0:
+                self.cooldown -= 1
+                if self.cooldown <= 0:  # try turning again
+                    self.budget = W_MOST
+                    self.missed = W_LIMIT / 2
+                    self.window = self.near = 0
+        if self.fixed >= 0:
+            self.budget = self.fixed
+
+    cdef void _waited(self):
+        """A wait that turned has ended: every WINDOW of them, did the turns pay?"""
+        self.window += 1
+        if self.window < W_WINDOW:
+            return
+        if self.near < W_NEAR_MIN:  # the replies were in or came late: turning saved nothing
+            self._sleep()
+        else:
             if self.missed < W_LIMIT / 2:
                 self.backoff = W_COOL
-        elif not self.budget:
-            self.cooldown -= 1
-            if self.cooldown <= 0:  # try turning again
-                self.budget = W_MOST
-                self.missed = W_LIMIT / 2
+            self.window = self.near = 0
+
+    cdef void _sleep(self):
+        self.budget = 0
+        self.cooldown = self.backoff
+        self.backoff = min(W_COOL_MOST, 2 * self.backoff)
+        self.window = self.near = 0
 
     def _turn(self):
         if not self.spinning:
@@ -532,11 +560,14 @@ cdef class ReplyWait:
             self._loop.call_soon(self._turn_cb, context=self._context)
             return
         self._queued = self.spinning = False  # ran out of turns: the loop sleeps in epoll
+        self.n_late += 1
+        if self.fixed >= 0:
+            return
         self.missed += (1 - self.missed) / 8
         if self.missed > W_LIMIT:
-            self.budget = 0
-            self.cooldown = self.backoff
-            self.backoff = min(W_COOL_MOST, 2 * self.backoff)
+            self._sleep()
+        else:
+            self._waited()
 
 
 cdef class _Hook:

@@ -103,20 +103,30 @@ class PyReplyWait:
     wakes it.  On this class of VM a sleep and its wake-up cost more than the turns when
     Redis answers within them (a no-op drain: 0.44-0.56 of the raw loop turning against
     0.32-0.39 sleeping, docs/benchmarks.md); when it answers later the turns are spent
-    for nothing.  So it turns while a fair share of the recent waits end within the
-    turns, and when three in four of them ran out (Redis answers late: a loaded second
-    core, a CPU quota, both on one core) it sleeps for a while (64 replies, doubling up to
-    4,096 while the tries keep failing), then tries again.  Plain waiting but for the
-    turns of those tries.  (Fewer turns learned from the replies' own count did worse:
-    a reply a turn late cost a sleep; and giving up at one miss in two put a worker on
-    a busy box to sleep, 2.47 s for a drain that took 1.61 s turning,
-    bench/profile_workers.py.)
+    for nothing.  So it turns while the turns pay, and sleeps for a while (64 replies,
+    doubling up to 4,096 while the tries keep failing), then tries again, when either
+
+    - three in four of the recent waits ran out of turns (Redis answers late: a loaded
+      second core, a CPU quota), or
+    - of the last WINDOW (128) waits that turned, fewer than NEAR_MIN (2) had their
+      reply come during the turns: the rest were in already (epoll would not have slept
+      either, so each turn was a wasted callback) or came late.  This is Redis and the
+      worker on one core: Redis runs only when the worker sleeps, so a reply never
+      comes while it turns (bench/measure_slow_redis.py: 1 in 13,362 waits; 6.40 us of
+      CPU a job turning against 5.90 sleeping).
+
+    Plain waiting but for the turns of those tries.  (Fewer turns learned from the
+    replies' own count did worse: a reply a turn late cost a sleep; and giving up at
+    one miss in two put a worker on a busy box to sleep, 2.47 s for a drain that took
+    1.61 s turning, bench/profile_workers.py.)  The n_* counters say how the waits
+    ended (bench/slowdown.py reply-stats).
     """
 
     __slots__ = ("_loop", "_queued", "_turn_cb", "backoff", "budget", "cooldown", "fixed",
-                 "missed", "spinning", "turns")
+                 "missed", "n_late", "n_near", "n_present", "n_slept", "near", "spinning",
+                 "turns", "window")
 
-    MOST, LIMIT, COOL, COOL_MOST = 16, 0.75, 64, 4096
+    MOST, LIMIT, COOL, COOL_MOST, WINDOW, NEAR_MIN = 16, 0.75, 64, 4096, 128, 2
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -129,6 +139,8 @@ class PyReplyWait:
         self.turns = 0
         self._queued = False  # a turn is scheduled (one chain of them at a time)
         self.fixed = -1  # >= 0: always this many turns, not learned (bench/slowdown.py)
+        self.window = self.near = 0  # waits that turned, and how many the turns saved
+        self.n_present = self.n_near = self.n_late = self.n_slept = 0
 
     def due(self) -> None:
         """A reply is due and none is here: turn the loop for it, if that pays."""
@@ -140,18 +152,42 @@ class PyReplyWait:
 
     def arrived(self) -> None:
         """A reply came (in data_received)."""
-        if self.fixed >= 0:
-            self.spinning, self.budget = False, self.fixed
-            return
         if self.spinning:  # within its turns
             self.spinning = False
-            self.missed -= self.missed / 8
+            if self.turns <= 1:  # it was in already: epoll would not have slept
+                self.n_present += 1
+            else:  # the turns saved a sleep
+                self.n_near += 1
+                self.near += 1
+            if self.fixed < 0:
+                self.missed -= self.missed / 8
+                self._waited()
+        elif self.fixed >= 0 or not self.budget:
+            self.n_slept += 1
+            if self.fixed < 0:
+                self.cooldown -= 1
+                if self.cooldown <= 0:  # try turning again
+                    self.budget, self.missed = self.MOST, self.LIMIT / 2
+                    self.window = self.near = 0
+        if self.fixed >= 0:
+            self.budget = self.fixed
+
+    def _waited(self) -> None:
+        """A wait that turned has ended: every WINDOW of them, did the turns pay?"""
+        self.window += 1
+        if self.window < self.WINDOW:
+            return
+        if self.near < self.NEAR_MIN:  # in already or late: turning saved nothing
+            self._sleep()
+        else:
             if self.missed < self.LIMIT / 2:
                 self.backoff = self.COOL
-        elif not self.budget:
-            self.cooldown -= 1
-            if self.cooldown <= 0:  # try turning again
-                self.budget, self.missed = self.MOST, self.LIMIT / 2
+            self.window = self.near = 0
+
+    def _sleep(self) -> None:
+        self.budget, self.cooldown = 0, self.backoff
+        self.backoff = min(self.COOL_MOST, 2 * self.backoff)
+        self.window = self.near = 0
 
     def _turn(self) -> None:
         if not self.spinning:
@@ -162,10 +198,14 @@ class PyReplyWait:
             self._loop.call_soon(self._turn_cb)
             return
         self._queued = self.spinning = False  # ran out of turns: the loop sleeps in epoll
+        self.n_late += 1
+        if self.fixed >= 0:
+            return
         self.missed += (1 - self.missed) / 8
         if self.missed > self.LIMIT:
-            self.budget, self.cooldown = 0, self.backoff
-            self.backoff = min(self.COOL_MOST, 2 * self.backoff)
+            self._sleep()
+        else:
+            self._waited()
 
 
 # The wait the read-ahead uses: in C when the extension is built (_entries.ReplyWait,
