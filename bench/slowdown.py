@@ -16,6 +16,9 @@ process only, then runs the normal `stagedoor` command line (stagedoor.cli.main.
                      (worker/readahead.py, ReplyWait): 0 always sleeps in epoll, N > 0
                      always turns the loop up to N times first (what the reader did
                      before: 16); bench/measure_slow_redis.py compares them
+  reply-stats=1      print, at exit, how the read-ahead's waits ended (n_present: the
+                     reply was in at the first turn; n_near: it came during the turns;
+                     n_late: the turns ran out; n_slept: plain waiting)
 """
 
 from __future__ import annotations
