@@ -94,7 +94,7 @@ def measure(n: int, rounds: int, conditions: list[str]) -> dict[str, Any]:
                     runs[kind].append(res)
                     mc.progress(f"{cond} round {r + 1}/{rounds} {kind}: {res['rate']:,.0f} "
                                 f"jobs/s, {res['cpu_us_per_job']:.2f} us CPU a job "
-                                f"{' '.join(res.get('reply_stats', []))}")
+                                f"{' '.join(res['reply_stats'])}")
             raw_rate = mc.median([x["rate"] for x in runs["raw"]])
             raw_cpu = mc.median([x["cpu_us_per_job"] for x in runs["raw"]])
             row = {"raw_rate": raw_rate, "raw_cpu_us": raw_cpu}

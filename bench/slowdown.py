@@ -216,7 +216,7 @@ def install(specs: Sequence[str]) -> dict[str, float]:
         made = readahead.ReplyWait
         waits: list[Any] = []
 
-        def fixed(loop: Any) -> Any:
+        def wait_of(loop: Any) -> Any:  # turns fixed (>= 0) or learned (-1), and kept
             wait = made(loop)
             wait.fixed = turns
             waits.append(wait)
@@ -229,7 +229,7 @@ def install(specs: Sequence[str]) -> dict[str, float]:
                     ("n_present", "n_near", "n_late", "n_slept")),
                     file=sys.stderr, flush=True)
 
-        readahead.ReplyWait = fixed
+        readahead.ReplyWait = wait_of
         if "reply-stats" in conf:
             atexit.register(report)
     return conf
