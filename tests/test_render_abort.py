@@ -144,7 +144,13 @@ def test_abort_inside_the_render_path_costs_only_its_order(
         text = _scrape(port)
         assert 'stagedoor_jobs_handled_total{kind="render_tickets",stream="jobs"} 8.0' in text
         assert f"order {bad}: render aborted the render process (SIGABRT)" in sup.stderr()
-        [host] = _render_processes(worker)      # a new render process serves on
+        # the worker renders on: the next order starts a new render process if the abort
+        # left none (one is started by a render, not by a death with nothing to run)
+        put_orders_sync(sync_redis, settings, [demo_order(10)])
+        enqueue(redis_url, "render_tickets", [10])
+        wait_for(lambda: (tickets / "order-10.pdf").exists(), 30,
+                 what="an order after the abort printed")
+        [host] = _render_processes(worker)
         sup.signal(signal.SIGTERM)
         assert sup.wait() == 0
         wait_for(lambda: gone([host]), 10,
