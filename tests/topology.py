@@ -128,11 +128,15 @@ class SentinelSet:
         try:
             poll(lambda: _info(self.replica.port, "replication").get("master_link_status")
                  == "up", 20, "the replica in sync")
-            self.sentinels = [Sentinel(directory / f"sentinel-{i}", self.master.port,
-                                       sentinel_password, sentinel_tls) for i in range(3)]
+            self._password, self._tls, self._starts = sentinel_password, sentinel_tls, 0
+            self.sentinels = [self._sentinel(i) for i in range(3)]
             # Set-up, not a check: sentinels learn of a replica from the master's INFO
             # (every 10 s); with two suites on the box this took over 30 s once.
-            poll(self._watching, 60, "three sentinels that see the master and the replica")
+            try:
+                poll(self._watching, 60, "three sentinels that see the master and the "
+                     "replica")
+            except AssertionError as e:
+                raise AssertionError(f"{e}; {self._states()}") from None
             # And the replica acknowledges what the master has: a test's first WAIT must
             # not meet a replica still settling after its sync (its link is up before).
             poll(lambda: _wait(self.master.port) == 1, 30, "the replica's acknowledgement")
@@ -140,7 +144,40 @@ class SentinelSet:
             self.stop()
             raise
 
+    def _sentinel(self, i: int) -> Sentinel:
+        self._starts += 1
+        return Sentinel(self.directory / f"sentinel-{i}-{self._starts}", self.master.port,
+                        self._password, self._tls)
+
+    def _restart_exited(self) -> None:
+        """A sentinel that exited at its start (its port, free when free_port chose it,
+        taken by another suite's server before it bound: a CI run may have waited its
+        60 s on one) is started again on another port; two such restarts in all."""
+        for i, s in enumerate(self.sentinels):
+            if s.process.poll() is None:
+                continue
+            if self._starts >= 5:
+                raise AssertionError(f"sentinel {i} exited ({s.process.returncode}): "
+                                     f"{s.log()[-1500:]}")
+            self.sentinels[i] = self._sentinel(i)
+
+    def _states(self) -> str:
+        """What each sentinel says of the master, or why it cannot: for a failed set-up."""
+        out = []
+        for s in self.sentinels:
+            try:
+                st = s.master()
+                out.append(f"sentinel {s.port}: {st.get('flags')}, "
+                           f"{st.get('num-slaves')} replicas, "
+                           f"{st.get('num-other-sentinels')} other sentinels")
+            except (redis.RedisError, OSError) as e:
+                rc = s.process.poll()
+                out.append(f"sentinel {s.port} (exit {rc}): {type(e).__name__}: {e}; "
+                           f"log: {s.log()[-600:]!r}")
+        return "; ".join(out)
+
     def _watching(self) -> bool:
+        self._restart_exited()
         try:
             states = [s.master() for s in self.sentinels]
         except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):

@@ -8,6 +8,7 @@ on the same port and data directory, which is how the fault tests restart Redis.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -18,10 +19,19 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 
 class RedisNotInstalled(RuntimeError):
     pass
+
+
+class PortTaken(RuntimeError):
+    """The server could not bind its port: another process has it."""
+
+
+PORT_MOVES = 3      # a first start whose chosen port was taken tries this many others
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -46,6 +56,9 @@ class EmbeddedRedis:
                  extra_args: Sequence[str] = (), password: str | None = None) -> None:
         self.directory = Path(directory)
         self.port = port or free_port()
+        # a port free_port chose may be taken by someone else before the server binds it:
+        # the first start then moves to another (a restart keeps its port, as promised)
+        self._may_move = port is None
         self.appendonly = appendonly
         self.appendfsync = appendfsync
         self.extra_args = list(extra_args)
@@ -74,28 +87,53 @@ class EmbeddedRedis:
 
     def start(self, timeout: float = 10.0) -> EmbeddedRedis:
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                        start_new_session=True)
-        self.wait_ready(timeout)
+        for moves_left in range(PORT_MOVES, -1, -1):
+            self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
+                                            stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.PIPE, start_new_session=True)
+            try:
+                self.wait_ready(timeout)
+                break
+            except PortTaken:
+                if not self._may_move or not moves_left:
+                    raise
+                self.process = None
+                self.port = free_port()
+        self._may_move = False
         return self
 
     def wait_ready(self, timeout: float = 10.0) -> None:
+        """Until this process answers on its port.  An answer from another process there
+        (the port taken before ours bound it) is not ready: ours then exits, PortTaken."""
         deadline = time.monotonic() + timeout
+        log_from = self.logfile.stat().st_size if self.logfile.exists() else 0
         client = redis.Redis(host="127.0.0.1", port=self.port, password=self.password,
-                             socket_timeout=0.5, socket_connect_timeout=0.5, protocol=2)
+                             socket_timeout=0.5, socket_connect_timeout=0.5, protocol=2,
+                             # one look per turn: redis-py's own retries of a silent port
+                             # (another program's) took 9 s a look
+                             retry=Retry(NoBackoff(), 0))
         try:
             while True:
                 if self.process is not None and self.process.poll() is not None:
-                    err = self.process.stderr.read().decode() if self.process.stderr else ""
-                    tail = self.logfile.read_text()[-2000:] if self.logfile.exists() else ""
-                    raise RuntimeError(f"redis-server exited with {self.process.returncode}: "
-                                       f"{err or tail}")
+                    err = ""
+                    if self.process.stderr:
+                        with self.process.stderr:
+                            err = self.process.stderr.read().decode(errors="replace")
+                    with contextlib.suppress(OSError), self.logfile.open("rb") as f:
+                        f.seek(log_from)
+                        err += f.read().decode(errors="replace")[-2000:]
+                    rc = self.process.returncode
+                    if "Address already in use" in err:
+                        raise PortTaken(f"redis-server exited with {rc}: port {self.port} "
+                                        "is taken by another process")
+                    raise RuntimeError(f"redis-server exited with {rc}: {err}")
                 try:
-                    if client.ping():
+                    pid = int(client.info("server")["process_id"])
+                    if self.process is None or pid == self.process.pid:
                         return
-                except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
-                    pass
+                except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError,
+                        redis.ResponseError):
+                    pass    # not up yet, or another server there (NOAUTH, say)
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"redis-server on port {self.port} not ready after "
                                        f"{timeout:g}s")
