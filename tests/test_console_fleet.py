@@ -29,6 +29,7 @@ from redis.crc import key_slot
 from tests.clikit import cli
 from tests.helpers_supervisor import enqueue, marks, supervisor, wait_for
 from tests.paths import SRC
+from tests.workerkit import read_fleet
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import free_port
@@ -38,16 +39,6 @@ from stagedoor.stream.keys import fleet_key, job_index_key, paused_key, presence
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.server
-
-
-def read_fleet(settings: Settings) -> fleet.Fleet:
-    async def go() -> fleet.Fleet:
-        c = console_client(settings)
-        try:
-            return await fleet.fleet(c, settings)
-        finally:
-            await c.aclose()
-    return asyncio.run(go())
 
 
 def readyz(port: int) -> tuple[int, str]:

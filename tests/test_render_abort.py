@@ -33,7 +33,7 @@ import psutil
 import pytest
 import redis
 from tests.helpers_supervisor import enqueue, supervisor, wait_for
-from tests.workerkit import dead_entries, gone
+from tests.workerkit import dead_entries, gone, read_fleet
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import free_port
@@ -157,6 +157,40 @@ def test_abort_inside_the_render_path_costs_only_its_order(
                  what="the render process gone with its worker")
     # delivered once: the dead letter came from the first delivery, not from poison
     assert sync_redis.xlen(settings.dead_stream) == 1
+
+
+@pytest.mark.server
+def test_the_render_process_s_memory_is_the_worker_s(
+        tmp_path: Path, redis_url: str, sync_redis: redis.Redis) -> None:
+    """max_worker_memory sees the worker's RSS with its render process's: the heartbeat's
+    RSS (what the supervisor recycles by) is the two together, so a leak in the native
+    renderer, which runs in that process, still recycles the worker."""
+    settings = Settings(redis_url=redis_url)
+    put_orders_sync(sync_redis, settings, [demo_order(1)])
+    tickets = tmp_path / "tickets"
+    with supervisor(tmp_path, redis_url, ["--workers", "1"], handlers=False) as sup:
+        [worker] = sup.wait_ready(1).values()
+        enqueue(redis_url, "render_tickets", [1])
+        wait_for(lambda: (tickets / "order-1.pdf").exists(), 30, what="the render")
+        [host] = _render_processes(worker)
+        own, child = (psutil.Process(p).memory_info().rss for p in (worker, host))
+        assert child > 10 * 2**20, child     # fonts and the native pool: tens of MB
+
+        def reported() -> int:
+            rss = [p["rss"] for p in sup.status().get("processes", [])
+                   if p["pid"] == worker]
+            return int(rss[0]) if rss else 0
+
+        def registered() -> int:    # the fleet registry's (stagedoor status, the console)
+            rss = [w.rss_bytes for w in read_fleet(settings).workers if w.pid == worker]
+            return rss[0] if rss else 0
+        # heartbeats come every second; both processes' RSS move a little between looks
+        for look, what in ((reported, "heartbeat"), (registered, "fleet registry")):
+            wait_for(lambda look=look: look() > own + child * 0.8, 10, 0.1,
+                     f"the {what}'s RSS to count the render process")
+            assert look() < (own + child) * 1.25, what
+        sup.signal(signal.SIGTERM)
+        assert sup.wait() == 0
 
 
 @pytest.mark.server

@@ -14,6 +14,8 @@ from tests.aclmode import worker_url
 
 from stagedoor.config import Settings
 from stagedoor.handlers import Registry
+from stagedoor.ops import fleet
+from stagedoor.ops.records import console_client
 from stagedoor.stream import connection
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import enqueue_sync
@@ -122,3 +124,13 @@ def gone(pids: Iterable[int]) -> bool:
             pass
     return True
 
+
+def read_fleet(settings: Settings) -> fleet.Fleet:
+    """The fleet registry as `stagedoor status` and the console read it."""
+    async def go() -> fleet.Fleet:
+        c = console_client(settings)
+        try:
+            return await fleet.fleet(c, settings)
+        finally:
+            await c.aclose()
+    return asyncio.run(go())

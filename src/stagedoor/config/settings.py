@@ -175,7 +175,8 @@ class Settings:
                                      "boot.", lo=0.1, hi=3600)
     graceful_timeout: float = _opt(30.0, "Seconds a stopping worker gets to finish its "
                                          "jobs.", lo=0, hi=3600)
-    max_worker_memory: int = _opt(0, "RSS in MB above which a worker is recycled "
+    max_worker_memory: int = _opt(0, "RSS in MB, the worker's with its render "
+                                     "process's, above which a worker is recycled "
                                      "gracefully; 0 is off.", lo=0)
     metrics_port: int = _opt(0, "Port of the Prometheus endpoint on 127.0.0.1; 0 is off.",
                              lo=0, hi=65_535)

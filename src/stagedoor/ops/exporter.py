@@ -102,7 +102,8 @@ _QUEUE_HELP = {
 _SUPERVISOR_HELP = {
     "workers_ready": "Worker processes that reached Redis and take jobs (processes).",
     "workers_wanted": "Worker processes configured (--workers) (processes).",
-    "worker_rss_bytes": "Resident memory of all live workers, summed (bytes).",
+    "worker_rss_bytes": "Resident memory of all live workers, each with its render "
+                        "process, summed (bytes).",
 }
 _WORKER_GAUGE_HELP = {
     "redis_oom": "Live workers holding off because Redis refuses writes with OOM "
@@ -313,7 +314,8 @@ def _families(totals: Mapping[str, Any], queue: Mapping[str, Any] | None, restar
                                  "Worker processes alive, ready or not (processes).",
                                  value=alive))
     rss = GaugeMetricFamily("stagedoor_worker_resident_memory_bytes",
-                            "Resident memory of the worker process in each slot (bytes).",
+                            "Resident memory of the worker process in each slot, with "
+                            "its render process's (bytes).",
                             labels=["slot"])
     cpu = CounterMetricFamily("stagedoor_worker_cpu_seconds",
                               "CPU time (user + system) of the worker process in each slot; "
