@@ -32,6 +32,7 @@ from pathlib import Path
 import psutil
 import pytest
 import redis
+from prometheus_client.parser import text_string_to_metric_families
 from tests.helpers_supervisor import enqueue, supervisor, wait_for
 from tests.workerkit import dead_entries, gone, read_fleet
 
@@ -189,6 +190,59 @@ def test_the_render_process_s_memory_is_the_worker_s(
             wait_for(lambda look=look: look() > own + child * 0.8, 10, 0.1,
                      f"the {what}'s RSS to count the render process")
             assert look() < (own + child) * 1.25, what
+        sup.signal(signal.SIGTERM)
+        assert sup.wait() == 0
+
+
+def _slot_cpu(port: int, slot: int = 0) -> float:
+    for family in text_string_to_metric_families(_scrape(port)):
+        for sample in family.samples:
+            if (sample.name == "stagedoor_worker_cpu_seconds_total"
+                    and sample.labels.get("slot") == str(slot)):
+                return float(sample.value)
+    return -1.0
+
+
+def _cpu(pid: int, reaped: bool = True) -> float:
+    t = psutil.Process(pid).cpu_times()
+    own = t.user + t.system
+    return own + t.children_user + t.children_system if reaped else own
+
+
+@pytest.mark.server
+def test_the_render_process_s_cpu_is_the_worker_s(
+        tmp_path: Path, redis_url: str, sync_redis: redis.Redis) -> None:
+    """The slot's CPU counter is the worker's with its render process's, where a real
+    job's work is done, and it keeps a render process's CPU after that process is gone
+    (it goes on counting up, not back)."""
+    settings = Settings(redis_url=redis_url)
+    n = 500
+    put_orders_sync(sync_redis, settings, [demo_order(i) for i in range(1, n + 1)])
+    tickets = tmp_path / "tickets"
+    port = free_port()
+    with supervisor(tmp_path, redis_url, ["--workers", "1", "--metrics-port", str(port)],
+                    handlers=False) as sup:
+        [worker] = sup.wait_ready(1).values()
+        enqueue(redis_url, "render_tickets", range(1, n + 1))
+        wait_for(lambda: len(list(tickets.glob("order-*.pdf"))) == n, 120,
+                 what="every order printed")
+        _all_acked(sync_redis, settings, n)
+        [host] = _render_processes(worker)
+        child = _cpu(host)
+        assert child > 0.3, child       # fonts, shaping, the PDFs: the job's real work
+        # both are idle now: the counter is the two together (a little CPU goes on)
+        wait_for(lambda: _slot_cpu(port) >= _cpu(worker, reaped=False) + child * 0.9,
+                 10, 0.1, "the slot's CPU to count the render process")
+        assert _slot_cpu(port) <= (_cpu(worker) + _cpu(host)) * 1.1 + 0.1
+        # the render process gone (reaped by the worker): its CPU stays in the counter
+        before = _slot_cpu(port)
+        os.kill(host, signal.SIGKILL)
+        wait_for(lambda: not _render_processes(worker), 10, 0.1, "the render process reaped")
+        wait_for(lambda: _cpu(worker) >= _cpu(worker, reaped=False) + child * 0.99, 10,
+                 0.1, "its CPU in the worker's children's")
+        after = _slot_cpu(port)
+        assert after >= before, (before, after)
+        assert after >= _cpu(worker, reaped=False) + child * 0.9, (after, child)
         sup.signal(signal.SIGTERM)
         assert sup.wait() == 0
 

@@ -318,8 +318,9 @@ def _families(totals: Mapping[str, Any], queue: Mapping[str, Any] | None, restar
                             "its render process's (bytes).",
                             labels=["slot"])
     cpu = CounterMetricFamily("stagedoor_worker_cpu_seconds",
-                              "CPU time (user + system) of the worker process in each slot; "
-                              "restarts at 0 with a new process (seconds).", labels=["slot"])
+                              "CPU time (user + system) of the worker process in each slot, "
+                              "with its render process's; restarts at 0 with a new "
+                              "worker process (seconds).", labels=["slot"])
     for slot, proc in sorted(processes.items()):
         if "rss_bytes" in proc:
             rss.add_metric([str(slot)], float(proc["rss_bytes"]))

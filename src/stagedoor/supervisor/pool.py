@@ -24,6 +24,7 @@ from ..config import Settings
 from ..exitcodes import EX_SOFTWARE
 from ..ops.exporter import empty_totals, retire
 from ..ops.shared_counts import make_page, merge, read_page
+from ..worker.family import ProcessFamily
 from . import decisions as rules
 from .decisions import Act, RestartWindow
 from .process import Process, assert_fork_safe, describe_status
@@ -116,8 +117,8 @@ class Pool:
         h = Handle(proc=proc, slot=index, consumer=name, role=role,
                    started=time.monotonic(), reason=reason, page=page, held=held)
         with contextlib.suppress(psutil.Error):
-            h.ps = psutil.Process(proc.pid)
-            h.ps.cpu_percent(None)
+            h.family = ProcessFamily(proc.pid)
+            h.cpu_seen = (time.monotonic(), h.family.cpu_seconds())
         self.handles[proc.pid] = h
         self.selector.register(proc.heartbeat_fd, selectors.EVENT_READ, ("hb", h))
         if proc.pidfd is not None:

@@ -49,6 +49,16 @@ def paused(handles: Iterable[Handle]) -> bool:
     return any((h.stats.get("gauges") or {}).get("paused") for h in handles)
 
 
+def cpu_percent(h: Handle) -> float:
+    """Percent of one CPU the worker and its render process used since the last look
+    (over 100 when both, or several threads, ran at once)."""
+    assert h.family is not None
+    now, secs = time.monotonic(), h.family.cpu_seconds()
+    then, before = h.cpu_seen
+    h.cpu_seen = (now, secs)
+    return 100.0 * (secs - before) / (now - then) if now > then else 0.0
+
+
 class Reported(Protocol):
     """What the reporter reads of the supervisor (loop.py's Supervisor is one): the
     reporter sits below the loop that drives it."""
@@ -110,9 +120,9 @@ class Reporter:
         pool = sup.pool
         if now >= self.next_status:
             for h in pool.handles.values():
-                if h.ps is not None:
+                if h.family is not None:
                     with contextlib.suppress(psutil.Error):
-                        h.cpu = h.ps.cpu_percent(None)
+                        h.cpu = cpu_percent(h)
             text = self.summary()
             if sup.stopping:
                 text = "stopping: " + text
@@ -191,10 +201,9 @@ class Reporter:
             if cur is None:
                 continue
             row = processes[slot.index] = {"rss_bytes": float(cur.rss)}
-            if cur.ps is not None:
+            if cur.family is not None:
                 with contextlib.suppress(psutil.Error):
-                    times = cur.ps.cpu_times()
-                    row["cpu_seconds"] = times.user + times.system
+                    row["cpu_seconds"] = cur.family.cpu_seconds()
         if self.build is None:
             self.build = build_labels()
         s = sup.settings

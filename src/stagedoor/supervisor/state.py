@@ -13,8 +13,7 @@ import mmap
 from dataclasses import dataclass, field
 from typing import Any
 
-import psutil
-
+from ..worker.family import ProcessFamily
 from .process import Process
 
 
@@ -32,11 +31,14 @@ class Handle:
     last_hb: float | None = None
     stats: dict[str, Any] = field(default_factory=dict)
     rss: int = 0
-    cpu: float = 0.0
+    cpu: float = 0.0                # percent of a CPU since the last status look
     buffer: bytes = b""
     stop_deadline: float | None = None
     abort_deadline: float | None = None
-    ps: psutil.Process | None = None
+    # Its memory and CPU with its render process's (worker/family.py); cpu_seen is
+    # (monotonic time, CPU seconds) at the last status look, for the percent.
+    family: ProcessFamily | None = None
+    cpu_seen: tuple[float, float] = (0.0, 0.0)
     alone: str | None = None        # the entry it runs alone now (redelivery isolation)
     hung: str = ""                  # why the supervisor sent it SIGABRT, if it did
     page: mmap.mmap | None = None   # its handled counters, shared (ops/shared_counts.py)

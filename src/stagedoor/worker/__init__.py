@@ -16,4 +16,6 @@
 - policy.py      a job's time limit, retries with backoff and jitter, the verdict
 - child.py       the worker process's entry under the supervisor: heartbeats over the
                  pipe, exit codes, the boot report
+- family.py      the memory and CPU a worker answers for: its own with its render
+                 process's
 """

@@ -46,7 +46,7 @@ import redis
 from ..config import ConfigError, Settings
 from ..exitcodes import EX_CONFIG, EX_OK, EX_SOFTWARE, EX_UNAVAILABLE
 from ..proctitle import set_title, worker_title
-from .memory import FamilyRss
+from .family import ProcessFamily
 
 log = logging.getLogger("stagedoor.worker_process")
 
@@ -172,7 +172,7 @@ class Heartbeat:
         self.pid = os.getpid()
         self.queue: dict[str, Any] | None = None
         self.asked = asyncio.Event()  # the supervisor wants fresh queue numbers (a scrape)
-        self._rss = FamilyRss(self.pid)     # with the render process's
+        self._family = ProcessFamily(self.pid)     # with the render process (family.py)
 
     def send(self, message: dict[str, Any]) -> None:
         if self.transport.is_closing():
@@ -201,7 +201,7 @@ class Heartbeat:
     def beat(self, worker: Any) -> None:
         message: dict[str, Any] = {
             "t": "hb", "pid": self.pid, "slot": self.slot, "ready": worker.ready.is_set(),
-            "stats": worker.stats.snapshot(), "rss": self._rss(),
+            "stats": worker.stats.snapshot(), "rss": self._family.rss(),
         }
         if self.queue is not None:
             message["queue"], self.queue = self.queue, None

@@ -44,7 +44,7 @@ from ..ops.metrics import WorkerStats
 from ..stream import connection
 from ..stream.keys import fleet_key, paused_key, presence_key
 from ..version import __version__
-from .memory import FamilyRss
+from .family import ProcessFamily
 from .slots import Slots
 
 log = logging.getLogger("stagedoor.worker")
@@ -103,7 +103,7 @@ class Presence:
         self.unblock = unblock
         self.started = time.time()
         self.host = socket.gethostname()
-        self._rss = FamilyRss(os.getpid())     # with the render process's (memory.py)
+        self._family = ProcessFamily(os.getpid())   # with the render process (family.py)
         self._keys = (paused_key(settings), presence_key(settings, consumer),
                       fleet_key(settings))
         self._ttl = presence_ttl_ms(settings)
@@ -115,11 +115,11 @@ class Presence:
         renderer = ("native" if gauges.get("renderer_native") else
                     "reference" if gauges.get("renderer_reference") else None)
         return {"consumer": self.consumer, "host": self.host, "slot": self.slot,
-                "pid": self._rss.pid, "version": __version__, "renderer": renderer,
+                "pid": self._family.pid, "version": __version__, "renderer": renderer,
                 "started": round(self.started, 3),
                 "handled": int(sum(self.stats.counters.get("handled", {}).values())),
                 "in_flight": len(self.slots.running),
-                "rss_bytes": self._rss(), "paused": self.pause.active,
+                "rss_bytes": self._family.rss(), "paused": self.pause.active,
                 "seen_ms": int(time.time() * 1000)}
 
     async def beat(self) -> None:
