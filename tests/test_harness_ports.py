@@ -18,9 +18,12 @@ run) another process can take it in between.  Two ways that went wrong:
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -73,6 +76,30 @@ def test_a_server_whose_chosen_port_is_taken_moves_to_another(
         assert server.process is not None and _own_pid(server) == server.process.pid
         server.restart()    # a restart keeps its port
         assert server.port == given[-1]
+    finally:
+        server.stop()
+
+
+@pytest.mark.server
+def test_a_server_that_fails_before_the_first_look_still_moves(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, listener: int) -> None:
+    """On a busy box the server can find its port taken, log it and exit before
+    wait_ready first looks (CI, 2026-12-06: "redis-server exited with 1:" and no reason,
+    the log read from where the failure had already ended).  Here the start waits for
+    the server to exit before it looks."""
+    given = _first_port_then_free(monkeypatch, embedded_redis, listener)
+    real = subprocess.Popen
+
+    def popen_then_wait(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        proc: subprocess.Popen[bytes] = real(*args, **kwargs)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(2)        # the one whose port is taken exits in milliseconds
+        return proc
+    monkeypatch.setattr(embedded_redis.subprocess, "Popen", popen_then_wait)
+    server = SuiteRedis(tmp_path / "r").start()
+    try:
+        assert given[0] == listener and server.port == given[-1] != listener
+        assert server.process is not None and _own_pid(server) == server.process.pid
     finally:
         server.stop()
 

@@ -88,11 +88,14 @@ class EmbeddedRedis:
     def start(self, timeout: float = 10.0) -> EmbeddedRedis:
         self.directory.mkdir(parents=True, exist_ok=True)
         for moves_left in range(PORT_MOVES, -1, -1):
+            # where this start's lines begin, read before the server runs: a server whose
+            # port is taken can fail and log it before wait_ready first looks
+            log_from = self.logfile.stat().st_size if self.logfile.exists() else 0
             self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
                                             stdout=subprocess.DEVNULL,
                                             stderr=subprocess.PIPE, start_new_session=True)
             try:
-                self.wait_ready(timeout)
+                self.wait_ready(timeout, log_from=log_from)
                 break
             except PortTaken:
                 if not self._may_move or not moves_left:
@@ -102,11 +105,14 @@ class EmbeddedRedis:
         self._may_move = False
         return self
 
-    def wait_ready(self, timeout: float = 10.0) -> None:
+    def wait_ready(self, timeout: float = 10.0, *, log_from: int | None = None) -> None:
         """Until this process answers on its port.  An answer from another process there
-        (the port taken before ours bound it) is not ready: ours then exits, PortTaken."""
+        (the port taken before ours bound it) is not ready: ours then exits, PortTaken.
+        log_from: where this process's lines begin in the log file (its size before the
+        process started; read now when not given)."""
         deadline = time.monotonic() + timeout
-        log_from = self.logfile.stat().st_size if self.logfile.exists() else 0
+        if log_from is None:
+            log_from = self.logfile.stat().st_size if self.logfile.exists() else 0
         client = redis.Redis(host="127.0.0.1", port=self.port, password=self.password,
                              socket_timeout=0.5, socket_connect_timeout=0.5, protocol=2,
                              # one look per turn: redis-py's own retries of a silent port
