@@ -32,8 +32,8 @@ from pathlib import Path
 import psutil
 import pytest
 import redis
-from prometheus_client.parser import text_string_to_metric_families
 from tests.helpers_supervisor import enqueue, supervisor, wait_for
+from tests.test_exporter import value
 from tests.workerkit import dead_entries, gone, read_fleet
 
 from stagedoor.config import Settings
@@ -195,12 +195,8 @@ def test_the_render_process_s_memory_is_the_worker_s(
 
 
 def _slot_cpu(port: int, slot: int = 0) -> float:
-    for family in text_string_to_metric_families(_scrape(port)):
-        for sample in family.samples:
-            if (sample.name == "stagedoor_worker_cpu_seconds_total"
-                    and sample.labels.get("slot") == str(slot)):
-                return float(sample.value)
-    return -1.0
+    return value(_scrape(port).encode(), "stagedoor_worker_cpu_seconds_total",
+                 slot=str(slot))
 
 
 def _cpu(pid: int, reaped: bool = True) -> float:

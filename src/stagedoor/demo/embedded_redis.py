@@ -105,14 +105,12 @@ class EmbeddedRedis:
         self._may_move = False
         return self
 
-    def wait_ready(self, timeout: float = 10.0, *, log_from: int | None = None) -> None:
+    def wait_ready(self, timeout: float, log_from: int) -> None:
         """Until this process answers on its port.  An answer from another process there
         (the port taken before ours bound it) is not ready: ours then exits, PortTaken.
         log_from: where this process's lines begin in the log file (its size before the
-        process started; read now when not given)."""
+        process started)."""
         deadline = time.monotonic() + timeout
-        if log_from is None:
-            log_from = self.logfile.stat().st_size if self.logfile.exists() else 0
         client = redis.Redis(host="127.0.0.1", port=self.port, password=self.password,
                              socket_timeout=0.5, socket_connect_timeout=0.5, protocol=2,
                              # one look per turn: redis-py's own retries of a silent port
