@@ -26,6 +26,7 @@ from tests.workerkit import add_jobs, eventually, running
 from stagedoor.config import Settings
 from stagedoor.errors import TransientError
 from stagedoor.handlers import Context, Registry
+from stagedoor.handlers.marks import window_ttl
 from stagedoor.stream.job import Job
 from stagedoor.stream.keys import settled_key, starts_key
 
@@ -129,3 +130,40 @@ async def test_a_redelivered_jobs_marks_go_with_its_entry(settings: Settings,
         await eventually(lambda: not keys(ok) and not keys(poison), 5,
                          "the per-entry keys deleted")
         assert sync_redis.xpending(s.stream, s.group)["pending"] == 0
+
+
+def test_a_done_mark_lives_for_the_streams_window() -> None:
+    s = Settings(claim_idle_ms=60_000, reclaim_interval=30, idempotency_ttl=7 * 86_400)
+    now = 1_800_000_000_000
+    assert window_ttl(s, now, now - 600_000) == 600  # ten minutes of entries: ten minutes
+    assert window_ttl(s, now, now - 5_000) == 90  # a fast stream: the redelivery floor
+    assert window_ttl(s, now, None) == 90  # an empty stream
+    assert window_ttl(s, now, now + 3_600_000) == 90  # an id ahead of the clock
+    assert window_ttl(s, now, now - 30 * 86_400_000) == 7 * 86_400  # idempotency_ttl caps
+
+
+async def test_marks_take_the_window_of_the_real_stream(settings: Settings,
+                                                        sync_redis: redis.Redis) -> None:
+    """A worker's done marks expire when the stream's oldest entry would be as old as it
+    is now: an entry written an hour ago makes them live an hour, not 7 days."""
+    s = settings.replace(block_ms=100)
+    sync_redis.execute_command("XGROUP", "CREATE", s.stream, s.group, "$", "MKSTREAM")
+    now_ms = int(sync_redis.time()[0]) * 1000
+    sync_redis.execute_command("XADD", s.stream, f"{now_ms - 3_600_000}-0", "kind", "old")
+    sync_redis.execute_command("XGROUP", "SETID", s.stream, s.group, "$")
+    reg = Registry()
+
+    @reg.register("render_tickets")
+    async def guarded(job: Job, ctx: Context) -> None:
+        if not await ctx.already_done(job):
+            await ctx.mark_done(job)
+
+    async with running(s, reg) as w:
+        add_jobs(s, "render_tickets", [9001])
+        await eventually(lambda: w.stats.total("handled") == 1, 10, "the first job")
+        await asyncio.sleep(1.1)  # the window is read at most once a second
+        add_jobs(s, "render_tickets", [9002])
+        await eventually(lambda: w.stats.total("handled") == 2, 10, "the second job")
+    first, second = (sync_redis.ttl(s.key("done", n)) for n in (9001, 9002))
+    assert first > 6 * 86_400  # before the first read: idempotency_ttl
+    assert 3_590 <= second <= 3_601, second

@@ -40,6 +40,7 @@ from ..ops.metrics import WorkerStats
 from ..stream import keys
 from ..stream.job import Job
 from ..stream.resp import FastConnection
+from .marks import MarkWindow
 
 T = TypeVar("T")
 
@@ -175,7 +176,15 @@ class Context:
 
     async def mark_done(self, job: Job) -> None:
         await self._scripts()[1](keys=[self.done_key(job), self.lease_key(job)],
-                                 args=[job.kind, self.settings.idempotency_ttl])
+                                 args=[job.kind, self.mark_ttl()])
+
+    def mark_ttl(self) -> int:
+        """Seconds a done mark written now lives: the stream's window (marks.py), so the
+        marks alive are bounded by the entries the stream holds, not the jobs handled."""
+        window = self.state.get("mark_window")
+        if window is None:
+            window = self.state["mark_window"] = MarkWindow(self.redis, self.settings)
+        return window.ttl()  # type: ignore[no-any-return]
 
     def _scripts(self) -> tuple[Any, Any]:
         scripts = self.state.get("idempotency")

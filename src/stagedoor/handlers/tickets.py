@@ -190,7 +190,7 @@ async def render_tickets(job: Job, ctx: Context) -> None:
         return
     _warn_uncovered(ctx, job, lost)
     if not await _order_script(ctx, finish, [order_key, done_key, lease_key],
-                               [str(path), job.kind, ctx.settings.idempotency_ttl]):
+                               [str(path), job.kind, ctx.mark_ttl()]):
         # A refund landed while we rendered: it could not see our file, so the
         # cancellation is ours to do.
         await ctx.to_thread(path.unlink, True)
