@@ -184,7 +184,7 @@ class Context:
         window = self.state.get("mark_window")
         if window is None:
             window = self.state["mark_window"] = MarkWindow(self.redis, self.settings)
-        return window.ttl()  # type: ignore[no-any-return]
+        return int(window.ttl())
 
     def _scripts(self) -> tuple[Any, Any]:
         scripts = self.state.get("idempotency")
