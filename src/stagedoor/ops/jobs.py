@@ -2,8 +2,8 @@
 
 Finding the entries.  By entry id: directly.  By order id or outbox id: a bounded scan
 of the job stream and of the dead-letter stream for entries with that field
-(ops/jobscan.py: slices of 1,000 entries, one script call each, only the matches sent
-back), newest first, stopping at MAX_ENTRIES.  Nothing is written for it: a job added
+(ops/jobscan.py: XREVRANGE in slices of 500 entries, filtered here), newest first,
+stopping at MAX_ENTRIES.  Nothing is written for it: a job added
 by a bare XADD (the seed's relay) is found like one enqueue added, and stagedoor keeps
 no index whose memory grows with the jobs queued.  A dead letter carries its job's
 fields, so a job dead-lettered is found by its order or outbox id through its dead
@@ -81,7 +81,7 @@ class JobStory(Record):
     query: dict[str, Any]
     entries: list[JobEntry]  # newest first
     searched: bool  # found by scanning the streams for the id (False: by entry id)
-    scan_calls: int  # script calls (round trips) the scan took
+    scan_calls: int  # XREVRANGE calls (round trips) the scan took
     scan_entries: int  # stream entries the scan read in Redis
     time_ms: int
 

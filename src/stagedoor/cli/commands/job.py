@@ -24,7 +24,7 @@ def register(subparsers: Any) -> None:
         description="Find a job by order id, outbox id or stream entry id and tell its "
                     "story from what Redis still holds. Order and outbox ids are found "
                     "by scanning the job stream and the dead-letter stream, in slices "
-                    "of 1,000 entries (any job still on either, however it was added).")
+                    "of 500 entries (any job still on either, however it was added).")
     p.add_argument("order_id", nargs="?", type=_positive, metavar="ORDER_ID",
                    help="the order id")
     p.add_argument("--outbox-id", type=_positive, metavar="N", help="the outbox id instead")
