@@ -135,21 +135,22 @@ async def test_job_lookup_in_every_state(settings: Settings, client: aioredis.Re
     assert proc.returncode == 1 and "not found" in proc.stdout
 
 
-async def test_replayed_job_is_found_by_its_order(settings: Settings, client: aioredis.Redis,
-                                                  sync_redis: redis.Redis) -> None:
+async def test_replayed_job_is_found_by_its_entry_id(settings: Settings,
+                                                     client: aioredis.Redis,
+                                                     sync_redis: redis.Redis) -> None:
+    # (Replay writes no job index any more: the index is going away, issue 36.)
     fields = Job(kind="render_tickets", order_id=5001, outbox_id=95001, request_id="r",
                  trace="t").fields()
     dead_id = sync_redis.execute_command(
         "XADD", settings.dead_stream, "*",
         *dead_letter_fields(fields, error="e", source_id="1-0", deliveries=6,
                             consumer="c")).decode()
-    (outcome,) = await dl.replay(client, settings, [dead_id])
+    (outcome,) = (await dl.replay(client, settings, [dead_id])).outcomes
     assert outcome.status == "ok"
-    story = await jobs.lookup(client, settings, order_id=5001)
+    assert (outcome.kind, outcome.order_id) == ("render_tickets", "5001")
+    story = await jobs.lookup(client, settings, entry_id=outcome.new_id)
     assert [e.entry_id for e in story.entries] == [outcome.new_id]
     assert story.entries[0].state == "queued"
-    assert [e.entry_id for e in (await jobs.lookup(client, settings,
-                                                   outbox_id=95001)).entries] == [outcome.new_id]
 
 
 

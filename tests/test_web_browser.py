@@ -23,8 +23,10 @@ import pytest
 import redis
 from tests.helpers_supervisor import Sup, enqueue
 from tests.paths import PACKAGE
+from tests.test_replay_backlog import add_dead_letters, audit, fill_backlog, unread
 from tests.webkit import chrome, console, log_in, post_from_page, wait
 
+from stagedoor.config import Settings
 from stagedoor.stream.job import Job
 from stagedoor.stream.queue import dead_letter_fields
 
@@ -186,6 +188,38 @@ def test_dead_letters_filter_replay_delete(browser: Any, tmp_path: Path, redis_u
         wait(lambda: "purged 1" in browser.find_element("css selector", ".flash").text)
         assert dead_ids(redis_url) == [ids["late0"], ids["late1"]]
         assert "action /dead/bulk by operator" in c.stderr()
+
+
+def test_bulk_replay_warns_and_stops_at_the_level(browser: Any, tmp_path: Path,
+                                                   settings: Settings, redis_url: str) -> None:
+    """Issue 36: a backlog 10 under the refusal level (maxlen 1000: 950) and 30 dead
+    letters.  The confirm page says only 10 fit; confirmed, 10 go back, 20 stay, the
+    message says why, and no unread job is trimmed."""
+    client = redis.Redis.from_url(redis_url, protocol=2)
+    try:
+        waiting = fill_backlog(client, settings, filled=940, read=0)
+        dead = add_dead_letters(client, settings, 30)
+        with console(tmp_path, redis_url, ["--maxlen", "1000"]) as c:
+            log_in(browser, c, "operator")
+            browser.get(c.url + "/dead")
+            by_id(browser, "bulk-replay").click()
+            warning = wait(lambda: by_id(browser, "backlog-warning").text)
+            assert warning.startswith("Only 10 of 30 fit now: the backlog of jobs is 940 "
+                                      "entries, and the refusal level is 950 (95% of maxlen "
+                                      "1000)"), warning
+            assert "leaves the other 20 as dead letters" in warning
+            assert client.xlen("jobs:dead") == 30  # the dry run touched nothing
+            by_id(browser, "confirm").click()
+            said = wait(lambda: [e.text for e in all_css(browser, ".flash")]
+                        if "/dead/bulk" not in browser.current_url else None)
+            assert said[0].startswith("replayed 10: "), said
+            assert said[1].startswith("20 of 30 not replayed, left as dead letters: the "
+                                      "backlog of jobs is 950 entries"), said
+        assert [i.decode() for i, _ in client.xrange("jobs:dead")] == dead[10:]
+        assert audit(client, settings) == (950, 0)
+        assert unread(client, settings)[:940] == waiting
+    finally:
+        client.close()
 
 
 def test_viewer_cannot_act(browser: Any, tmp_path: Path, redis_url: str) -> None:

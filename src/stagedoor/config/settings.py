@@ -106,7 +106,8 @@ class Settings:
              "reaches this fraction of maxlen.", lo=0.01, hi=1.0)
     backlog_refuse_fraction: float = _opt(
         0.95, "A producer refuses jobs beyond this fraction of maxlen (BacklogFull; exit "
-              "75 from `stagedoor enqueue`), before MAXLEN ~ would trim unread jobs.",
+              "75 from `stagedoor enqueue`), and `dead replay` stops there (exit 75), "
+              "before MAXLEN ~ would trim unread jobs.",
         lo=0.01, hi=1.0)
     max_deliveries: int = _opt(5, "A job delivered more often than this is poison: it is "
                                   "dead-lettered without running.", lo=1, hi=1_000_000)

@@ -234,13 +234,23 @@ async def dead_entry_page(request: web.Request) -> web.StreamResponse:
 
 def _outcomes(what: str, outcomes: list[Any]) -> str:
     done = [o.id for o in outcomes if o.status == "ok"]
-    other = [f"{o.id} {o.status}" for o in outcomes if o.status != "ok"]
+    other = [f"{o.id} {o.status}" for o in outcomes if o.status not in ("ok", "full")]
     text = f"{what} {len(done)}"
     if done:
         text += ": " + ", ".join(done[:10]) + (" ..." if len(done) > 10 else "")
     if other:
         text += "; not touched: " + ", ".join(other[:10])
     return text
+
+
+def tell_replayed(request: web.Request, result: deadletters.Replayed) -> None:
+    """How many went back, and, stopped at the refusal level, how many did not and why."""
+    console = console_of(request)
+    tell(request, "ok", _outcomes("replayed", result.outcomes))
+    if result.stopped:
+        tell(request, "error", f"{result.stopped} of {len(result.outcomes)} not replayed, "
+                               f"left as dead letters: {result.room.why(console.settings)}; "
+                               "replay them when the workers caught up")
 
 
 @operator_only
@@ -252,8 +262,7 @@ async def dead_replay(request: web.Request) -> web.StreamResponse:
     if not ids:
         tell(request, "error", "nothing selected")
     else:
-        outcomes = await deadletters.replay(console.client, console.settings, ids)
-        tell(request, "ok", _outcomes("replayed", outcomes))
+        tell_replayed(request, await deadletters.replay(console.client, console.settings, ids))
     raise web.HTTPSeeOther("/dead?" + _carry(form))
 
 
@@ -289,15 +298,18 @@ async def dead_bulk(request: web.Request) -> web.StreamResponse:
     upto = str(form.get("upto", ""))
     if not form.get("confirm"):
         selection = await deadletters.select(console.client, console.settings, flt)
+        # Replay stops at the backlog refusal level: say so before, with how many fit now.
+        room = (await deadletters.room(console.client, console.settings,
+                                       len(selection.ids)) if action == "replay" else None)
         return page(request, "dead_confirm.html", action=action, selection=selection,
-                    q=given, carry=_carry(form))
+                    room=room, q=given, carry=_carry(form))
     upto = _entry_id(upto)
     if flt.until is None or parse_id(upto) < parse_id(flt.until):
         flt.until = upto
     if action == "replay":
         selection = await deadletters.select(console.client, console.settings, flt)
-        outcomes = await deadletters.replay(console.client, console.settings, selection.ids)
-        tell(request, "ok", _outcomes("replayed", outcomes))
+        tell_replayed(request, await deadletters.replay(console.client, console.settings,
+                                                        selection.ids))
     else:
         removed = await deadletters.purge(console.client, console.settings, flt, upto=upto)
         tell(request, "ok", f"purged {removed} dead letters")

@@ -31,7 +31,9 @@ def register(subparsers: Any) -> None:
                     "lookup, tickets) on 127.0.0.1 by default. Needs the web extra: "
                     "pip install 'stagedoor[web]'. Log in as viewer or operator with the "
                     "password in the role's file; only the operator acts.")
-    config.add_arguments(p, only=(*CONNECTION_SETTINGS, "maxlen", "dead_maxlen", "tickets_dir",
+    # maxlen and the backlog fractions: a replay stops where enqueue refuses.
+    config.add_arguments(p, only=(*CONNECTION_SETTINGS, "maxlen", "backlog_warn_fraction",
+                                  "backlog_refuse_fraction", "dead_maxlen", "tickets_dir",
                                   "log_format", "log_level"))
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on [default: 127.0.0.1: loopback only; put a TLS "
