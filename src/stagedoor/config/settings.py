@@ -160,8 +160,10 @@ class Settings:
         1, "1: derive the faces of every script from what the fonts in render_font_dirs "
            "cover (render_fonts first); 0: only the configured fonts.", lo=0, hi=1)
     tickets_dir: str = _opt("var/tickets", "Where ticket PDFs are written.")
-    idempotency_ttl: int = _opt(7 * 86_400, "Seconds a finished outbox_id is remembered.",
-                                lo=1)
+    idempotency_ttl: int = _opt(
+        7 * 86_400, "Longest a finished outbox_id is remembered, in s: a done mark lives "
+        "for the stream's window (the age of its oldest entry), never less than "
+        "claim_idle_ms + reclaim_interval, never more than this.", lo=1)
     max_field_bytes: int = _opt(256, "Largest accepted job field value in bytes.", lo=8,
                                 hi=65_536)
     # -- the process ---------------------------------------------------------------

@@ -95,16 +95,3 @@ def fleet_key(settings: Settings) -> str:
     """The names of the workers that wrote a presence record (hash consumer -> last ms)."""
     return settings.key("fleet", settings.stream)
 
-
-JOB_INDEX_TTL_S = 86_400 + 3_600  # each hour's job index lives a day past its hour
-
-
-def job_index_prefix(settings: Settings) -> str:
-    """job_index_key without the hour: the scripts append it (ids' ms // 3600000)."""
-    return settings.key("jobidx", settings.stream, "")
-
-
-def job_index_key(settings: Settings, hour: int) -> str:
-    """The job index of one hour of entry ids (hash: o:<order id> -> entry ids,
-    b:<outbox id> -> entry id, d:<entry id> -> dead-letter id); `hour` is id ms // 3.6e6."""
-    return settings.key("jobidx", settings.stream, hour)
