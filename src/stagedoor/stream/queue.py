@@ -141,17 +141,26 @@ def ensure_group_sync(client: redis.Redis, settings: Settings) -> bool:
 
 class EnqueueError(RuntimeError):
     """Not every job went in.  `ids` are those that did (in order: jobs[:len(ids)]),
-    so the caller can resume after the last one; the message is one line."""
+    so the caller can resume after the last one; the message is one line.
 
-    def __init__(self, message: str, ids: list[str], total: int) -> None:
+    `unknown`: the jobs after those whose fate nobody knows: their request was sent and
+    Redis did not answer (a timeout, a connection lost while reading), so they may be
+    on the stream.  Send them again: handlers dedupe on outbox_id."""
+
+    def __init__(self, message: str, ids: list[str], total: int, *, unknown: int = 0) -> None:
         super().__init__(message)
         self.ids = ids
         self.total = total
+        self.unknown = unknown
 
     @property
     def progress(self) -> str:
         last = f", last id {self.ids[-1]}" if self.ids else ""
-        return f"{len(self.ids)} of {self.total} jobs went in{last}"
+        text = f"{len(self.ids)} of {self.total} jobs went in{last}"
+        if self.unknown:
+            text += (f"; the next {self.unknown} may have gone in too (sent, and Redis did "
+                     f"not answer): send them again, deduped by outbox_id")
+        return text
 
 
 class BacklogFull(EnqueueError):
@@ -291,13 +300,24 @@ def _settle(settings: Settings, reply: Any, wanted: int, ids: list[str], total: 
                     f"{settings.backlog_refuse_fraction:.0%}")
 
 
-def _failed(e: redis.RedisError, ids: list[str], total: int) -> EnqueueError:
-    last = f", last id {ids[-1]}" if ids else ""
+def _sent(e: redis.RedisError) -> bool:
+    """The request was written and no answer read: a timeout or a connection lost while
+    reading (not one refused or timed out while connecting: then nothing was sent)."""
+    if not isinstance(e, redis.TimeoutError | redis.ConnectionError):
+        return False
+    return "connecting to" not in str(e) and not isinstance(e.__cause__, ConnectionRefusedError)
+
+
+def _failed(e: redis.RedisError, ids: list[str], total: int, wanted: int = 0
+            ) -> EnqueueError:
+    """The error for a chunk of `wanted` jobs that failed after `ids` went in."""
     if is_oom(e):
+        last = f", last id {ids[-1]}" if ids else ""
         return RedisOutOfMemory(f"{OOM_ADVICE}; {len(ids)} of {total} jobs went in{last}",
                                 ids, total)
-    return EnqueueError(f"{first_line(e)}; {len(ids)} of {total} jobs went in{last}",
-                        ids, total)
+    error = EnqueueError("", ids, total, unknown=wanted if _sent(e) else 0)
+    error.args = (f"{first_line(e)}; {error.progress}",)
+    return error
 
 
 # Tries of one chunk whose script a replica refused (nothing written): a new connection
@@ -421,7 +441,7 @@ async def enqueue_many(client: aioredis.Redis, settings: Settings, jobs: Iterabl
                 if (lost := _lost_wait(e, settings, ids, len(batch), wanted)) is not None:
                     await _new_connections_async(client)
                     raise lost from None  # its text names the reply
-                raise _failed(e, ids, len(batch)) from e
+                raise _failed(e, ids, len(batch), wanted) from e
         _settle(settings, reply, wanted, ids, len(batch))
         if (error := _confirmed(settings, acked, ids, len(batch))) is not None:
             if isinstance(error, NotReplicated):
@@ -459,7 +479,7 @@ def enqueue_sync(client: redis.Redis, settings: Settings, jobs: Iterable[Job],
                 if (lost := _lost_wait(e, settings, ids, len(batch), wanted)) is not None:
                     _new_connections(client)
                     raise lost from None
-                raise _failed(e, ids, len(batch)) from e
+                raise _failed(e, ids, len(batch), wanted) from e
         _settle(settings, reply, wanted, ids, len(batch))
         if (error := _confirmed(settings, acked, ids, len(batch))) is not None:
             if isinstance(error, NotReplicated):
