@@ -26,9 +26,9 @@ from tests.workerkit import add_jobs, eventually, running
 from stagedoor.config import Settings
 from stagedoor.errors import TransientError
 from stagedoor.handlers import Context, Registry
-from stagedoor.handlers.marks import window_ttl
+from stagedoor.handlers.marks import turnover_ttl
 from stagedoor.stream.job import Job
-from stagedoor.stream.keys import settled_key, starts_key
+from stagedoor.stream.keys import done_key, marks_key, settled_key, starts_key
 
 pytestmark = pytest.mark.server
 
@@ -132,21 +132,27 @@ async def test_a_redelivered_jobs_marks_go_with_its_entry(settings: Settings,
         assert sync_redis.xpending(s.stream, s.group)["pending"] == 0
 
 
-def test_a_done_mark_lives_for_the_streams_window() -> None:
-    s = Settings(claim_idle_ms=60_000, reclaim_interval=30, idempotency_ttl=7 * 86_400)
+def test_a_done_mark_lives_for_the_streams_turnover() -> None:
+    s = Settings(maxlen=100_000, idempotency_ttl=7 * 86_400)
     now = 1_800_000_000_000
-    assert window_ttl(s, now, now - 600_000) == 600  # ten minutes of entries: ten minutes
-    assert window_ttl(s, now, now - 5_000) == 90  # a fast stream: the redelivery floor
-    assert window_ttl(s, now, None) == 90  # an empty stream
-    assert window_ttl(s, now, now + 3_600_000) == 90  # an id ahead of the clock
-    assert window_ttl(s, now, now - 30 * 86_400_000) == 7 * 86_400  # idempotency_ttl caps
+    # a full stream whose oldest entry is ten minutes old turns over in ten minutes
+    assert turnover_ttl(s, now, now - 600_000, 100_000) == 600
+    # a young one of 1,000 entries in 10 s: 100,000 take 1,000 s at that rate
+    assert turnover_ttl(s, now, now - 10_000, 1_000) == 1_000
+    # a fast one: 100,000 entries in 5 s
+    assert turnover_ttl(s, now, now - 5_000, 100_000) == 5
+    # no estimate: empty, or an id ahead of the clock (the last TTL stands)
+    assert turnover_ttl(s, now, None, 0) is None
+    assert turnover_ttl(s, now, now + 3_600_000, 10) is None
+    assert turnover_ttl(s, now, now - 30 * 86_400_000, 100_000) == 7 * 86_400  # the cap
 
 
-async def test_marks_take_the_window_of_the_real_stream(settings: Settings,
-                                                        sync_redis: redis.Redis) -> None:
-    """A worker's done marks expire when the stream's oldest entry would be as old as it
-    is now: an entry written an hour ago makes them live an hour, not 7 days."""
-    s = settings.replace(block_ms=100)
+async def test_marks_take_the_turnover_of_the_real_stream(settings: Settings,
+                                                          sync_redis: redis.Redis) -> None:
+    """A worker's done marks live as long as its stream takes to turn over: a full
+    stream (maxlen 2 here) whose oldest entry is an hour old keeps them an hour, not 7
+    days."""
+    s = settings.replace(block_ms=100, maxlen=2)
     sync_redis.execute_command("XGROUP", "CREATE", s.stream, s.group, "$", "MKSTREAM")
     now_ms = int(sync_redis.time()[0]) * 1000
     sync_redis.execute_command("XADD", s.stream, f"{now_ms - 3_600_000}-0", "kind", "old")
@@ -161,9 +167,33 @@ async def test_marks_take_the_window_of_the_real_stream(settings: Settings,
     async with running(s, reg) as w:
         add_jobs(s, "render_tickets", [9001])
         await eventually(lambda: w.stats.total("handled") == 1, 10, "the first job")
-        await asyncio.sleep(1.1)  # the window is read at most once a second
-        add_jobs(s, "render_tickets", [9002])
+        await asyncio.sleep(1.1)  # the turnover is read at most once a second
+        add_jobs(s, "render_tickets", [9201])  # (another hash of marks: 9201 // 128)
         await eventually(lambda: w.stats.total("handled") == 2, 10, "the second job")
-    first, second = (sync_redis.ttl(s.key("done", n)) for n in (9001, 9002))
+    first, second = (sync_redis.ttl(marks_key(s, n, n)) for n in (9001, 9201))
+    assert sync_redis.hget(marks_key(s, 9001, 9001), "9001") == b"render_tickets"
     assert first > 6 * 86_400  # before the first read: idempotency_ttl
+    # 9201's mark took the turnover read at 9001's: 2 entries (the hour-old one and
+    # 9001's) over an hour, so maxlen (2) entries take an hour
     assert 3_590 <= second <= 3_601, second
+
+
+async def test_a_mark_kept_before_the_upgrade_still_counts(settings: Settings,
+                                                           sync_redis: redis.Redis) -> None:
+    """Marks were keys of their own for 7 days before issue 36: a job done just before
+    an upgrade and delivered again after it is skipped, not run twice."""
+    s = settings.replace(block_ms=100)
+    sync_redis.set(done_key(s, 9301, 9301), "render_tickets", ex=600)
+    ran: list[int] = []
+    reg = Registry()
+
+    @reg.register("render_tickets")
+    async def guarded(job: Job, ctx: Context) -> None:
+        if not await ctx.already_done(job):
+            ran.append(job.order_id)
+            await ctx.mark_done(job)
+
+    async with running(s, reg) as w:
+        add_jobs(s, "render_tickets", [9301, 9302])
+        await eventually(lambda: w.stats.total("handled") == 2, 10, "both handled")
+    assert ran == [9302] and w.stats.total("duplicates") == 1

@@ -12,7 +12,8 @@ letter is found by a scan of the dead-letter stream for dead:source_id.
 
 Then, per entry found (at most MAX_ENTRIES, newest first), one round trip:
 XRANGE <stream> <id> <id>, XPENDING <stream> <group> <id> <id> 1, GET starts, settled
-and lasterr of the id; and one more: GET the done mark and the lease of its outbox id.
+and lasterr of the id; and one more: HGET its done mark (keys.marks_key), GET its lease
+and GET the done mark as a key of its own (marks written before issue 36).
 Plus TIME and XINFO GROUPS (the group's last-delivered id: delivered or still queued).
 
 What it cannot know: a job trimmed from the stream (MAXLEN ~) with no dead letter is
@@ -31,7 +32,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ..config import Settings
-from ..stream.keys import done_key, lease_key, settled_key, starts_key
+from ..stream.keys import done_key, lease_key, marks_key, settled_key, starts_key
 from ..stream.queue import DEAD_FIELD_PREFIX
 from .deadletters import DeadEntry, dead_entry
 from .inspect import id_ms, parse_id
@@ -179,8 +180,9 @@ async def lookup(client: aioredis.Redis, settings: Settings, *, order_id: int | 
         n = len(second)
         marks = bool(order and outbox and order.isdigit() and outbox.isdigit())
         if marks:
-            second += [("GET", done_key(s, int(str(order)), int(str(outbox)))),
-                       ("GET", lease_key(s, int(str(order)), int(str(outbox))))]
+            o, b = int(str(order)), int(str(outbox))
+            second += [("HGET", marks_key(s, o, b), b), ("GET", lease_key(s, o, b)),
+                       ("GET", done_key(s, o, b))]
         plans.append((eid, entry_fields, order, outbox, xp, starts, settled, lasterr,
                       dead, n, marks))
     r2 = await pipeline(client, second)
@@ -189,7 +191,8 @@ async def lookup(client: aioredis.Redis, settings: Settings, *, order_id: int | 
          marks) in plans:
         done = lease = None
         if marks:
-            done, lease = _ok(r2[n]), _ok(r2[n + 1])
+            # the mark in its hash, else as the key of its own it was before issue 36
+            done, lease = _ok(r2[n]) or _ok(r2[n + 2]), _ok(r2[n + 1])
         p = _ok(xp)
         pending = bool(p)
         consumer, idle, deliveries = ((text(p[0][1]), int(p[0][2]), int(p[0][3]))

@@ -47,6 +47,8 @@ def worker_commands(settings: Settings) -> list[list[str]]:
            ["HMGET", order, "data"], ["HGET", order, "f"], ["HSET", order, "f", "v"],
            ["HDEL", order, "f"], ["HINCRBY", order, "f", "1"],
            ["EXISTS", f"{p}done:1"], ["GET", f"{p}done:1"], ["SET", f"{p}done:1", "1"],
+           ["HGET", f"{p}marks:0", "1"], ["HSET", f"{p}marks:0", "1", "v"],
+           ["EXPIRE", f"{p}marks:0", "1"],
            ["DEL", f"{p}done:1"], ["INCRBY", f"{p}starts:1", "1"],
            ["EXPIRE", f"{p}starts:1", "1"]]
     if cluster.is_cluster_url(settings.redis_url):
