@@ -43,6 +43,7 @@ class Console:
         for role in roles:
             f = tmp_path / f"{role}-password"
             f.write_text(PASSWORDS[role] + "\n")
+            f.chmod(0o600)  # the console refuses a file others may read
             cmd += [f"--{role}-password-file", str(f)]
         self.cmd = [*cmd, *args]
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}

@@ -108,3 +108,9 @@ def job_index_key(settings: Settings, hour: int) -> str:
     """The job index of one hour of entry ids (hash: o:<order id> -> entry ids,
     b:<outbox id> -> entry id, d:<entry id> -> dead-letter id); `hour` is id ms // 3.6e6."""
     return settings.key("jobidx", settings.stream, hour)
+
+
+def audit_key(settings: Settings) -> str:
+    """The audit stream: one entry per operator action, from the console or the CLI
+    (ops/audit.py), capped by MAXLEN ~ audit_maxlen; on the stream's hash tag."""
+    return settings.key("audit", settings.stream)

@@ -1,9 +1,10 @@
 """The aiohttp application: middlewares (headers, authentication, CSRF), routes, serving.
 
 Requests pass, in order: `headers` (the security headers of security.HEADERS on every
-response, errors included), `authenticate` (a session, else the log-in page for a
-page, 401 for /api), `csrf` (every POST: the Origin check and the session's token),
-`outage` (Redis away: 503 and one line).
+response, errors included), `hosts` (a Host name not configured: 421, nothing else
+looked at), `authenticate` (a session whose role's password is unchanged, else the
+log-in page for a page, 401 for /api), `csrf` (every POST: the Origin check, scheme
+included, and the session's token), `outage` (Redis away: 503 and one line).
 Actions are operator-only (views.operator_only); the viewer never sees their forms,
 and a viewer's POST is refused with 403 all the same.
 """
@@ -71,11 +72,27 @@ async def outage(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 @web.middleware
+async def hosts(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Only the configured Host names (DNS rebinding: security.py, "Hosts")."""
+    if not security.host_allowed(request.headers.get("Host"),
+                                 console_of(request).allowed_hosts):
+        raise web.HTTPMisdirectedRequest(
+            text="unknown Host: this console serves only its configured host names "
+                 "(--allowed-host)\n")
+    return await handler(request)
+
+
+@web.middleware
 async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
     if request.path.startswith(PUBLIC):
         return await handler(request)
     console = console_of(request)
-    session = console.sessions.get(request.cookies.get(security.SESSION_COOKIE))
+    sid = request.cookies.get(security.SESSION_COOKIE)
+    session = console.sessions.get(sid)
+    if session is not None and not security.same_token(
+            session.stamp.hex(), console.credentials.stamp(session.role).hex()):
+        console.sessions.drop(sid)  # the role's password changed: log in again
+        session = None
     if session is None:
         if request.path.startswith("/api/") or request.method != "GET":
             raise web.HTTPUnauthorized(text="log in first\n")
@@ -91,14 +108,17 @@ async def csrf(request: web.Request, handler: Handler) -> web.StreamResponse:
     if request.method != "POST":
         raise web.HTTPMethodNotAllowed(request.method, ["GET", "HEAD", "POST"])
     console = console_of(request)
+    scheme = "https" if request.secure or console.secure_cookies else "http"
     if not security.origin_allowed(request.headers.get("Origin"), request.host,
-                                   console.public_origin):
+                                   console.public_origin, scheme):
         raise web.HTTPForbidden(text="cross-site request refused (Origin)\n")
     form = await request.post()
     token = form.get("csrf")
     token = token if isinstance(token, str) else None
-    if request.path == "/login":
+    if request.path == "/login":  # the token this console issued to this browser
         want = request.cookies.get(security.PRE_COOKIE)
+        if not console.login_tokens.valid(want):
+            want = None
     else:
         session = request.get("session")
         want = session.csrf if session is not None else None
@@ -123,7 +143,7 @@ async def healthz(request: web.Request) -> web.StreamResponse:
 
 
 def build(console: Console) -> web.Application:
-    app = web.Application(middlewares=[headers, authenticate, csrf, outage],
+    app = web.Application(middlewares=[headers, hosts, authenticate, csrf, outage],
                           client_max_size=64 * 1024)
     app["console"] = console
     views.add_routes(app)

@@ -94,7 +94,7 @@ def register(subparsers: Any) -> None:
         leaf.add_argument("--json", action="store_true", help="JSON out (for scripts)")
     replay.add_argument("--yes", "-y", action="store_true", help="do not ask")
     for leaf in (ls, show, replay, delete, purge):
-        config.add_arguments(leaf, only=(*CONNECTION_SETTINGS, "maxlen"))
+        config.add_arguments(leaf, only=(*CONNECTION_SETTINGS, "maxlen", "audit_maxlen"))
 
 
 def _positive(text: str) -> int:
@@ -256,6 +256,7 @@ def run_replay(args: argparse.Namespace) -> int:
                              "replay", args.json)
             return 0
         outcomes = await dl.replay(client, s, ids)
+        await _audit(client, s, "replay", outcomes)
         done = sum(o.status == "ok" for o in outcomes)
         if args.json:
             write_json({"replayed": done, "of": len(outcomes),
@@ -286,6 +287,7 @@ def run_delete(args: argparse.Namespace) -> int:
 
     async def action(client: aioredis.Redis) -> int:
         outcomes = await dl.delete(client, s, list(args.ids))
+        await _audit(client, s, "delete", outcomes)
         if args.json:
             write_json([o.to_json() for o in outcomes])
         else:
@@ -298,6 +300,7 @@ def run_delete(args: argparse.Namespace) -> int:
 
 
 def run_purge(args: argparse.Namespace) -> int:
+    from ...ops import audit
     from ...ops import deadletters as dl
     prog = "stagedoor dead purge"
     interactive = sys.stdin.isatty()
@@ -342,6 +345,8 @@ def run_purge(args: argparse.Namespace) -> int:
             removed = await dl.purge(client, s, None, upto=sel.newest)
         else:
             removed = len([o for o in await dl.delete(client, s, sel.ids) if o.status == "ok"])
+        await audit.record(client, s, who=audit.cli_user(), via="cli", action="purge",
+                           count=removed, detail=f"upto={sel.newest}")
         if args.json:
             write_json({"purged": removed})
         else:
@@ -349,6 +354,16 @@ def run_purge(args: argparse.Namespace) -> int:
         return 0
 
     return run_op(prog, s, action)
+
+
+async def _audit(client: aioredis.Redis, s: config.Settings, action: str,
+                 outcomes: list[Any]) -> None:
+    """The audit entry of a replay or delete (ops/audit.py): how many, which ids."""
+    from ...ops import audit
+
+    done = [o.id for o in outcomes if o.status == "ok"]
+    await audit.record(client, s, who=audit.cli_user(), via="cli", action=action,
+                       count=len(done), detail=" ".join(done))
 
 
 def replay_one(client: redis.Redis, settings: config.Settings, dead_id: str
