@@ -253,3 +253,32 @@ def test_every_operator_action_is_audited_from_the_page_and_the_cli(
         viewer = Http(c.url)
         viewer.log_in("viewer")
         assert viewer.request("GET", "/audit")[0] == 200
+
+
+def test_requests_aiohttp_cannot_parse_get_the_headers_and_no_banner(
+        tmp_path: Path, redis_url: str) -> None:
+    """A malformed header line, a header over the size limit: aiohttp answers these
+    itself, before any middleware; they said `Server: Python/3.x aiohttp/3.x` and
+    carried no CSP."""
+    import socket
+
+    with console(tmp_path, redis_url) as c:
+        port = urlsplit(c.url).port or 0
+        for request in (b"GET /login HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header\r\n\r\n",
+                        b"GET /login HTTP/1.1\r\nHost: 127.0.0.1\r\nX: " + b"a" * 20000
+                        + b"\r\n\r\n"):
+            with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+                s.sendall(request)
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    head += chunk
+            lines = head.split(b"\r\n\r\n")[0].decode().split("\r\n")
+            headers = {k.lower(): v.strip() for k, _, v in (ln.partition(":")
+                                                          for ln in lines[1:])}
+            assert lines[0].split()[1] == "400", lines
+            assert headers["server"] == "stagedoor", headers
+            assert "default-src 'none'" in headers["content-security-policy"]
+            assert headers["x-content-type-options"] == "nosniff"

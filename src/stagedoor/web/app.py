@@ -31,6 +31,7 @@ from .console import Console, console_of
 log = logging.getLogger("stagedoor.web")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PUBLIC = ("/login", "/static/", "/healthz", "/favicon.ico")
+SERVER = "stagedoor"
 
 
 @web.middleware
@@ -45,10 +46,43 @@ async def headers(request: web.Request, handler: Handler) -> web.StreamResponse:
     return response
 
 
+class _ErrorHeaders(web.RequestHandler):
+    """aiohttp's own error responses (a request it cannot parse: 400, 431; a handler
+    that raised something unforeseen: 500) never pass the middlewares: without this
+    they carry none of the security headers and `Server: Python/3.x aiohttp/3.x`."""
+
+    __slots__ = ()
+
+    def handle_error(self, request: Any, status: int = 500, exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        response = super().handle_error(request, status, exc, message)
+        response.headers["Server"] = SERVER
+        for name, value in security.HEADERS.items():
+            response.headers.setdefault(name, value)
+        response.headers.setdefault("Cache-Control", "no-store")
+        return response
+
+
+class _Server(web.Server):
+    def __call__(self) -> web.RequestHandler:
+        return _ErrorHeaders(self, loop=self._loop, **self._kwargs)
+
+
+class _Runner(web.AppRunner):
+    """AppRunner whose connections answer errors with _ErrorHeaders (aiohttp has no
+    hook for those responses; its Server keeps no per-instance state of its own that a
+    subclass would miss)."""
+
+    async def _make_server(self) -> web.Server:
+        server = await super()._make_server()
+        server.__class__ = _Server
+        return server
+
+
 def _set_headers(request: web.Request, response: web.StreamResponse, started: float) -> None:
     # the time the console spent on the request (bench/measure_console.py reads it)
     response.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - started) * 1000:.2f}"
-    response.headers["Server"] = "stagedoor"  # not the framework's name and version
+    response.headers["Server"] = SERVER  # not the framework's name and version
     for name, value in security.HEADERS.items():
         response.headers.setdefault(name, value)
     if not request.path.startswith("/static/"):
@@ -173,7 +207,7 @@ def tls_context(cert: str, key: str) -> ssl.SSLContext:
 async def serve(app: web.Application, host: str, port: int,
                 tls: ssl.SSLContext | None) -> None:
     """Serve until SIGTERM or SIGINT; say where on stderr (port 0: the one picked)."""
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    runner = _Runner(app, access_log=None, handle_signals=False)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port, ssl_context=tls, reuse_address=True)
