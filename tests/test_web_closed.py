@@ -238,6 +238,9 @@ def test_every_operator_action_is_audited_from_the_page_and_the_cli(
         assert run("resume", *base).returncode == 0
         r = run("dead", "delete", *base, dead[4])
         assert r.returncode == 0, r.stderr
+        # the CLI's log line: on stderr (not a terminal here: JSON), stdout its own
+        assert '"audit_action":"delete"' in r.stderr and '"audit_via":"cli"' in r.stderr
+        assert "audit" not in r.stdout
         entries = audit(redis_url)
         assert [(e["action"], e["count"], e["via"]) for e in entries] == [
             ("pause", "1", "web"), ("resume", "1", "web"), ("replay", "2", "web"),

@@ -9,6 +9,11 @@ or the CLI's user@host), when (the entry id's milliseconds and `at`), through wh
 (`via`: web or cli), what (`action`), how many things it touched (`count`) and which
 (`detail`, shortened).  The console shows the newest on its audit page.
 
+The console and the workers have logging set up; a CLI command has not, so the first
+record of its process installs the project's handler on the audit logger (ops/logs.py:
+--log-format's auto is the journal under systemd, text on a terminal, JSON otherwise;
+on stderr, which keeps stdout the command's output).
+
 The line is written first: if Redis refuses the entry (away, or an ACL without XADD
 on the key: docs/security.md), the line is still there and the caller sees the error.
 """
@@ -63,6 +68,10 @@ def _short(text: str) -> str:
 async def record(client: Any, settings: Settings, *, who: str, via: str, action: str,
                  count: int, detail: str = "") -> str:
     """Log the action and append it to the audit stream; the entry's id."""
+    if not log.hasHandlers():  # a CLI command: nothing set up logging
+        from .logs import setup_logging
+
+        setup_logging(settings, logger=log)
     now = time.time()
     fields = {"at": f"{now:.3f}", "who": _short(who), "via": via, "action": action,
               "count": str(int(count)), "detail": _short(detail)}

@@ -82,9 +82,6 @@ class Sessions:
         session = self._by_id[sid] = Session(role, stamp)
         return sid, session
 
-    def count(self, role: str) -> int:
-        return sum(s.role == role for s in self._by_id.values())
-
     def get(self, sid: str | None) -> Session | None:
         if not sid:
             return None
