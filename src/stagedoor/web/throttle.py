@@ -23,6 +23,7 @@ from dataclasses import dataclass
 SOURCE_BURST, SOURCE_RATE = 5.0, 0.5    # tokens; tokens a second
 GLOBAL_BURST, GLOBAL_RATE = 20.0, 2.0
 MAX_SOURCES = 10_000  # addresses remembered; the fullest (idle longest) forgotten first
+LOG_EVERY = 60.0  # seconds: refusals are logged once a minute a source, with their count
 
 
 @dataclass
@@ -56,6 +57,7 @@ class Throttle:
         now = time.monotonic()
         self.all = Bucket(global_burst, global_rate, global_burst, now)
         self._sources: dict[str, Bucket] = {}
+        self._refusals: dict[str, tuple[float, int]] = {}  # source -> (last logged, since)
 
     def acquire(self, source: str) -> float:
         """Take a token for one password check from `source`: 0.0 when taken, else the
@@ -80,6 +82,21 @@ class Throttle:
         bucket = self._sources.get(source)
         if bucket is not None:
             bucket.give()
+
+    def refused(self, source: str) -> int:
+        """Count a refusal; when it is time to log (the source's first, then once every
+        LOG_EVERY s) the number refused since the last line, else 0: a guesser's
+        thousands of refusals a second must not become as many log lines."""
+        now = time.monotonic()
+        logged, since = self._refusals.get(source, (-LOG_EVERY, 0))
+        since += 1
+        if now - logged < LOG_EVERY:
+            self._refusals[source] = (logged, since)
+            return 0
+        if len(self._refusals) >= MAX_SOURCES:
+            self._refusals.clear()
+        self._refusals[source] = (now, 0)
+        return since
 
     def _forget(self, now: float) -> None:
         """Drop the sources whose bucket is full again (they are as if new), else the

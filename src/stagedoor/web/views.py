@@ -103,7 +103,9 @@ async def login(request: web.Request) -> web.StreamResponse:
     source = request.remote or "?"
     wait = console.throttle.acquire(source)  # web/throttle.py: per source and in all
     if wait > 0:
-        log.warning("log-in throttled for %s (user %r)", source, user[:40])
+        if refused := console.throttle.refused(source):
+            log.warning("log-in throttled for %s (user %r): %d refused since the last line",
+                        source, user[:40], refused)
         response = await login_form(request, "too many log-in attempts: try again in "
                                     f"{math.ceil(wait)} s", status=429)
         response.headers["Retry-After"] = str(math.ceil(wait))
