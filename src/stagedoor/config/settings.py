@@ -101,6 +101,9 @@ class Settings:
     reclaim_count: int = _opt(10, "XAUTOCLAIM COUNT.", lo=1, hi=10_000)
     maxlen: int = _opt(100_000, "MAXLEN ~ of the job stream on every XADD.", lo=1)
     dead_maxlen: int = _opt(10_000, "MAXLEN ~ of the dead-letter stream.", lo=1)
+    audit_maxlen: int = _opt(10_000, "MAXLEN ~ of the audit stream: the operator actions "
+                                     "(pause, resume, replay, delete, purge, ticket download) "
+                                     "of the console and the CLI, newest kept.", lo=1)
     backlog_warn_fraction: float = _opt(
         0.8, "A producer logs a warning once the group's backlog (undelivered + pending) "
              "reaches this fraction of maxlen.", lo=0.01, hi=1.0)

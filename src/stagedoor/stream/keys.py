@@ -113,3 +113,8 @@ def fleet_key(settings: Settings) -> str:
     """The names of the workers that wrote a presence record (hash consumer -> last ms)."""
     return settings.key("fleet", settings.stream)
 
+
+def audit_key(settings: Settings) -> str:
+    """The audit stream: one entry per operator action, from the console or the CLI
+    (ops/audit.py), capped by MAXLEN ~ audit_maxlen; on the stream's hash tag."""
+    return settings.key("audit", settings.stream)

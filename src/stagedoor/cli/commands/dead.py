@@ -97,10 +97,10 @@ def register(subparsers: Any) -> None:
         leaf.add_argument("--json", action="store_true", help="JSON out (for scripts)")
     replay.add_argument("--yes", "-y", action="store_true", help="do not ask")
     for leaf in (ls, show, delete, purge):
-        config.add_arguments(leaf, only=(*CONNECTION_SETTINGS, "maxlen"))
+        config.add_arguments(leaf, only=(*CONNECTION_SETTINGS, "maxlen", "audit_maxlen"))
     # The producers' levels: a replay stops where enqueue refuses.
-    config.add_arguments(replay, only=(*CONNECTION_SETTINGS, "maxlen", "backlog_warn_fraction",
-                                       "backlog_refuse_fraction"))
+    config.add_arguments(replay, only=(*CONNECTION_SETTINGS, "maxlen", "audit_maxlen",
+                                       "backlog_warn_fraction", "backlog_refuse_fraction"))
 
 
 def _positive(text: str) -> int:
@@ -285,6 +285,7 @@ def run_replay(args: argparse.Namespace) -> int:
             return 0
         result = await dl.replay(client, s, ids)
         outcomes, done, stopped = result.outcomes, result.done, result.stopped
+        await _audit(client, s, "replay", outcomes)
         code = EX_TEMPFAIL if stopped else 0 if done == len(outcomes) else 1
         if args.json:
             write_json({"replayed": done, "of": len(outcomes),
@@ -324,6 +325,7 @@ def run_delete(args: argparse.Namespace) -> int:
 
     async def action(client: aioredis.Redis) -> int:
         outcomes = await dl.delete(client, s, list(args.ids))
+        await _audit(client, s, "delete", outcomes)
         if args.json:
             write_json([o.to_json() for o in outcomes])
         else:
@@ -336,6 +338,7 @@ def run_delete(args: argparse.Namespace) -> int:
 
 
 def run_purge(args: argparse.Namespace) -> int:
+    from ...ops import audit
     from ...ops import deadletters as dl
     prog = "stagedoor dead purge"
     interactive = sys.stdin.isatty()
@@ -380,6 +383,8 @@ def run_purge(args: argparse.Namespace) -> int:
             removed = await dl.purge(client, s, None, upto=sel.newest)
         else:
             removed = len([o for o in await dl.delete(client, s, sel.ids) if o.status == "ok"])
+        await audit.record(client, s, who=audit.cli_user(), via="cli", action="purge",
+                           count=removed, detail=f"upto={sel.newest}")
         if args.json:
             write_json({"purged": removed})
         else:
@@ -387,6 +392,16 @@ def run_purge(args: argparse.Namespace) -> int:
         return 0
 
     return run_op(prog, s, action)
+
+
+async def _audit(client: aioredis.Redis, s: config.Settings, action: str,
+                 outcomes: list[Any]) -> None:
+    """The audit entry of a replay or delete (ops/audit.py): how many, which ids."""
+    from ...ops import audit
+
+    done = [o.id for o in outcomes if o.status == "ok"]
+    await audit.record(client, s, who=audit.cli_user(), via="cli", action=action,
+                       count=len(done), detail=" ".join(done))
 
 
 def replay_one(client: redis.Redis, settings: config.Settings, dead_id: str
