@@ -56,9 +56,10 @@ def registry(done_marks: bool) -> Registry:
 
 
 def census(client: redis.Redis, settings: Settings) -> tuple[dict[str, list[int]], int, str]:
-    """family -> [keys, bytes]; the stream's bytes; the largest key but the streams."""
+    """family -> [keys, bytes, hash fields]; the stream's bytes; the largest key but the
+    streams."""
     streams = {settings.stream, settings.dead_stream}
-    fams: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    fams: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     largest, largest_bytes = "", 0
     for key in client.scan_iter(count=5000):
         name = key.decode()
@@ -68,6 +69,8 @@ def census(client: redis.Redis, settings: Settings) -> tuple[dict[str, list[int]
         f = fams[family(name)]
         f[0] += 1
         f[1] += used
+        if client.type(name) == b"hash":
+            f[2] += int(client.hlen(name))
         if used > largest_bytes:
             largest, largest_bytes = name, used
     stream = int(client.memory_usage(settings.stream, samples=0) or 0)
@@ -96,14 +99,17 @@ async def drain(settings: Settings, total: int, checkpoints: list[int],
             done = start + CHUNK
             if done in checkpoints:
                 fams, stream, largest = census(client, settings)
-                kept = sum(b for _, b in fams.values())
+                kept = sum(f[1] for f in fams.values())
                 print(f"\n{done:,} jobs ({time.perf_counter() - t0:.0f} s): stream "
                       f"{client.xlen(settings.stream):,} entries, {stream / 2**20:.1f} MiB; "
                       f"everything else {kept / 2**20:.2f} MiB "
                       f"({kept / stream:.2f}x the stream)")
-                for name, (keys, used) in sorted(fams.items(), key=lambda kv: -kv[1][1]):
+                for name, (keys, used, fields) in sorted(fams.items(),
+                                                         key=lambda kv: -kv[1][1]):
+                    held = f" ({fields:,} fields: {used / fields:.1f} bytes each)" \
+                        if fields else ""
                     print(f"  {name:<48} {keys:>9,} keys {used:>13,} bytes "
-                          f"{used / done:8.1f} bytes/job")
+                          f"{used / done:8.1f} bytes/job{held}")
                 print(f"  largest key besides the streams: {largest}")
     finally:
         worker.request_stop()
