@@ -86,6 +86,35 @@ def test_json_says_the_same(host: SuiteRedis, tmp_path: Path) -> None:
                                                 "state": "OK", "found": "noeviction", "fix": ""}
 
 
+def test_what_stagedoor_keeps_is_counted_against_the_stream(host: SuiteRedis,
+                                                            tmp_path: Path) -> None:
+    """The doctor counts stagedoor's keys by family against the stream's memory: a few
+    done marks are OK; the job index and marks as keys left by an older version are
+    more than the stream, a WARNING that names them and says they expire."""
+    admin = redis.Redis(port=host.port)
+    try:
+        admin.xadd("jobs", {"kind": "render_tickets", "order_id": "1", "outbox_id": "1",
+                            "request_id": "r", "trace": "t"})
+        admin.hset("stagedoor:marks:0", mapping={"1": "render_tickets"})
+        code, out = doctor(tmp_path, url=worker_url(host), admin=host.url)
+        found = line(out, "OK       redis keys besides the streams: ")
+        assert "stagedoor:marks:<n> 1 keys" in found, found
+        pipe = admin.pipeline(transaction=False)
+        for n in range(3000):
+            pipe.set(f"stagedoor:done:{n}", "render_tickets", ex=600)
+        pipe.hset("stagedoor:jobidx:jobs:493000", mapping={f"o:{n}": "1-0" for n in range(500)})
+        pipe.execute()
+        code, out = doctor(tmp_path, url=worker_url(host), admin=host.url)
+        assert code == 1, out
+        i = out.splitlines().index(line(out, "WARNING  redis keys besides the streams: "))
+        assert "stagedoor:done:<n> 3,000 keys" in out.splitlines()[i], out
+        assert "expire on their own" in out.splitlines()[i + 1], out
+    finally:
+        admin.delete("jobs", "stagedoor:marks:0", "stagedoor:jobidx:jobs:493000",
+                     *[f"stagedoor:done:{n}" for n in range(3000)])
+        admin.close()
+
+
 def test_an_evicting_maxmemory_policy_is_a_warning(host: SuiteRedis, tmp_path: Path) -> None:
     admin = redis.Redis(port=host.port)
     admin.config_set("maxmemory-policy", "allkeys-lru")

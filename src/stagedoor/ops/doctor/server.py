@@ -25,6 +25,7 @@ from ...stream.connection import ServerTooOld, check_server, sync_client
 from ...stream.errors import OUTAGE_ERRORS, first_line
 from ...stream.keys import order_key
 from . import Finding
+from .keys import kept
 
 CLOCK_WARN, CLOCK_CRIT = 2.0, 60.0          # seconds between Redis TIME and ours
 SHA = "0" * 40                              # any script hash: DRYRUN checks, never runs
@@ -215,6 +216,7 @@ def checks(settings: Settings, admin_url: str | None, producer_user: str | None
         if producer_user:
             out.append(acl(admin, producer_user, producer_commands(settings), "producer"))
         out += server_config(admin, settings)
+        out.append(kept(admin, settings))
         out.append(clock(client))
     except OUTAGE_ERRORS as e:
         out.append(Finding("redis", CHECK_CRITICAL, f"lost during the checks: {first_line(e)}",
