@@ -30,6 +30,7 @@ import redis.asyncio as aioredis
 from ..config import Settings
 from ..render.order import Order, OrderDataError
 from ..stream.keys import order_key
+from .render_pool import check_order_id
 
 # KEYS[1] order hash; ARGV[1] path. Mark rendered only if still placed.
 _MARK_RENDERED = """
@@ -80,15 +81,19 @@ def check_stored(order_id: int, order: Order, status: str, rendered: str | None
     """An order as stored, refused when it contradicts itself or its key.
 
     A hash under order:115 whose data says order 999 would print ORDER 999 on
-    order-115.pdf; a status we do not know (say "shipped") would be rendered and then
-    taken for a refund by the mark-rendered script.  Both are data errors."""
-    if order.order_id != order_id:
-        raise OrderDataError(f"stored under order {order_id} but its data is for order "
-                             f"{order.order_id}")
+    order-115.pdf (render_pool.check_order_id); a status we do not know (say "shipped")
+    would be rendered and then taken for a refund by the mark-rendered script.  Both
+    are data errors."""
+    check_order_id(order_id, order)
+    check_status(status)
+    return StoredOrder(order, status, rendered)
+
+
+def check_status(status: str) -> str:
     if status not in STATUSES:
         raise OrderDataError(f"unknown order status {status[:40]!r} (expected "
                              f"{' or '.join(STATUSES)})")
-    return StoredOrder(order, status, rendered)
+    return status
 
 
 @dataclass(frozen=True, slots=True)

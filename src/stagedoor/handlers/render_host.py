@@ -3,13 +3,16 @@ native abort in the renderer costs the order that caused it, not the worker.
 
     host = RenderHost(settings, stats, log)
     lost = await host.render_to(order_id, data, path)   # as LocalRender.render_to
+    lost, tickets = await host.render(order_id, data, path)     # and the ticket count
 
 The worker owns one render process (render_serve.py), started by the first render
 (lazily: a worker that never renders has none, and the worker's start is not slowed;
 it costs that render ~0.1 s) and exec'd, not forked, so it shares none of
-the worker's connections, threads or fonts.  A render is sent with its request id; the
-process renders and writes the PDF durably (the same C write as in the worker), and the
-reply comes only after that: the job is acked after the reply, as before.  Several
+the worker's connections, threads or fonts.  A render is sent with its request id and
+the order's JSON as the store holds it (render_serve.py's frames: a struct and bytes,
+no pickle); the process parses and checks the order (the only parse of it: the worker
+does not), renders and writes the PDF durably (the same C write as in the worker), and
+the reply comes only after that: the job is acked after the reply, as before.  Several
 renders are in flight at once on the process's native pool.
 
 When the process dies (any signal or exit), every render in flight in it is
@@ -48,6 +51,7 @@ import dataclasses
 import itertools
 import logging
 import os
+import pickle
 import signal
 import socket
 import sys
@@ -60,8 +64,8 @@ from ..backoff import Backoff, Schedule
 from ..config import Settings
 from ..errors import TransientError
 from ..ops.metrics import WorkerStats
-from ..render.order import RenderFailed
-from .render_serve import Outbox, frame, read_frame
+from ..render.order import OrderDataError, RenderFailed
+from .render_serve import Frames, Outbox, frame, parse_reply, request_frame
 
 log = logging.getLogger("stagedoor.render_host")
 
@@ -81,9 +85,9 @@ class _Render:
     rid: int
     order_id: int
     frame: bytes
-    # settled with the reply tuple, never with an exception: the job may have been
-    # cancelled (its time limit) and nobody would retrieve one
-    replied: asyncio.Future[tuple[Any, ...]]
+    # settled with (outcome, detail, lost, tickets), never with an exception: the job
+    # may have been cancelled (its time limit) and nobody would retrieve one
+    replied: asyncio.Future[tuple[str, Any, dict[str, int], int]]
     alone_kills: int = 0    # times the process died of SIGKILL while this ran alone
     sent: float = 0.0       # when it was last written to a process (time.monotonic)
 
@@ -110,7 +114,7 @@ class RenderHost:
         self._inflight: dict[int, _Render] = {}
         self._wake = asyncio.Event()
         self._out: Outbox | None = None          # while renders may go out directly
-        self._link: asyncio.StreamWriter | None = None   # the socket, from the start on
+        self._link: asyncio.Transport | None = None   # the socket, from the start on
         self._proc: asyncio.subprocess.Process | None = None
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -127,25 +131,35 @@ class RenderHost:
         self._wake.set()
 
     async def render_to(self, order_id: int, data: bytes, path: Path) -> dict[str, int]:
-        """Render the order (its JSON, parsed and checked by the caller) to `path` in the
-        render process; what LocalRender.render_to does and returns, there."""
+        """Render the order stored under `order_id` (its JSON, as stored: the process
+        parses and checks it) to `path` in the render process: what
+        LocalRender.render_to does and returns, there.  OrderDataError when the JSON is
+        no order of that id."""
+        lost, _tickets = await self.render(order_id, data, path)
+        return lost
+
+    async def render(self, order_id: int, data: bytes, path: Path
+                     ) -> tuple[dict[str, int], int]:
+        """render_to, and the order's ticket count (the caller has not parsed it)."""
         if self._closing:
             raise RuntimeError("the render process is closed")
         loop = asyncio.get_running_loop()
         rid = next(self._ids)
-        req = _Render(rid, order_id, frame((rid, os.fsencode(path.parent),
-                                            os.fsencode(path.name), data)),
+        req = _Render(rid, order_id, request_frame(rid, order_id, os.fsencode(path.parent),
+                                                   os.fsencode(path.name), data),
                       loop.create_future())
         if self._out is not None and not self._suspects:
             self._send(req)
         else:
             self._waiting.append(req)
             self._manage_soon()
-        _rid, outcome, detail, _missing, lost = await asyncio.shield(req.replied)
+        outcome, detail, lost, tickets = await asyncio.shield(req.replied)
         if outcome == "ok":
-            return dict(lost)
+            return lost, tickets
         if outcome == "failed":
             raise RenderFailed(detail)
+        if outcome == "data":
+            raise OrderDataError(detail)
         if outcome == "oserror":
             raise OSError(*detail)
         if outcome == "memory":
@@ -179,7 +193,7 @@ class RenderHost:
                     proc.kill()
                 await proc.wait()
         for req in [*self._waiting, *self._suspects, *self._inflight.values()]:
-            self._settle(req, (req.rid, "transient", "the worker is stopping", 0, {}))
+            self._fail(req, "transient", "the worker is stopping")
 
     # -- the process's life --------------------------------------------------------------
 
@@ -190,12 +204,9 @@ class RenderHost:
         self._out.put(req.frame)
 
     @staticmethod
-    def _settle(req: _Render, reply: tuple[Any, ...]) -> None:
+    def _fail(req: _Render, outcome: str, why: str) -> None:
         if not req.replied.done():
-            req.replied.set_result(reply)
-
-    def _fail(self, req: _Render, outcome: str, why: str) -> None:
-        self._settle(req, (req.rid, outcome, why, 0, {}))
+            req.replied.set_result((outcome, why, {}, 0))
 
     async def _manage(self) -> None:
         """Start a process when renders wait, serve it until it dies, and again.  A bug
@@ -208,7 +219,7 @@ class RenderHost:
                 await self._wake.wait()
                 continue
             try:
-                reader, writer = await self._start()
+                frames = await self._start()
             except _StartFailed as e:
                 failed_starts += 1
                 delay = backoff.next()
@@ -231,7 +242,7 @@ class RenderHost:
                 continue
             failed_starts = 0
             started = time.monotonic()
-            explained = await self._serve(reader, writer)
+            explained = await self._serve(frames)
             if explained or time.monotonic() - started >= SHORT_LIFE:
                 backoff.reset()     # a verdict, or a process that had worked a while
             else:
@@ -241,7 +252,7 @@ class RenderHost:
         while self._waiting or self._suspects:
             self._fail((self._waiting or self._suspects).popleft(), "transient", why)
 
-    async def _start(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _start(self) -> Frames:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         # no STAGEDOOR_* setting (a Redis URL may carry a password): the process gets
         # its render settings in its first frame and never talks to Redis
@@ -263,43 +274,54 @@ class RenderHost:
             theirs.close()
         self._proc, self.pid = proc, proc.pid
         self.starts += 1
-        reader, writer = await asyncio.open_connection(sock=ours)
-        self._link = writer
+        loop = asyncio.get_running_loop()
+        first: asyncio.Future[bytes] = loop.create_future()
+
+        def handshake(body: bytes) -> None:
+            if not first.done():
+                first.set_result(body)
+
+        frames = Frames(handshake)
+        transport, _ = await loop.create_unix_connection(lambda: frames, sock=ours)
+        self._link = transport
         # the font plan the worker made of its settings at its start
         # (lifecycle.warn_at_start): the process need not read every font's cmap again
         from ..render import fonts
 
-        writer.write(frame((self._threads, fonts.current())))
-        try:
-            async with asyncio.timeout(READY_TIMEOUT):
-                ready = await read_frame(reader)
-        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError) as e:
+        transport.write(frame((self._threads, fonts.current())))
+        either: list[asyncio.Future[Any]] = [first, frames.closed]
+        await asyncio.wait(either, timeout=READY_TIMEOUT,
+                           return_when=asyncio.FIRST_COMPLETED)
+        if not first.done():
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             rc = await proc.wait()
-            writer.close()
+            transport.close()
             self._proc = self._link = self.pid = None
             raise _StartFailed(f"it died before it was ready ({_death(rc)})"
-                               if not isinstance(e, TimeoutError) else
-                               f"not ready after {READY_TIMEOUT:g}s") from None
+                               if frames.closed.done() else
+                               f"not ready after {READY_TIMEOUT:g}s")
+        ready = pickle.loads(first.result())
         assert ready[0] == "ready", ready
+        frames.on_frame = self._on_reply
         if self.starts > 1:
             self._log.info("render process %d started (start %d)", proc.pid, self.starts)
-        return reader, writer
+        return frames
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-                     ) -> bool:
+    async def _serve(self, frames: Frames) -> bool:
         """Send the renders, settle them from the replies; when the process dies, the
         renders it had become suspects, run alone by the next process.  True when its
         death was explained (a render that killed it alone)."""
-        replies = asyncio.create_task(self._read_replies(reader))
+        replies = frames.closed     # the replies are settled as they come (_on_reply)
+        transport = frames.transport
+        assert transport is not None
         hung: _Render | None = None
         try:
             while self._suspects:   # nothing goes out directly while suspects run alone
                 req = self._suspects.popleft()
                 if req.replied.done():
                     continue
-                writer.write(req.frame)
+                transport.write(req.frame)
                 req.sent = time.monotonic()
                 self._inflight[req.rid] = req
                 either: list[asyncio.Future[Any]] = [req.replied, replies]
@@ -310,7 +332,7 @@ class RenderHost:
                     return await self._hung_alone(req)
                 if not req.replied.done():  # the process died with this render alone in it
                     return await self._died_alone(req, await self._reap())
-            self._out = Outbox(writer)
+            self._out = Outbox(transport)
             while self._waiting:
                 req = self._waiting.popleft()
                 if not req.replied.done():
@@ -318,7 +340,7 @@ class RenderHost:
             hung = await self._watch(replies)   # until the process dies, is closed, or hangs
         finally:
             self._out = None
-            replies.cancel()
+            frames.on_frame = _ignore     # no reply of this process counts any more
         if self._closing:
             return False
         lost = [r for r in self._inflight.values() if not r.replied.done()]
@@ -360,7 +382,7 @@ class RenderHost:
         self._fail(req, "failed", f"render aborted the render process ({how})")
         return True
 
-    async def _watch(self, replies: asyncio.Task[None]) -> _Render | None:
+    async def _watch(self, replies: asyncio.Future[None]) -> _Render | None:
         """Wait until the process dies or is closed; if the oldest render in it has had
         no reply for render_timeout, kill the process and return that render."""
         every = min(1.0, self._hang_after / 4)
@@ -373,7 +395,7 @@ class RenderHost:
                 await self._kill_hung(oldest, replies)
                 return oldest
 
-    async def _kill_hung(self, req: _Render, replies: asyncio.Task[None]) -> None:
+    async def _kill_hung(self, req: _Render, replies: asyncio.Future[None]) -> None:
         """SIGKILL the process (a hung render ignores anything gentler) and wait until its
         end of the socket is closed: no reply of it can come after this."""
         proc = self._proc
@@ -415,13 +437,13 @@ class RenderHost:
         self._missing_now = 0
         return _death(rc)
 
-    async def _read_replies(self, reader: asyncio.StreamReader) -> None:
-        while True:
-            try:
-                reply = await read_frame(reader)
-            except (asyncio.IncompleteReadError, ConnectionError):
-                return
-            req = self._inflight.pop(reply[0], None)
-            self._missing_now = max(self._missing_now, int(reply[3]))
-            if req is not None:
-                self._settle(req, reply)
+    def _on_reply(self, body: bytes) -> None:
+        rid, outcome, detail, missing, lost, tickets = parse_reply(body)
+        self._missing_now = max(self._missing_now, missing)
+        req = self._inflight.pop(rid, None)
+        if req is not None and not req.replied.done():
+            req.replied.set_result((outcome, detail, lost, tickets))
+
+
+def _ignore(body: bytes) -> None:
+    pass

@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from ..render.order import Order, RenderFailed
+from ..render.order import Order, OrderDataError, RenderFailed
 from .durable import DirectorySync, GroupSyncs
 from .files import no_unnamed_files, unnamed_files, write_atomic
 
@@ -70,7 +70,13 @@ class NativeRenderPool:
                   ) -> asyncio.Future[bool]:
         """Render `order` and write it durably as `path`; see the module docstring.
         `sync` must be a native DirSync or None (a plain directory fsync)."""
-        sink = self._sink(os.fsencode(path.parent), os.fsencode(path.name), sync)
+        return self.render_into(order, os.fsencode(path.parent), os.fsencode(path.name),
+                                sync)
+
+    def render_into(self, order: Order, directory: bytes, name: bytes,
+                    sync: DirectorySync | None) -> asyncio.Future[bool]:
+        """render_to, the path as bytes (the render process's frames carry them)."""
+        sink = self._sink(directory, name, sync)
         fut: asyncio.Future[bool] = self._loop.create_future()
         try:
             self._pool.submit(order, sink, (fut, sink))     # reads the order: may raise
@@ -107,16 +113,37 @@ class NativeRenderPool:
         self._ready(self._pool.close())
 
 
+_count_missing: Callable[[], int] | None = None
+
+
 def missing_glyphs() -> int:
     """The native renderer's count of replacement marks drawn in this process so far
-    (every thread); -1 without it."""
-    from ..render import native_available
+    (every thread); -1 without it.  Three calls a render: looked up once."""
+    global _count_missing
+    if _count_missing is None:
+        from ..render import native_available
 
-    if not native_available():
-        return -1
-    from .._render import missing_glyphs as count
+        if native_available():
+            from .._render import missing_glyphs as count
+        else:
+            def count() -> int:
+                return -1
+        _count_missing = count
+    return int(_count_missing())
 
-    return int(count())
+
+def check_order_id(order_id: int, order: Order) -> Order:
+    """The order, refused when its data is another order's: a hash under order:115 whose
+    data says order 999 would print ORDER 999 on order-115.pdf."""
+    if order.order_id != order_id:
+        raise OrderDataError(f"stored under order {order_id} but its data is for order "
+                             f"{order.order_id}")
+    return order
+
+
+def stored_order(order_id: int, data: bytes) -> Order:
+    """The order stored under `order_id` from its JSON (OrderDataError if it is none)."""
+    return check_order_id(order_id, Order.from_json(data))
 
 
 def uncovered_scripts(order: Order) -> dict[str, int]:
@@ -164,6 +191,7 @@ class LocalRender:
                  run_in_thread: Callable[..., Awaitable[Any]]) -> None:
         self._pool = NativeRenderPool.start(threads) if unnamed_files() else None
         self._syncs = GroupSyncs()
+        self._by_bytes: dict[bytes, DirectorySync] = {}   # the same, by the directory's bytes
         self._run_in_thread = run_in_thread
 
     @property
@@ -175,6 +203,12 @@ class LocalRender:
         return missing_glyphs()
 
     async def render_to(self, order: Order, path: Path) -> dict[str, int]:
+        return await self.render_into(order, os.fsencode(path.parent),
+                                      os.fsencode(path.name), path)
+
+    async def render_into(self, order: Order, directory: bytes, name: bytes,
+                          path: Path | None = None) -> dict[str, int]:
+        """render_to, the path as bytes: no Path made unless the os.* path writes."""
         if _ABORT_MARK and _ABORT_MARK in repr(order):
             os.abort()
         if _HANG_MARK and _HANG_MARK in repr(order):
@@ -183,11 +217,16 @@ class LocalRender:
         pool = self._pool if unnamed_files() else None     # the file system said no since
         written = False
         if pool is not None:
-            # a native DirSync: the pool needs _durable
-            written = await pool.render_to(order, path, self._syncs.get(path.parent))
+            sync = self._by_bytes.get(directory)
+            if sync is None:    # a native DirSync: the pool needs _durable
+                sync = self._by_bytes[directory] = self._syncs.get(
+                    Path(os.fsdecode(directory)))
+            written = await pool.render_into(order, directory, name, sync)
             if not written:
                 no_unnamed_files()  # nothing written: from now on the os.* path
         if not written:
+            if path is None:
+                path = Path(os.fsdecode(directory), os.fsdecode(name))
             from ..render import renderer
 
             await self._run_in_thread(render_write, renderer(), order, path, self._syncs)

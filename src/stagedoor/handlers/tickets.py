@@ -24,7 +24,7 @@ from .files import (
     directory_missing,
     sweep_stale,
 )
-from .orders import BEGIN_RENDER, FINISH_RENDER, OrderStore, StoredOrder, check_stored
+from .orders import BEGIN_RENDER, FINISH_RENDER, OrderStore, check_status, check_stored
 from .registry import Registry
 from .render_host import RenderHost
 from .render_pool import LocalRender
@@ -126,26 +126,36 @@ async def _order_script(ctx: Context, script: LeanScript, keys: list[str],
 
 
 async def _render_stored(ctx: Context, order_id: int, data: bytes, status: str,
-                         rendered: str | None) -> tuple[StoredOrder, Path, dict[str, int]]:
-    """Parse and check the stored order (OrderDataError; here, on the loop: ~20 us),
-    then, unless it is refunded, render it and write the PDF durably where this worker
-    renders (_render); at the end, the scripts printed as replacement marks."""
+                         rendered: str | None) -> tuple[str, Path, dict[str, int], int]:
+    """Unless the order is refunded, render it and write the PDF durably where this
+    worker renders (_render); (its status, the PDF's path, the scripts printed as
+    replacement marks, its ticket count).  OrderDataError when the stored order is
+    none (its JSON, its id, its status).
+
+    The order's JSON is parsed once a job (issue 36): by the render process where there
+    is one (the worker sends it the bytes as stored), else here, on the loop (~20 us),
+    and here too for a refunded order (nothing to render: its data is still checked)."""
     path = pdf_path(ctx.settings.tickets_dir, order_id)
-    stored = check_stored(order_id, Order.from_json(data), status, rendered)
-    if stored.status == "refunded":
-        return stored, path, {}
     render = _render(ctx)
+    order: Order | None = None
+    if check_status(status) != "placed" or not isinstance(render, RenderHost):
+        stored = check_stored(order_id, Order.from_json(data), status, rendered)
+        if stored.status == "refunded":
+            return stored.status, path, {}, len(stored.order.tickets)
+        order = stored.order
     made = ctx.state.setdefault("dirs_made", set())
     if path.parent not in made:  # once a process: a render sent into a missing directory
         await ctx.to_thread(path.parent.mkdir, parents=True, exist_ok=True)  # is lost
         made.add(path.parent)
     for attempt in (1, 2):
         try:
-            if isinstance(render, RenderHost):
-                lost = await render.render_to(order_id, data, path)
+            if order is None:
+                assert isinstance(render, RenderHost)
+                lost, tickets = await render.render(order_id, data, path)
             else:
-                lost = await render.render_to(stored.order, path)
-            return stored, path, lost
+                assert isinstance(render, LocalRender)
+                lost, tickets = await render.render_to(order, path), len(order.tickets)
+            return status, path, lost, tickets
         except FileNotFoundError as e:  # the directory was removed meanwhile
             if attempt == 2 or not directory_missing(e, path.parent):
                 raise
@@ -179,11 +189,11 @@ async def render_tickets(job: Job, ctx: Context) -> None:
     status_s = status.decode() if status else "placed"
     rendered_s = rendered.decode() if rendered else None
     try:
-        stored, path, lost = await _render_stored(ctx, job.order_id, data, status_s,
-                                                   rendered_s)
+        status_now, path, lost, tickets = await _render_stored(ctx, job.order_id, data,
+                                                               status_s, rendered_s)
     except OrderDataError as e:
         raise PermanentError(f"order {job.order_id}: {e}") from None
-    if stored.status == "refunded":
+    if status_now == "refunded":
         ctx.log.info("order %d is refunded: nothing to render", job.order_id,
                      extra=log_extra(job))
         await ctx.mark_done(job)
@@ -194,7 +204,7 @@ async def render_tickets(job: Job, ctx: Context) -> None:
         # A refund landed while we rendered: it could not see our file, so the
         # cancellation is ours to do.
         await ctx.to_thread(path.unlink, True)
-        await store.add_cancelled(job.order_id, len(stored.order.tickets))
+        await store.add_cancelled(job.order_id, tickets)
         ctx.log.info("order %d refunded during render: PDF removed", job.order_id,
                      extra=log_extra(job))
         await ctx.mark_done(job)
