@@ -129,6 +129,13 @@ class OrderStore:
         return check_stored(order_id, Order.from_json(data), _text(status) or "placed",
                             _text(rendered) or None)
 
+    async def status(self, order_id: int) -> str | None:
+        """The order's status now, None when there is no such order."""
+        status = await self._client.hget(self.key(order_id), "status")
+        if status is None:      # no status field: placed, if the order is there at all
+            return "placed" if await self._client.exists(self.key(order_id)) else None
+        return _text(status)
+
     async def mark_rendered(self, order_id: int, path: str) -> bool:
         return bool(await self._mark(keys=[self.key(order_id)], args=[path]))
 

@@ -70,13 +70,37 @@ def _render(ctx: Context) -> RenderHost | LocalRender:
     render = ctx.state.get("render")
     if render is None:
         if ctx.settings.render_isolation == "process":
-            render = RenderHost(ctx.settings, ctx.stats, ctx.log)
+            async def landed_late(order_id: int, path: Path) -> None:
+                await _landed_late(ctx, order_id, path)
+
+            render = RenderHost(ctx.settings, ctx.stats, ctx.log, landed_late)
         else:
             render = LocalRender(ctx.settings.render_threads, ctx.to_thread)
         ctx.state["render"] = render
         ctx.on_close(render.close)
     assert isinstance(render, RenderHost | LocalRender)
     return render
+
+
+async def _landed_late(ctx: Context, order_id: int, path: Path) -> None:
+    """A render whose job was cancelled (its time limit) wrote the order's PDF after
+    all, in the render process.  Nobody marked it rendered, so a refund that ran
+    meanwhile found nothing to cancel: if the order is refunded (or gone) now, the PDF
+    is removed (issue 37).  If it is still placed the PDF is a valid ticket, which the
+    job's next delivery marks; a refund after this check removes it itself (refund:
+    the order's PDF goes even when it was never marked)."""
+    try:
+        status = await _store(ctx).status(order_id)
+    except Exception as e:  # Redis away: the file stays, a refund removes it (refund)
+        ctx.log.error("order %d: a render of a cancelled job wrote its PDF, and the "
+                      "order's state could not be read (%s: %s); left in place",
+                      order_id, type(e).__name__, e)
+        return
+    if status == "placed":
+        return
+    await ctx.to_thread(path.unlink, True)
+    ctx.log.info("order %d is %s: the PDF a render of its cancelled job wrote after "
+                 "that was removed", order_id, status or "gone")
 
 
 def _warn_uncovered(ctx: Context, job: Job, lost: dict[str, int]) -> None:
@@ -235,4 +259,9 @@ async def refund(job: Job, ctx: Context) -> None:
         await store.add_cancelled(job.order_id, len(stored.order.tickets) if stored else 0)
         ctx.log.info("order %d refunded: tickets cancelled", job.order_id,
                      extra=log_extra(job))
+    else:
+        # never marked rendered, but a render whose job was cancelled may have written
+        # it (the render process finishes what it was sent): after the status above,
+        # so a later one finds the order refunded (_landed_late)
+        await ctx.to_thread(pdf_path(ctx.settings.tickets_dir, job.order_id).unlink, True)
     await ctx.mark_done(job)
