@@ -270,6 +270,8 @@ class RenderHost:
         yet never is; one in a process may still write, and landed_late then checks the
         order (issue 37: a refund that ran meanwhile found nothing to cancel)."""
         req.abandoned = True
+        if self._inflight.get(req.rid) is req:
+            return  # in a process: its reply settles it (a render run alone is waited for)
         for queue in (self._waiting, self._suspects):
             with contextlib.suppress(ValueError):
                 queue.remove(req)
@@ -392,6 +394,8 @@ class RenderHost:
         try:
             while self._suspects:   # nothing goes out directly while suspects run alone
                 req = self._suspects.popleft()
+                if req.abandoned:   # its job was cancelled while it was in flight
+                    self._fail(req, "transient", "cancelled")
                 if req.replied.done():      # failed with its order, or abandoned
                     continue
                 transport.write(req.frame)
@@ -417,7 +421,7 @@ class RenderHost:
             frames.on_frame = _ignore     # no reply of this process counts any more
         if self._closing:
             return False
-        lost = [r for r in self._inflight.values() if not r.replied.done()]  # not abandoned
+        lost = [r for r in self._inflight.values() if not r.replied.done()]
         if hung is not None and lost == [hung]:     # it was alone: the verdict is in
             if stalled:     # unless the process was not running: no verdict on a stall
                 return await self._stalled_alone(hung)
@@ -546,6 +550,7 @@ class RenderHost:
         if req is None:
             return
         if req.abandoned:
+            self._fail(req, outcome, "cancelled")
             if outcome == "ok" and self._landed_late is not None:
                 task: asyncio.Task[None] = asyncio.create_task(
                     self._landed_late(req.order_id, req.path), context=_in_context(req.job))

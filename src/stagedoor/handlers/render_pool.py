@@ -86,8 +86,24 @@ class NativeRenderPool:
             raise RenderFailed.of(e) from e
         return fut
 
+    def submit_call(self, order: Order, directory: bytes, name: bytes,
+                    sync: DirectorySync | None, done: Written) -> None:
+        """render_into without a future: `done(written, error)` is called from the
+        loop's reader when the render and write are over (the render process's fast
+        path: no task, no future, no call_soon per order)."""
+        sink = self._sink(directory, name, sync)
+        try:
+            self._pool.submit(order, sink, (done, sink))     # reads the order: may raise
+        except (MemoryError, RuntimeError):
+            raise
+        except Exception as e:
+            raise RenderFailed.of(e) from e
+
     def _ready(self, done: list[Any] | None = None) -> None:
         for (fut, sink), err in (self._pool.collect() if done is None else done):
+            if not isinstance(fut, asyncio.Future):     # submit_call's callback
+                _call(fut, sink, err)
+                continue
             if fut.done():  # the job was cancelled meanwhile: the file may exist, unacked
                 continue
             if err is not None:     # the render's error (the write's is the sink's)
@@ -111,6 +127,28 @@ class NativeRenderPool:
         with contextlib.suppress(RuntimeError, ValueError):  # the loop is closing too
             self._loop.remove_reader(self._pool.fd)
         self._ready(self._pool.close())
+
+
+# submit_call's callback: (written, error); written False with no error: nothing was
+# written, the file system cannot do the unnamed file (the caller takes the os.* path)
+Written = Callable[[bool, BaseException | None], None]
+
+
+def _call(done: Written, sink: Any, err: Any) -> None:
+    if err is not None:     # the render's error (the write's is the sink's)
+        result: tuple[bool, BaseException | None] = (
+            False, err if isinstance(err, MemoryError) else RenderFailed.of(err))
+    else:
+        try:
+            result = (sink.result() is None, None)
+        except OSError as e:
+            result = (False, e)
+    try:
+        done(*result)
+    except Exception:   # a bug of the callback: the other orders of the batch go on
+        import logging
+
+        logging.getLogger("stagedoor.render").exception("render callback failed")
 
 
 _count_missing: Callable[[], int] | None = None
@@ -206,6 +244,22 @@ class LocalRender:
         return await self.render_into(order, os.fsencode(path.parent),
                                       os.fsencode(path.name), path)
 
+    def submit(self, order: Order, directory: bytes, name: bytes, done: Written) -> bool:
+        """The native pool's fast path (NativeRenderPool.submit_call), False where it
+        does not apply (no pool, no unnamed files, a test hook set): then render_into.
+        Raises what the pool's submit raises (RenderFailed, MemoryError)."""
+        pool = self._pool
+        if pool is None or _ABORT_MARK or _HANG_MARK or not unnamed_files():
+            return False
+        pool.submit_call(order, directory, name, self._sync_of(directory), done)
+        return True
+
+    def _sync_of(self, directory: bytes) -> DirectorySync:
+        sync = self._by_bytes.get(directory)
+        if sync is None:    # a native DirSync: the pool needs _durable
+            sync = self._by_bytes[directory] = self._syncs.get(Path(os.fsdecode(directory)))
+        return sync
+
     async def render_into(self, order: Order, directory: bytes, name: bytes,
                           path: Path | None = None) -> dict[str, int]:
         """render_to, the path as bytes: no Path made unless the os.* path writes."""
@@ -217,11 +271,8 @@ class LocalRender:
         pool = self._pool if unnamed_files() else None     # the file system said no since
         written = False
         if pool is not None:
-            sync = self._by_bytes.get(directory)
-            if sync is None:    # a native DirSync: the pool needs _durable
-                sync = self._by_bytes[directory] = self._syncs.get(
-                    Path(os.fsdecode(directory)))
-            written = await pool.render_into(order, directory, name, sync)
+            written = await pool.render_into(order, directory, name,
+                                             self._sync_of(directory))
             if not written:
                 no_unnamed_files()  # nothing written: from now on the os.* path
         if not written:

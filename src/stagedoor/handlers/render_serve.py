@@ -44,12 +44,15 @@ import signal
 import socket
 import struct
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import uvloop
+
+if TYPE_CHECKING:
+    from ..render.order import Order
 
 HEADER = struct.Struct("<I")
 REQUEST = struct.Struct("<QQHH")    # rid, order id, len(directory), len(name)
@@ -173,44 +176,97 @@ class Serve:
         return await asyncio.get_running_loop().run_in_executor(self._threads, fn, *args)
 
     def request(self, body: bytes) -> None:
-        """A REQUEST frame: its render runs in a task of its own."""
+        """A REQUEST frame: the order parsed (its one parse) and handed to the native
+        pool with a callback that replies (no task, no future per order); where the
+        pool does not apply (the os.* write, a test hook), a task (render)."""
+        from ..render.order import OrderDataError, RenderFailed
+        from .render_pool import missing_glyphs, stored_order
+
         rid, order_id, nd, nn = REQUEST.unpack_from(body)
         at = REQUEST.size
         directory = body[at:at + nd]
         name = body[at + nd:at + nd + nn]
-        task = asyncio.create_task(self.render(rid, order_id, directory, name,
-                                               body[at + nd + nn:]))
+        try:
+            order = stored_order(order_id, body[at + nd + nn:])
+        except OrderDataError as e:
+            self._reply(rid, DATA, str(e), 0)
+            return
+        except Exception as e:  # what the parse raised beyond a data error
+            self._reply(rid, FAILED, str(RenderFailed.of(e)), 0)
+            return
+        before = missing_glyphs()
+
+        def written(ok: bool, err: BaseException | None) -> None:
+            self._written(rid, order, directory, name, before, ok, err)
+        try:
+            if self.local.submit(order, directory, name, written):
+                return
+        except Exception as e:      # the pool's submit: RenderFailed, MemoryError
+            written(False, e)
+            return
+        self._spawn(self.render(rid, order, directory, name))
+
+    def _written(self, rid: int, order: Order, directory: bytes, name: bytes,
+                 before: int, ok: bool, err: BaseException | None) -> None:
+        from .render_pool import missing_glyphs
+
+        if err is None and not ok:  # the file system cannot do the unnamed file
+            from .files import no_unnamed_files
+
+            no_unnamed_files()
+            self._spawn(self.render(rid, order, directory, name))
+        elif err is None and before >= 0 and missing_glyphs() != before:
+            self._spawn(self.render(rid, order, directory, name, lost_only=True))
+        else:
+            self._reply(rid, *_outcome(err), len(order.tickets))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
         self.running.add(task)
         task.add_done_callback(self.running.discard)
 
-    async def render(self, rid: int, order_id: int, directory: bytes, name: bytes,
-                     data: bytes) -> None:
-        from ..render.order import OrderDataError, RenderFailed
-        from .render_pool import missing_glyphs, stored_order
+    def _reply(self, rid: int, outcome: int, detail: Any, tickets: int,
+               lost: dict[str, int] | None = None) -> None:
+        from .render_pool import missing_glyphs
 
-        outcome = OK
-        detail: Any = None
-        lost: dict[str, int] = {}
-        tickets = 0
-        try:
-            order = stored_order(order_id, data)     # the order's one parse
-            tickets = len(order.tickets)
-            lost = await self.local.render_into(order, directory, name)
-        except RenderFailed as e:
-            outcome, detail = FAILED, str(e)
-        except OrderDataError as e:
-            outcome, detail = DATA, str(e)
-        except MemoryError:
-            outcome = MEMORY
-        except OSError as e:
-            outcome, detail = OSERROR, (e.errno, e.strerror, e.filename)
-        except Exception as e:  # what the renderer's caller raised: the order's error
-            outcome, detail = FAILED, str(RenderFailed.of(e))
         self._out.put(reply_frame(rid, outcome, missing_glyphs(), tickets, detail, lost))
+
+    async def render(self, rid: int, order: Order, directory: bytes, name: bytes,
+                     lost_only: bool = False) -> None:
+        """The order rendered and written through LocalRender.render_into (or, with
+        lost_only, only the scripts it printed as marks looked for), then replied."""
+        from .render_pool import uncovered_scripts
+
+        lost: dict[str, int] = {}
+        err: BaseException | None = None
+        try:
+            if lost_only:
+                lost = await self._in_thread(uncovered_scripts, order)
+            else:
+                lost = await self.local.render_into(order, directory, name)
+        except Exception as e:
+            err = e
+        self._reply(rid, *_outcome(err), len(order.tickets), lost)
 
     def close(self) -> None:
         self.local.close()
         self._threads.shutdown(wait=True)
+
+
+def _outcome(err: BaseException | None) -> tuple[int, Any]:
+    """The reply's outcome and detail for what a render raised (None: OK)."""
+    from ..render.order import RenderFailed
+
+    if err is None:
+        return OK, None
+    if isinstance(err, RenderFailed):
+        return FAILED, str(err)
+    if isinstance(err, MemoryError):
+        return MEMORY, None
+    if isinstance(err, OSError):
+        return OSERROR, (err.errno, err.strerror, err.filename)
+    # what the renderer's caller raised: the order's error
+    return FAILED, str(RenderFailed.of(err if isinstance(err, Exception) else Exception(err)))
 
 
 async def serve(sock: socket.socket) -> None:
