@@ -168,13 +168,17 @@ def measure(n: int, rounds: int, kinds: Sequence[str],
         if step != "bare":
             out[f"job_{kind}_{step}_cpu_us"] = mc.median([x["cpu_us_per_job"] for x in runs])
 
-    def ratio(kind: str, a: str, b: str) -> float:
-        return mc.median([x["rate"] / y["rate"]
-                          for x, y in zip(job[(kind, a)], job[(kind, b)], strict=True)])
+    def ratios(kind: str, a: str, b: str) -> list[float]:
+        return [x["rate"] / y["rate"] for x, y in zip(job[(kind, a)], job[(kind, b)],
+                                                       strict=True)]
     for kind in kinds if job else ():
         for a, b in [("process", "bare"), ("none", "bare"), ("process", "none"),
                      *([("before", "bare"), ("before", "none")] if before else [])]:
-            out[f"job_{kind}_{a}_vs_{b}"] = ratio(kind, a, b)
+            rs = ratios(kind, a, b)
+            out[f"job_{kind}_{a}_vs_{b}"] = mc.median(rs)
+            # the spread of the rounds' ratios: on a shared box wider than the effect
+            out[f"job_{kind}_{a}_vs_{b}_min"] = min(rs)
+            out[f"job_{kind}_{a}_vs_{b}_max"] = max(rs)
     return out
 
 

@@ -256,6 +256,8 @@ class RenderHost:
                 await proc.wait()
         for req in [*self._waiting, *self._suspects, *self._inflight.values()]:
             self._fail(req, "transient", "the worker is stopping")
+        if self._late:  # the checks of renders that landed late (landed_late) finish
+            await asyncio.gather(*self._late, return_exceptions=True)
 
     # -- the process's life --------------------------------------------------------------
 
