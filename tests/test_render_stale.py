@@ -1,6 +1,7 @@
 """The render process and what its renders are about (issue 37, items 3, 4 and 9).
 
-- a render whose job was cancelled (its time limit) never lands a ticket for a refunded
+- a render whose caller gave up before the process was up is never sent; one whose job
+  was cancelled (its time limit) never lands a ticket for a refunded
   order: the refund finds nothing rendered, the render process (stopped meanwhile) then
   finishes the stale render, and its PDF must not stay;
 - a render process found "hung" while it was not running at all (SIGSTOP: state T) is a
@@ -78,6 +79,23 @@ async def test_a_render_of_a_timed_out_job_never_lands_after_the_refund(
         assert not (tickets / "order-2.pdf").exists(), \
             "a render of a timed-out job landed a ticket for a refunded order"
     assert sync_redis.hget(settings.key("order", 2), "status") == b"refunded"
+
+
+async def test_a_render_cancelled_before_the_process_is_up_is_never_sent(
+        tmp_path: Path) -> None:
+    """The render process takes a while to start (~0.1 s); a render whose caller gives
+    up before that (the job's time limit) waits no more: the process never renders it."""
+    host = RenderHost(Settings(), WorkerStats(["render_tickets"]))
+    try:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.005):
+                await host.render_to(2, demo_order(2).to_json(), tmp_path / "order-2.pdf")
+        await host.render_to(3, demo_order(3).to_json(), tmp_path / "order-3.pdf")
+        await asyncio.sleep(0.2)
+        assert not (tmp_path / "order-2.pdf").exists()
+    finally:
+        await host.close()
+    assert not (tmp_path / "order-2.pdf").exists()
 
 
 async def test_a_stopped_render_process_is_a_stall_not_a_verdict(tmp_path: Path) -> None:
