@@ -2,7 +2,7 @@
 the default) against in the worker ("none"), side by side in one run.
 
     python -m bench.measure_isolation [--n 2000] [--rounds 3] [--kinds latin,mixed]
-                                      [--parts render,job]
+                                      [--parts render,job] [--before SRC]
 
 Two parts, each interleaved (process, none, then none, process, ...):
 
@@ -19,7 +19,14 @@ Two parts, each interleaved (process, none, then none, process, ...):
           `none`: the whole job (lease, order read, render, write, marks, ack).  The
           rate runs from the first read, so it includes the render process's start
           (on the first render: ~0.1 s); CPU is the worker's wait4 rusage, which
-          includes its reaped render process and so its start.
+          includes its reaped render process and so its start.  Each round also runs
+          measure_job.bare_writes, the bare durable-write loop (the same PDFs, tmp +
+          fsync + rename + directory fsync on 8 threads: what the disk allows), and
+          prints the medians of the rounds' ratios job_<kind>_process_vs_bare and
+          job_<kind>_process_vs_none (issue 36's targets: >= 0.45 and >= 0.95).
+          With --before SRC (the src/ of an earlier commit, its extensions built) the
+          rounds also drain with `--render-isolation process` workers from that tree:
+          before and after side by side.
 
 The PDFs go under the system temp dir, which must be a real disk (measure_job's
 disk_dir; SD_BENCH_DISK_DIR overrides); no round's files are deleted before the end.
@@ -46,7 +53,15 @@ from stagedoor.render.order import Order
 
 from . import measure_common as mc
 from .measure_drain import _cpu
-from .measure_job import disk_dir, job_drain, kept_dirs, orders
+from .measure_job import (
+    bare_writes,
+    disk_dir,
+    job_drain,
+    kept_dirs,
+    orders,
+    render_all,
+    workers_from,
+)
 
 MODES = ("process", "none")
 IN_FLIGHT = 8   # the seed's concurrency
@@ -112,9 +127,21 @@ async def _render_round(mode: str, batch: Sequence[Order], lat_n: int) -> dict[s
             "rate": len(batch) / seconds, "cpu_us": cpu / len(batch) * 1e6}
 
 
+def _job_step(url: str, step: str, batch: Sequence[Order], pdfs: Sequence[bytes],
+              before: str | None) -> dict[str, Any]:
+    if step == "bare":
+        return bare_writes(pdfs)
+    with workers_from(before if step == "before" else None):
+        mode = "process" if step == "before" else step
+        return job_drain(url, batch, extra=["--render-isolation", mode])
+
+
 def measure(n: int, rounds: int, kinds: Sequence[str],
-            parts: Sequence[str] = ("render", "job")) -> dict[str, Any]:
+            parts: Sequence[str] = ("render", "job"),
+            before: str | None = None) -> dict[str, Any]:
     batches = {k: orders(n, k) for k in kinds}
+    pdfs = {k: render_all(batches[k]) for k in kinds} if "job" in parts else {}
+    steps = (*MODES, "bare", *(("before",) if before else ()))
     render: dict[tuple[str, str], list[dict[str, Any]]] = {}
     job: dict[tuple[str, str], list[dict[str, Any]]] = {}
     with mc.redis_server(appendonly=True) as server, kept_dirs():
@@ -126,24 +153,32 @@ def measure(n: int, rounds: int, kinds: Sequence[str],
                     render.setdefault((kind, mode), []).append(res)
                     mc.progress(f"round {r + 1}/{rounds} render {kind} {mode}: "
                                 f"median {res['median_ms']:.3f} ms, {res['rate']:,.0f}/s")
-                for mode in (MODES if r % 2 == 0 and "job" in parts else
-                             MODES[::-1] if "job" in parts else ()):
-                    res = job_drain(server.url, batches[kind],
-                                    extra=["--render-isolation", mode])
-                    job.setdefault((kind, mode), []).append(res)
-                    mc.progress(f"round {r + 1}/{rounds} job {kind} {mode}: "
+                for step in (steps if r % 2 == 0 and "job" in parts else
+                             steps[::-1] if "job" in parts else ()):
+                    res = _job_step(server.url, step, batches[kind], pdfs[kind], before)
+                    job.setdefault((kind, step), []).append(res)
+                    mc.progress(f"round {r + 1}/{rounds} job {kind} {step}: "
                                 f"{res['rate']:,.0f}/s")
     out: dict[str, Any] = {}
     for (kind, mode), runs in render.items():
         for field in ("median_ms", "p95_ms", "rate", "cpu_us"):
             out[f"render_{kind}_{mode}_{field}"] = mc.median([x[field] for x in runs])
-    for (kind, mode), runs in job.items():
-        out[f"job_{kind}_{mode}_rate"] = mc.median([x["rate"] for x in runs])
-        out[f"job_{kind}_{mode}_cpu_us"] = mc.median([x["cpu_us_per_job"] for x in runs])
+    for (kind, step), runs in job.items():
+        out[f"job_{kind}_{step}_rate"] = mc.median([x["rate"] for x in runs])
+        if step != "bare":
+            out[f"job_{kind}_{step}_cpu_us"] = mc.median([x["cpu_us_per_job"] for x in runs])
+
+    def ratios(kind: str, a: str, b: str) -> list[float]:
+        return [x["rate"] / y["rate"] for x, y in zip(job[(kind, a)], job[(kind, b)],
+                                                       strict=True)]
     for kind in kinds if job else ():
-        out[f"job_{kind}_process_vs_none"] = mc.median(
-            [a["rate"] / b["rate"] for a, b in zip(job[(kind, "process")], job[(kind, "none")],
-                                                   strict=True)])
+        for a, b in [("process", "bare"), ("none", "bare"), ("process", "none"),
+                     *([("before", "bare"), ("before", "none")] if before else [])]:
+            rs = ratios(kind, a, b)
+            out[f"job_{kind}_{a}_vs_{b}"] = mc.median(rs)
+            # the spread of the rounds' ratios: on a shared box wider than the effect
+            out[f"job_{kind}_{a}_vs_{b}_min"] = min(rs)
+            out[f"job_{kind}_{a}_vs_{b}_max"] = max(rs)
     return out
 
 
@@ -154,8 +189,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--kinds", default="latin,mixed")
     p.add_argument("--parts", default="render,job")
+    p.add_argument("--before", metavar="SRC",
+                   help="also drain with render-process workers from SRC (an earlier "
+                        "commit's src/, its extensions built), in the same rounds")
     a = p.parse_args(argv)
-    for k, v in measure(a.n, a.rounds, a.kinds.split(","), a.parts.split(",")).items():
+    for k, v in measure(a.n, a.rounds, a.kinds.split(","), a.parts.split(","),
+                        a.before).items():
         print(f"{k:34} {v:,.3f}")
     return 0
 

@@ -30,6 +30,7 @@ import redis.asyncio as aioredis
 from ..config import Settings
 from ..render.order import Order, OrderDataError
 from ..stream.keys import order_key
+from .render_pool import check_order_id
 
 # KEYS[1] order hash; ARGV[1] path. Mark rendered only if still placed.
 _MARK_RENDERED = """
@@ -84,15 +85,19 @@ def check_stored(order_id: int, order: Order, status: str, rendered: str | None
     """An order as stored, refused when it contradicts itself or its key.
 
     A hash under order:115 whose data says order 999 would print ORDER 999 on
-    order-115.pdf; a status we do not know (say "shipped") would be rendered and then
-    taken for a refund by the mark-rendered script.  Both are data errors."""
-    if order.order_id != order_id:
-        raise OrderDataError(f"stored under order {order_id} but its data is for order "
-                             f"{order.order_id}")
+    order-115.pdf (render_pool.check_order_id); a status we do not know (say "shipped")
+    would be rendered and then taken for a refund by the mark-rendered script.  Both
+    are data errors."""
+    check_order_id(order_id, order)
+    check_status(status)
+    return StoredOrder(order, status, rendered)
+
+
+def check_status(status: str) -> str:
     if status not in STATUSES:
         raise OrderDataError(f"unknown order status {status[:40]!r} (expected "
                              f"{' or '.join(STATUSES)})")
-    return StoredOrder(order, status, rendered)
+    return status
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +132,13 @@ class OrderStore:
             return None
         return check_stored(order_id, Order.from_json(data), _text(status) or "placed",
                             _text(rendered) or None)
+
+    async def status(self, order_id: int) -> str | None:
+        """The order's status now, None when there is no such order."""
+        status = await self._client.hget(self.key(order_id), "status")
+        if status is None:      # no status field: placed, if the order is there at all
+            return "placed" if await self._client.exists(self.key(order_id)) else None
+        return _text(status)
 
     async def mark_rendered(self, order_id: int, path: str) -> bool:
         return bool(await self._mark(keys=[self.key(order_id)], args=[path]))

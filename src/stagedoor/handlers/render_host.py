@@ -3,13 +3,16 @@ native abort in the renderer costs the order that caused it, not the worker.
 
     host = RenderHost(settings, stats, log)
     lost = await host.render_to(order_id, data, path)   # as LocalRender.render_to
+    lost, tickets = await host.render(order_id, data, path)     # and the ticket count
 
 The worker owns one render process (render_serve.py), started by the first render
 (lazily: a worker that never renders has none, and the worker's start is not slowed;
 it costs that render ~0.1 s) and exec'd, not forked, so it shares none of
-the worker's connections, threads or fonts.  A render is sent with its request id; the
-process renders and writes the PDF durably (the same C write as in the worker), and the
-reply comes only after that: the job is acked after the reply, as before.  Several
+the worker's connections, threads or fonts.  A render is sent with its request id and
+the order's JSON as the store holds it (render_serve.py's frames: a struct and bytes,
+no pickle); the process parses and checks the order (the only parse of it: the worker
+does not), renders and writes the PDF durably (the same C write as in the worker), and
+the reply comes only after that: the job is acked after the reply, as before.  Several
 renders are in flight at once on the process's native pool.
 
 When the process dies (any signal or exit), every render in flight in it is
@@ -30,6 +33,22 @@ hung) is that order's error, RenderFailed "render hung: no result in 20s
 (render_timeout)", counted as render_hangs and logged with the order id; renders of the
 same order that wait behind it fail with it (the same order renders the same way).
 
+A process found so while it was stopped (SIGSTOP, a debugger: state T in
+/proc/<pid>/stat), not running, says nothing about its renders: it is killed and
+replaced as above, but the render alone in it is run alone again in the fresh process,
+not blamed (after STALLS such stalls it fails as TransientError, retried, never
+dead-lettered).  A frozen cgroup or a render blocked without CPU is not told apart
+from a hang this way.
+
+A render whose caller was cancelled (the job's time limit, the worker's stop) is
+dropped if it was not sent yet (waiting, or a suspect); one already in a process may
+still write its PDF, and `landed_late(order_id, path)` (tickets.py: the order's state
+read, the PDF removed if it was refunded meanwhile) runs when it does.
+
+Log lines about one render carry its own job's fields (taken where render_to was
+called); the task that manages the process runs in no job's context, so lines about
+the process itself carry none.
+
 A process that dies before it is ready is restarted with a backoff (0.1 s doubling to
 5 s); after three such starts in a row the renders waiting for it fail as
 TransientError ("render process cannot start: ..."), retried by the worker's policy,
@@ -44,24 +63,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import itertools
 import logging
 import os
+import pickle
 import signal
 import socket
 import sys
 import time
 from collections import deque
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..backoff import Backoff, Schedule
 from ..config import Settings
 from ..errors import TransientError
+from ..ops.logs import JOB_FIELDS, current_job
 from ..ops.metrics import WorkerStats
-from ..render.order import RenderFailed
-from .render_serve import Outbox, frame, read_frame
+from ..render.order import OrderDataError, RenderFailed
+from .render_serve import Frames, Outbox, frame, parse_reply, request_frame
 
 log = logging.getLogger("stagedoor.render_host")
 
@@ -69,6 +92,7 @@ START_ATTEMPTS = 3      # starts in a row that failed before waiting renders fai
 READY_TIMEOUT = 30.0    # s from exec to "ready" (imports, fonts, a warm-up render)
 STOP_TIMEOUT = 10.0     # s a closing worker waits for its render process to exit
 SHORT_LIFE = 1.0        # s: a process that died sooner after its start counts for the backoff
+STALLS = 3              # times a render's process was found stopped while it ran alone
 _ROOT = str(Path(__file__).resolve().parents[2])  # where this stagedoor is: the process's too
 
 
@@ -81,11 +105,41 @@ class _Render:
     rid: int
     order_id: int
     frame: bytes
-    # settled with the reply tuple, never with an exception: the job may have been
-    # cancelled (its time limit) and nobody would retrieve one
-    replied: asyncio.Future[tuple[Any, ...]]
+    # settled with (outcome, detail, lost, tickets), never with an exception: the job
+    # may have been cancelled (its time limit) and nobody would retrieve one
+    replied: asyncio.Future[tuple[str, Any, dict[str, int], int]]
+    path: Path
+    job: Mapping[str, Any] | None     # the log fields of the job that asked for it
     alone_kills: int = 0    # times the process died of SIGKILL while this ran alone
+    stalls: int = 0         # times its process was found stopped while this ran alone
     sent: float = 0.0       # when it was last written to a process (time.monotonic)
+    abandoned: bool = False  # its caller was cancelled (the job's time limit): not sent
+    #                          any more; if it was, landed_late checks what it wrote
+
+
+def _about(req: _Render, **more: Any) -> dict[str, Any]:
+    """The log fields of a line about this render: its own job's (the manage task runs
+    in no job's context), and its order."""
+    return {**(req.job or {}), "order_id": req.order_id, **more}
+
+
+def _in_context(job: Mapping[str, Any] | None) -> contextvars.Context:
+    """A fresh context, with these job fields for its log lines (ops/logs.py)."""
+    context = contextvars.Context()
+    if job is not None:
+        context.run(JOB_FIELDS.set, job)
+    return context
+
+
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped, not running (SIGSTOP, a debugger: state T or t
+    in /proc/<pid>/stat); False where that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2:][:1] in (b"T", b"t")
 
 
 def _death(rc: int) -> str:
@@ -99,7 +153,13 @@ def _death(rc: int) -> str:
 
 class RenderHost:
     def __init__(self, settings: Settings, stats: WorkerStats,
-                 on_log: logging.Logger | None = None) -> None:
+                 on_log: logging.Logger | None = None,
+                 landed_late: Callable[[int, Path], Coroutine[Any, Any, None]] | None = None
+                 ) -> None:
+        """`landed_late(order_id, path)`: run (in a task, in the render's job's log
+        context) when a render whose caller was cancelled wrote its PDF after all."""
+        self._landed_late = landed_late
+        self._late: set[asyncio.Task[None]] = set()
         self._threads = settings.render_threads
         self._hang_after = settings.render_timeout
         self._stats = stats
@@ -110,7 +170,7 @@ class RenderHost:
         self._inflight: dict[int, _Render] = {}
         self._wake = asyncio.Event()
         self._out: Outbox | None = None          # while renders may go out directly
-        self._link: asyncio.StreamWriter | None = None   # the socket, from the start on
+        self._link: asyncio.Transport | None = None   # the socket, from the start on
         self._proc: asyncio.subprocess.Process | None = None
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -123,29 +183,45 @@ class RenderHost:
 
     def _manage_soon(self) -> None:
         if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._manage(), name="render-host")
+            # in no job's context: its lines about the process are no job's (issue 37)
+            self._task = asyncio.create_task(self._manage(), name="render-host",
+                                             context=contextvars.Context())
         self._wake.set()
 
     async def render_to(self, order_id: int, data: bytes, path: Path) -> dict[str, int]:
-        """Render the order (its JSON, parsed and checked by the caller) to `path` in the
-        render process; what LocalRender.render_to does and returns, there."""
+        """Render the order stored under `order_id` (its JSON, as stored: the process
+        parses and checks it) to `path` in the render process: what
+        LocalRender.render_to does and returns, there.  OrderDataError when the JSON is
+        no order of that id."""
+        lost, _tickets = await self.render(order_id, data, path)
+        return lost
+
+    async def render(self, order_id: int, data: bytes, path: Path
+                     ) -> tuple[dict[str, int], int]:
+        """render_to, and the order's ticket count (the caller has not parsed it)."""
         if self._closing:
             raise RuntimeError("the render process is closed")
         loop = asyncio.get_running_loop()
         rid = next(self._ids)
-        req = _Render(rid, order_id, frame((rid, os.fsencode(path.parent),
-                                            os.fsencode(path.name), data)),
-                      loop.create_future())
+        req = _Render(rid, order_id, request_frame(rid, order_id, os.fsencode(path.parent),
+                                                   os.fsencode(path.name), data),
+                      loop.create_future(), path, current_job())
         if self._out is not None and not self._suspects:
             self._send(req)
         else:
             self._waiting.append(req)
             self._manage_soon()
-        _rid, outcome, detail, _missing, lost = await asyncio.shield(req.replied)
+        try:
+            outcome, detail, lost, tickets = await asyncio.shield(req.replied)
+        except asyncio.CancelledError:
+            self._abandon(req)
+            raise
         if outcome == "ok":
-            return dict(lost)
+            return lost, tickets
         if outcome == "failed":
             raise RenderFailed(detail)
+        if outcome == "data":
+            raise OrderDataError(detail)
         if outcome == "oserror":
             raise OSError(*detail)
         if outcome == "memory":
@@ -179,7 +255,9 @@ class RenderHost:
                     proc.kill()
                 await proc.wait()
         for req in [*self._waiting, *self._suspects, *self._inflight.values()]:
-            self._settle(req, (req.rid, "transient", "the worker is stopping", 0, {}))
+            self._fail(req, "transient", "the worker is stopping")
+        if self._late:  # the checks of renders that landed late (landed_late) finish
+            await asyncio.gather(*self._late, return_exceptions=True)
 
     # -- the process's life --------------------------------------------------------------
 
@@ -189,13 +267,22 @@ class RenderHost:
         self._inflight[req.rid] = req     # in the order sent: the first is the oldest
         self._out.put(req.frame)
 
-    @staticmethod
-    def _settle(req: _Render, reply: tuple[Any, ...]) -> None:
-        if not req.replied.done():
-            req.replied.set_result(reply)
+    def _abandon(self, req: _Render) -> None:
+        """Its job was cancelled (its time limit, the worker's stop): a render not sent
+        yet never is; one in a process may still write, and landed_late then checks the
+        order (issue 37: a refund that ran meanwhile found nothing to cancel)."""
+        req.abandoned = True
+        if self._inflight.get(req.rid) is req:
+            return  # in a process: its reply settles it (a render run alone is waited for)
+        for queue in (self._waiting, self._suspects):
+            with contextlib.suppress(ValueError):
+                queue.remove(req)
+        self._fail(req, "transient", "cancelled")
 
-    def _fail(self, req: _Render, outcome: str, why: str) -> None:
-        self._settle(req, (req.rid, outcome, why, 0, {}))
+    @staticmethod
+    def _fail(req: _Render, outcome: str, why: str) -> None:
+        if not req.replied.done():
+            req.replied.set_result((outcome, why, {}, 0))
 
     async def _manage(self) -> None:
         """Start a process when renders wait, serve it until it dies, and again.  A bug
@@ -208,7 +295,7 @@ class RenderHost:
                 await self._wake.wait()
                 continue
             try:
-                reader, writer = await self._start()
+                frames = await self._start()
             except _StartFailed as e:
                 failed_starts += 1
                 delay = backoff.next()
@@ -231,7 +318,7 @@ class RenderHost:
                 continue
             failed_starts = 0
             started = time.monotonic()
-            explained = await self._serve(reader, writer)
+            explained = await self._serve(frames)
             if explained or time.monotonic() - started >= SHORT_LIFE:
                 backoff.reset()     # a verdict, or a process that had worked a while
             else:
@@ -241,7 +328,7 @@ class RenderHost:
         while self._waiting or self._suspects:
             self._fail((self._waiting or self._suspects).popleft(), "transient", why)
 
-    async def _start(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _start(self) -> Frames:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         # no STAGEDOOR_* setting (a Redis URL may carry a password): the process gets
         # its render settings in its first frame and never talks to Redis
@@ -263,66 +350,83 @@ class RenderHost:
             theirs.close()
         self._proc, self.pid = proc, proc.pid
         self.starts += 1
-        reader, writer = await asyncio.open_connection(sock=ours)
-        self._link = writer
+        loop = asyncio.get_running_loop()
+        first: asyncio.Future[bytes] = loop.create_future()
+
+        def handshake(body: bytes) -> None:
+            if not first.done():
+                first.set_result(body)
+
+        frames = Frames(handshake)
+        transport, _ = await loop.create_unix_connection(lambda: frames, sock=ours)
+        self._link = transport
         # the font plan the worker made of its settings at its start
         # (lifecycle.warn_at_start): the process need not read every font's cmap again
         from ..render import fonts
 
-        writer.write(frame((self._threads, fonts.current())))
-        try:
-            async with asyncio.timeout(READY_TIMEOUT):
-                ready = await read_frame(reader)
-        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError) as e:
+        transport.write(frame((self._threads, fonts.current())))
+        either: list[asyncio.Future[Any]] = [first, frames.closed]
+        await asyncio.wait(either, timeout=READY_TIMEOUT,
+                           return_when=asyncio.FIRST_COMPLETED)
+        if not first.done():
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             rc = await proc.wait()
-            writer.close()
+            transport.close()
             self._proc = self._link = self.pid = None
             raise _StartFailed(f"it died before it was ready ({_death(rc)})"
-                               if not isinstance(e, TimeoutError) else
-                               f"not ready after {READY_TIMEOUT:g}s") from None
+                               if frames.closed.done() else
+                               f"not ready after {READY_TIMEOUT:g}s")
+        ready = pickle.loads(first.result())
         assert ready[0] == "ready", ready
+        frames.on_frame = self._on_reply
         if self.starts > 1:
             self._log.info("render process %d started (start %d)", proc.pid, self.starts)
-        return reader, writer
+        return frames
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-                     ) -> bool:
+    async def _serve(self, frames: Frames) -> bool:
         """Send the renders, settle them from the replies; when the process dies, the
         renders it had become suspects, run alone by the next process.  True when its
         death was explained (a render that killed it alone)."""
-        replies = asyncio.create_task(self._read_replies(reader))
+        replies = frames.closed     # the replies are settled as they come (_on_reply)
+        transport = frames.transport
+        assert transport is not None
         hung: _Render | None = None
+        stalled = False
         try:
             while self._suspects:   # nothing goes out directly while suspects run alone
                 req = self._suspects.popleft()
-                if req.replied.done():
+                if req.abandoned:   # its job was cancelled while it was in flight
+                    self._fail(req, "transient", "cancelled")
+                if req.replied.done():      # failed with its order, or abandoned
                     continue
-                writer.write(req.frame)
+                transport.write(req.frame)
                 req.sent = time.monotonic()
                 self._inflight[req.rid] = req
                 either: list[asyncio.Future[Any]] = [req.replied, replies]
                 done, _ = await asyncio.wait(either, timeout=self._hang_after,
                                              return_when=asyncio.FIRST_COMPLETED)
-                if not done:    # no reply while alone: it hangs
-                    await self._kill_hung(req, replies)
+                if not done:    # no reply while alone: it hangs, or the process stalled
+                    if await self._kill_hung(req, replies):
+                        return await self._stalled_alone(req)
                     return await self._hung_alone(req)
                 if not req.replied.done():  # the process died with this render alone in it
                     return await self._died_alone(req, await self._reap())
-            self._out = Outbox(writer)
+            self._out = Outbox(transport)
             while self._waiting:
                 req = self._waiting.popleft()
                 if not req.replied.done():
                     self._send(req)
-            hung = await self._watch(replies)   # until the process dies, is closed, or hangs
+            hung, stalled = await self._watch(replies)  # until it dies, is closed, or hangs
         finally:
             self._out = None
-            replies.cancel()
+            frames.on_frame = _ignore     # no reply of this process counts any more
         if self._closing:
             return False
         lost = [r for r in self._inflight.values() if not r.replied.done()]
         if hung is not None and lost == [hung]:     # it was alone: the verdict is in
+            if stalled:     # unless the process was not running: no verdict on a stall
+                return await self._stalled_alone(hung)
             return await self._hung_alone(hung)
         how = await self._reap()
         self._inflight.clear()
@@ -330,10 +434,11 @@ class RenderHost:
         self._stats.inc("render_deaths")
         if hung is not None:
             self._log.error("render process killed: order %d had no result in %gs "
-                            "(render_timeout), with %d renders in flight; running them again "
-                            "one at a time to find the one that hangs", hung.order_id,
-                            self._hang_after, len(lost),
-                            extra={"order_ids": [r.order_id for r in lost][:20]})
+                            "(render_timeout)%s, with %d renders in flight; running them "
+                            "again one at a time to find the one that hangs", hung.order_id,
+                            self._hang_after, " and the process was stopped" if stalled
+                            else "", len(lost),
+                            extra=_about(hung, order_ids=[r.order_id for r in lost][:20]))
             return False
         if not lost:
             self._log.error("render process died (%s) with no render in it; the next "
@@ -352,39 +457,64 @@ class RenderHost:
             self._suspects.appendleft(req)
             self._log.warning("render process killed (SIGKILL) while rendering order %d "
                               "alone; running it alone once more", req.order_id,
-                              extra={"order_id": req.order_id})
+                              extra=_about(req))
             return False
         self._stats.inc("render_aborts", "render_tickets")
         self._log.error("order %d: render aborted the render process (%s); the job is "
-                        "dead-lettered", req.order_id, how, extra={"order_id": req.order_id})
+                        "dead-lettered", req.order_id, how, extra=_about(req))
         self._fail(req, "failed", f"render aborted the render process ({how})")
         return True
 
-    async def _watch(self, replies: asyncio.Task[None]) -> _Render | None:
+    async def _watch(self, replies: asyncio.Future[None]) -> tuple[_Render | None, bool]:
         """Wait until the process dies or is closed; if the oldest render in it has had
-        no reply for render_timeout, kill the process and return that render."""
+        no reply for render_timeout, kill the process and return that render, and
+        whether the process was stopped then (_kill_hung)."""
         every = min(1.0, self._hang_after / 4)
         while True:
             done, _ = await asyncio.wait([replies], timeout=every)
             if done:
-                return None
+                return None, False
             oldest = next(iter(self._inflight.values()), None)
             if oldest is not None and time.monotonic() - oldest.sent > self._hang_after:
-                await self._kill_hung(oldest, replies)
-                return oldest
+                return oldest, await self._kill_hung(oldest, replies)
 
-    async def _kill_hung(self, req: _Render, replies: asyncio.Task[None]) -> None:
+    async def _kill_hung(self, req: _Render, replies: asyncio.Future[None]) -> bool:
         """SIGKILL the process (a hung render ignores anything gentler) and wait until its
-        end of the socket is closed: no reply of it can come after this."""
+        end of the socket is closed: no reply of it can come after this.  True when the
+        process was stopped (SIGSTOP, a debugger), not running: a stall, which says
+        nothing about the render (issue 37)."""
         proc = self._proc
-        self._log.warning("order %d: render has no result after %gs (render_timeout); "
+        stalled = proc is not None and _stopped(proc.pid)
+        self._log.warning("order %d: render has no result after %gs (render_timeout)%s; "
                           "killing render process %s", req.order_id, self._hang_after,
-                          proc.pid if proc is not None else "?",
-                          extra={"order_id": req.order_id})
+                          ", but the process is stopped, not running" if stalled else "",
+                          proc.pid if proc is not None else "?", extra=_about(req))
         if proc is not None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
         await asyncio.wait([replies])
+        return stalled
+
+    async def _stalled_alone(self, req: _Render) -> bool:
+        """The process was killed with only `req` in it, stopped rather than rendering:
+        no verdict.  The render runs alone again in a fresh process; after STALLS such
+        stalls it fails as transient (retried by the worker's policy, not dead-lettered)."""
+        await self._reap()
+        self._inflight.clear()
+        self._stats.inc("render_deaths")
+        req.stalls += 1
+        if req.stalls >= STALLS:
+            self._log.error("order %d: the render process was stopped each of %d times it "
+                            "rendered it alone; failing the render as transient",
+                            req.order_id, req.stalls, extra=_about(req))
+            self._fail(req, "transient", f"render process stopped {req.stalls} times "
+                                         "while rendering this order")
+            return False
+        self._suspects.appendleft(req)
+        self._log.warning("order %d: the render process was stopped, not hung; running the "
+                          "render alone again in a fresh process", req.order_id,
+                          extra=_about(req))
+        return False
 
     async def _hung_alone(self, req: _Render) -> bool:
         """The process was killed with only `req` in it, which had no reply within
@@ -395,7 +525,7 @@ class RenderHost:
         self._stats.inc("render_hangs", "render_tickets")
         why = f"render hung: no result in {self._hang_after:g}s (render_timeout)"
         self._log.error("order %d: %s; the render process was killed and the job is "
-                        "dead-lettered", req.order_id, why, extra={"order_id": req.order_id})
+                        "dead-lettered", req.order_id, why, extra=_about(req))
         self._fail(req, "failed", why)
         for queue in (self._suspects, self._waiting):
             same = [r for r in queue if r.order_id == req.order_id]
@@ -415,13 +545,23 @@ class RenderHost:
         self._missing_now = 0
         return _death(rc)
 
-    async def _read_replies(self, reader: asyncio.StreamReader) -> None:
-        while True:
-            try:
-                reply = await read_frame(reader)
-            except (asyncio.IncompleteReadError, ConnectionError):
-                return
-            req = self._inflight.pop(reply[0], None)
-            self._missing_now = max(self._missing_now, int(reply[3]))
-            if req is not None:
-                self._settle(req, reply)
+    def _on_reply(self, body: bytes) -> None:
+        rid, outcome, detail, missing, lost, tickets = parse_reply(body)
+        self._missing_now = max(self._missing_now, missing)
+        req = self._inflight.pop(rid, None)
+        if req is None:
+            return
+        if req.abandoned:
+            self._fail(req, outcome, "cancelled")
+            if outcome == "ok" and self._landed_late is not None:
+                task: asyncio.Task[None] = asyncio.create_task(
+                    self._landed_late(req.order_id, req.path), context=_in_context(req.job))
+                self._late.add(task)
+                task.add_done_callback(self._late.discard)
+            return
+        if not req.replied.done():
+            req.replied.set_result((outcome, detail, lost, tickets))
+
+
+def _ignore(body: bytes) -> None:
+    pass

@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from ..render.order import Order, RenderFailed
+from ..render.order import Order, OrderDataError, RenderFailed
 from .durable import DirectorySync, GroupSyncs
 from .files import no_unnamed_files, unnamed_files, write_atomic
 
@@ -70,7 +70,13 @@ class NativeRenderPool:
                   ) -> asyncio.Future[bool]:
         """Render `order` and write it durably as `path`; see the module docstring.
         `sync` must be a native DirSync or None (a plain directory fsync)."""
-        sink = self._sink(os.fsencode(path.parent), os.fsencode(path.name), sync)
+        return self.render_into(order, os.fsencode(path.parent), os.fsencode(path.name),
+                                sync)
+
+    def render_into(self, order: Order, directory: bytes, name: bytes,
+                    sync: DirectorySync | None) -> asyncio.Future[bool]:
+        """render_to, the path as bytes (the render process's frames carry them)."""
+        sink = self._sink(directory, name, sync)
         fut: asyncio.Future[bool] = self._loop.create_future()
         try:
             self._pool.submit(order, sink, (fut, sink))     # reads the order: may raise
@@ -80,8 +86,24 @@ class NativeRenderPool:
             raise RenderFailed.of(e) from e
         return fut
 
+    def submit_call(self, order: Order, directory: bytes, name: bytes,
+                    sync: DirectorySync | None, done: Written) -> None:
+        """render_into without a future: `done(written, error)` is called from the
+        loop's reader when the render and write are over (the render process's fast
+        path: no task, no future, no call_soon per order)."""
+        sink = self._sink(directory, name, sync)
+        try:
+            self._pool.submit(order, sink, (done, sink))     # reads the order: may raise
+        except (MemoryError, RuntimeError):
+            raise
+        except Exception as e:
+            raise RenderFailed.of(e) from e
+
     def _ready(self, done: list[Any] | None = None) -> None:
         for (fut, sink), err in (self._pool.collect() if done is None else done):
+            if not isinstance(fut, asyncio.Future):     # submit_call's callback
+                _call(fut, sink, err)
+                continue
             if fut.done():  # the job was cancelled meanwhile: the file may exist, unacked
                 continue
             if err is not None:     # the render's error (the write's is the sink's)
@@ -107,16 +129,59 @@ class NativeRenderPool:
         self._ready(self._pool.close())
 
 
+# submit_call's callback: (written, error); written False with no error: nothing was
+# written, the file system cannot do the unnamed file (the caller takes the os.* path)
+Written = Callable[[bool, BaseException | None], None]
+
+
+def _call(done: Written, sink: Any, err: Any) -> None:
+    if err is not None:     # the render's error (the write's is the sink's)
+        result: tuple[bool, BaseException | None] = (
+            False, err if isinstance(err, MemoryError) else RenderFailed.of(err))
+    else:
+        try:
+            result = (sink.result() is None, None)
+        except OSError as e:
+            result = (False, e)
+    try:
+        done(*result)
+    except Exception:   # a bug of the callback: the other orders of the batch go on
+        import logging
+
+        logging.getLogger("stagedoor.render").exception("render callback failed")
+
+
+_count_missing: Callable[[], int] | None = None
+
+
 def missing_glyphs() -> int:
     """The native renderer's count of replacement marks drawn in this process so far
-    (every thread); -1 without it."""
-    from ..render import native_available
+    (every thread); -1 without it.  Three calls a render: looked up once."""
+    global _count_missing
+    if _count_missing is None:
+        from ..render import native_available
 
-    if not native_available():
-        return -1
-    from .._render import missing_glyphs as count
+        if native_available():
+            from .._render import missing_glyphs as count
+        else:
+            def count() -> int:
+                return -1
+        _count_missing = count
+    return int(_count_missing())
 
-    return int(count())
+
+def check_order_id(order_id: int, order: Order) -> Order:
+    """The order, refused when its data is another order's: a hash under order:115 whose
+    data says order 999 would print ORDER 999 on order-115.pdf."""
+    if order.order_id != order_id:
+        raise OrderDataError(f"stored under order {order_id} but its data is for order "
+                             f"{order.order_id}")
+    return order
+
+
+def stored_order(order_id: int, data: bytes) -> Order:
+    """The order stored under `order_id` from its JSON (OrderDataError if it is none)."""
+    return check_order_id(order_id, Order.from_json(data))
 
 
 def uncovered_scripts(order: Order) -> dict[str, int]:
@@ -164,6 +229,7 @@ class LocalRender:
                  run_in_thread: Callable[..., Awaitable[Any]]) -> None:
         self._pool = NativeRenderPool.start(threads) if unnamed_files() else None
         self._syncs = GroupSyncs()
+        self._by_bytes: dict[bytes, DirectorySync] = {}   # the same, by the directory's bytes
         self._run_in_thread = run_in_thread
 
     @property
@@ -175,6 +241,28 @@ class LocalRender:
         return missing_glyphs()
 
     async def render_to(self, order: Order, path: Path) -> dict[str, int]:
+        return await self.render_into(order, os.fsencode(path.parent),
+                                      os.fsencode(path.name), path)
+
+    def submit(self, order: Order, directory: bytes, name: bytes, done: Written) -> bool:
+        """The native pool's fast path (NativeRenderPool.submit_call), False where it
+        does not apply (no pool, no unnamed files, a test hook set): then render_into.
+        Raises what the pool's submit raises (RenderFailed, MemoryError)."""
+        pool = self._pool
+        if pool is None or _ABORT_MARK or _HANG_MARK or not unnamed_files():
+            return False
+        pool.submit_call(order, directory, name, self._sync_of(directory), done)
+        return True
+
+    def _sync_of(self, directory: bytes) -> DirectorySync:
+        sync = self._by_bytes.get(directory)
+        if sync is None:    # a native DirSync: the pool needs _durable
+            sync = self._by_bytes[directory] = self._syncs.get(Path(os.fsdecode(directory)))
+        return sync
+
+    async def render_into(self, order: Order, directory: bytes, name: bytes,
+                          path: Path | None = None) -> dict[str, int]:
+        """render_to, the path as bytes: no Path made unless the os.* path writes."""
         if _ABORT_MARK and _ABORT_MARK in repr(order):
             os.abort()
         if _HANG_MARK and _HANG_MARK in repr(order):
@@ -183,11 +271,13 @@ class LocalRender:
         pool = self._pool if unnamed_files() else None     # the file system said no since
         written = False
         if pool is not None:
-            # a native DirSync: the pool needs _durable
-            written = await pool.render_to(order, path, self._syncs.get(path.parent))
+            written = await pool.render_into(order, directory, name,
+                                             self._sync_of(directory))
             if not written:
                 no_unnamed_files()  # nothing written: from now on the os.* path
         if not written:
+            if path is None:
+                path = Path(os.fsdecode(directory), os.fsdecode(name))
             from ..render import renderer
 
             await self._run_in_thread(render_write, renderer(), order, path, self._syncs)

@@ -6,18 +6,26 @@ and not the worker (render_host.py is the worker's side and says what it does th
 
 Started by the worker (exec'd, not forked: no Redis connection, thread, event loop or
 open font of the worker is shared), with one end of a socketpair as FD.  On it, frames
-of a 4-byte little-endian length and a pickle, both ways (the two ends are one user's
-processes, parent and child: pickle is no trust boundary here):
+of a 4-byte little-endian length and a body, both ways.  The first frame each way is a
+pickle (the two ends are one user's processes, parent and child: pickle is no trust
+boundary here); every later one is a fixed struct and bytes (no pickle, no parse of
+anything but the order itself):
 
-    worker -> here   (render_threads, the worker's font plan)      first, once
-    here -> worker   ("ready", pid)                               after a warm-up render
-    worker -> here   (rid, directory, name, order JSON)           a render and its write
-    here -> worker   (rid, outcome, detail, missing_glyphs, scripts printed as marks)
+    worker -> here   (render_threads, the worker's font plan)       first, once, pickle
+    here -> worker   ("ready", pid)                                after a warm-up render
+    worker -> here   REQUEST: rid, order id, len(directory), len(name); then the
+                     directory, the name and the order's JSON as the store holds it
+    here -> worker   REPLY: rid, outcome, missing glyphs, tickets; then, unless the
+                     outcome is OK with no scripts printed as marks, the JSON of
+                     [detail, {script: count}]
 
-outcome is "ok" (the PDF's bytes and directory entry are durable, the same C write as
-in the worker: render_pool.LocalRender), "failed" (RenderFailed: detail is the reason),
-"oserror" (detail: errno, strerror, filename) or "memory".  Several renders are in
-flight at once on the native pool's threads.
+The order's JSON is parsed here, once (the worker does not parse it: issue 36), and
+checked against the order id it is stored under.  outcome is OK (the PDF's bytes and
+directory entry are durable, the same C write as in the worker: render_pool.LocalRender),
+FAILED (RenderFailed: detail is the reason), DATA (the JSON is no order of that id:
+OrderDataError, detail says why), OSERROR (detail: errno, strerror, filename) or MEMORY.
+Several renders are in flight at once on the native pool's threads; the frames sent
+(or finished) together in one loop iteration go out in one write (Outbox).
 
 It ends when the worker closes its end (EOF): it finishes the renders it has, replies,
 and exits 0.  SIGTERM and SIGINT are ignored (a terminal's ^C or a signal to the
@@ -36,33 +44,94 @@ import signal
 import socket
 import struct
 import sys
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import orjson
 import uvloop
 
+if TYPE_CHECKING:
+    from ..render.order import Order
+
 HEADER = struct.Struct("<I")
+REQUEST = struct.Struct("<QQHH")    # rid, order id, len(directory), len(name)
+REPLY = struct.Struct("<QBiH")      # rid, outcome, missing glyphs, tickets
+OK, FAILED, DATA, OSERROR, MEMORY = range(5)
+OUTCOMES = ("ok", "failed", "data", "oserror", "memory")
 _PR_SET_PDEATHSIG = 1
 
 
 def frame(obj: Any) -> bytes:
+    """A pickled frame: the handshake's, once each way."""
     body = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     return HEADER.pack(len(body)) + body
 
 
-async def read_frame(reader: asyncio.StreamReader) -> Any:
-    """The next frame's object; asyncio.IncompleteReadError at EOF."""
-    (n,) = HEADER.unpack(await reader.readexactly(HEADER.size))
-    return pickle.loads(await reader.readexactly(n))
+def request_frame(rid: int, order_id: int, directory: bytes, name: bytes,
+                  data: bytes) -> bytes:
+    return b"".join((HEADER.pack(REQUEST.size + len(directory) + len(name) + len(data)),
+                     REQUEST.pack(rid, order_id, len(directory), len(name)),
+                     directory, name, data))
+
+
+def reply_frame(rid: int, outcome: int, missing: int, tickets: int, detail: Any = None,
+                lost: dict[str, int] | None = None) -> bytes:
+    extra = b"" if outcome == OK and not lost else orjson.dumps([detail, lost or {}])
+    return (HEADER.pack(REPLY.size + len(extra))
+            + REPLY.pack(rid, outcome, missing, min(tickets, 0xFFFF)) + extra)
+
+
+def parse_reply(body: bytes) -> tuple[int, str, Any, int, dict[str, int], int]:
+    """(rid, outcome name, detail, missing glyphs, lost scripts, tickets)."""
+    rid, outcome, missing, tickets = REPLY.unpack_from(body)
+    detail: Any = None
+    lost: dict[str, int] = {}
+    if len(body) > REPLY.size:
+        detail, lost = orjson.loads(body[REPLY.size:])
+    return rid, OUTCOMES[outcome], detail, missing, lost, tickets
+
+
+class Frames(asyncio.Protocol):
+    """Length-prefixed frames of a stream socket, each body handed to `on_frame` as it
+    is complete (bytes); `closed` resolves when the socket closes (EOF or
+    an error).  A protocol, not a StreamReader: a frame costs no coroutine step."""
+
+    def __init__(self, on_frame: Callable[[bytes], None]) -> None:
+        self.on_frame = on_frame
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.transport: asyncio.Transport | None = None
+        self._buf = b""     # the start of a frame still incomplete
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport   # type: ignore[assignment]  # uvloop's: no subclass
+
+    def data_received(self, data: bytes) -> None:
+        view = self._buf + data if self._buf else data
+        pos, n = 0, len(view)
+        while n - pos >= 4:
+            (size,) = HEADER.unpack_from(view, pos)
+            end = pos + 4 + size
+            if end > n:
+                break
+            self.on_frame(view[pos + 4:end])
+            pos = end
+        self._buf = view[pos:] if pos < n else b""
+
+    def eof_received(self) -> bool | None:
+        return None     # the transport closes: connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
 
 
 class Outbox:
     """Frames written once per loop iteration: the renders sent (or finished) together
     go out in one write, and wake the other side once."""
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self.writer = writer
+    def __init__(self, transport: asyncio.WriteTransport) -> None:
+        self.transport = transport
         self._frames: list[bytes] = []
 
     def put(self, data: bytes) -> None:
@@ -72,12 +141,12 @@ class Outbox:
 
     def _flush(self) -> None:
         frames, self._frames = self._frames, []
-        if not self.writer.is_closing():
-            self.writer.write(b"".join(frames))
+        if frames and not self.transport.is_closing():
+            self.transport.write(b"".join(frames))
 
     def close(self) -> None:
         self._flush()
-        self.writer.close()
+        self.transport.close()
 
 
 def die_with(parent: int) -> None:
@@ -91,7 +160,7 @@ def die_with(parent: int) -> None:
 
 
 class Serve:
-    def __init__(self, threads: int, plan: Any) -> None:
+    def __init__(self, threads: int, plan: Any, out: Outbox) -> None:
         from ..demo.orders import demo_order
         from ..render import fonts, renderer
         from .render_pool import LocalRender
@@ -100,57 +169,133 @@ class Serve:
         renderer()(demo_order(1))   # a renderer that cannot render at all fails here, at start
         self._threads = ThreadPoolExecutor(threads, thread_name_prefix="render")
         self.local = LocalRender(threads, self._in_thread)
+        self._out = out
+        self.running: set[asyncio.Task[None]] = set()
 
     async def _in_thread(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._threads, fn, *args)
 
-    async def render(self, out: Outbox, rid: int, directory: bytes,
-                     name: bytes, data: bytes) -> None:
-        from ..render.order import Order, RenderFailed
+    def request(self, body: bytes) -> None:
+        """A REQUEST frame: the order parsed (its one parse) and handed to the native
+        pool with a callback that replies (no task, no future per order); where the
+        pool does not apply (the os.* write, a test hook), a task (render)."""
+        from ..render.order import OrderDataError, RenderFailed
+        from .render_pool import missing_glyphs, stored_order
+
+        rid, order_id, nd, nn = REQUEST.unpack_from(body)
+        at = REQUEST.size
+        directory = body[at:at + nd]
+        name = body[at + nd:at + nd + nn]
+        try:
+            order = stored_order(order_id, body[at + nd + nn:])
+        except OrderDataError as e:
+            self._reply(rid, DATA, str(e), 0)
+            return
+        except Exception as e:  # what the parse raised beyond a data error
+            self._reply(rid, FAILED, str(RenderFailed.of(e)), 0)
+            return
+        before = missing_glyphs()
+
+        def written(ok: bool, err: BaseException | None) -> None:
+            self._written(rid, order, directory, name, before, ok, err)
+        try:
+            if self.local.submit(order, directory, name, written):
+                return
+        except Exception as e:      # the pool's submit: RenderFailed, MemoryError
+            written(False, e)
+            return
+        self._spawn(self.render(rid, order, directory, name))
+
+    def _written(self, rid: int, order: Order, directory: bytes, name: bytes,
+                 before: int, ok: bool, err: BaseException | None) -> None:
         from .render_pool import missing_glyphs
 
-        outcome: str = "ok"
-        detail: Any = None
+        if err is None and not ok:  # the file system cannot do the unnamed file
+            from .files import no_unnamed_files
+
+            no_unnamed_files()
+            self._spawn(self.render(rid, order, directory, name))
+        elif err is None and before >= 0 and missing_glyphs() != before:
+            self._spawn(self.render(rid, order, directory, name, lost_only=True))
+        else:
+            self._reply(rid, *_outcome(err), len(order.tickets))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self.running.add(task)
+        task.add_done_callback(self.running.discard)
+
+    def _reply(self, rid: int, outcome: int, detail: Any, tickets: int,
+               lost: dict[str, int] | None = None) -> None:
+        from .render_pool import missing_glyphs
+
+        self._out.put(reply_frame(rid, outcome, missing_glyphs(), tickets, detail, lost))
+
+    async def render(self, rid: int, order: Order, directory: bytes, name: bytes,
+                     lost_only: bool = False) -> None:
+        """The order rendered and written through LocalRender.render_into (or, with
+        lost_only, only the scripts it printed as marks looked for), then replied."""
+        from .render_pool import uncovered_scripts
+
         lost: dict[str, int] = {}
+        err: BaseException | None = None
         try:
-            order = Order.from_json(data)
-            lost = await self.local.render_to(order, Path(os.fsdecode(directory),
-                                                           os.fsdecode(name)))
-        except RenderFailed as e:
-            outcome, detail = "failed", str(e)
-        except MemoryError:
-            outcome = "memory"
-        except OSError as e:
-            outcome, detail = "oserror", (e.errno, e.strerror, e.filename)
-        except Exception as e:  # the order did not parse here: the worker parsed it
-            outcome, detail = "failed", str(RenderFailed.of(e))
-        out.put(frame((rid, outcome, detail, missing_glyphs(), lost)))
+            if lost_only:
+                lost = await self._in_thread(uncovered_scripts, order)
+            else:
+                lost = await self.local.render_into(order, directory, name)
+        except Exception as e:
+            err = e
+        self._reply(rid, *_outcome(err), len(order.tickets), lost)
 
     def close(self) -> None:
         self.local.close()
         self._threads.shutdown(wait=True)
 
 
+def _outcome(err: BaseException | None) -> tuple[int, Any]:
+    """The reply's outcome and detail for what a render raised (None: OK)."""
+    from ..render.order import RenderFailed
+
+    if err is None:
+        return OK, None
+    if isinstance(err, RenderFailed):
+        return FAILED, str(err)
+    if isinstance(err, MemoryError):
+        return MEMORY, None
+    if isinstance(err, OSError):
+        return OSERROR, (err.errno, err.strerror, err.filename)
+    # what the renderer's caller raised: the order's error
+    return FAILED, str(RenderFailed.of(err if isinstance(err, Exception) else Exception(err)))
+
+
 async def serve(sock: socket.socket) -> None:
-    reader, writer = await asyncio.open_connection(sock=sock)
-    try:
-        threads, plan = await read_frame(reader)
-    except (asyncio.IncompleteReadError, ConnectionError):
+    loop = asyncio.get_running_loop()
+    first: asyncio.Future[bytes] = loop.create_future()
+    early: list[bytes] = []     # none: the worker waits for "ready"
+
+    def handshake(body: bytes) -> None:
+        if first.done():
+            early.append(body)
+        else:
+            first.set_result(body)
+
+    frames = Frames(handshake)
+    transport, _ = await loop.create_unix_connection(lambda: frames, sock=sock)
+    either: list[asyncio.Future[Any]] = [first, frames.closed]
+    await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+    if not first.done():
         return      # the worker stopped before it rendered anything
-    host = Serve(threads, plan)
-    writer.write(frame(("ready", os.getpid())))
-    out = Outbox(writer)
-    running: set[asyncio.Task[None]] = set()
-    while True:
-        try:
-            rid, directory, name, data = await read_frame(reader)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            break       # the worker closed its end (or died): finish what runs, then exit
-        task = asyncio.create_task(host.render(out, rid, directory, name, data))
-        running.add(task)
-        task.add_done_callback(running.discard)
-    if running:
-        await asyncio.wait(running)
+    threads, plan = pickle.loads(first.result())
+    out = Outbox(transport)
+    host = Serve(threads, plan, out)
+    frames.on_frame = host.request
+    for body in early:
+        host.request(body)
+    transport.write(frame(("ready", os.getpid())))
+    await frames.closed     # the worker closed its end (or died): finish what runs, exit
+    if host.running:
+        await asyncio.wait(host.running)
     host.close()
     with contextlib.suppress(ConnectionError):
         out.close()

@@ -24,7 +24,7 @@ from .files import (
     directory_missing,
     sweep_stale,
 )
-from .orders import BEGIN_RENDER, FINISH_RENDER, OrderStore, StoredOrder, check_stored
+from .orders import BEGIN_RENDER, FINISH_RENDER, OrderStore, check_status, check_stored
 from .registry import Registry
 from .render_host import RenderHost
 from .render_pool import LocalRender
@@ -70,13 +70,37 @@ def _render(ctx: Context) -> RenderHost | LocalRender:
     render = ctx.state.get("render")
     if render is None:
         if ctx.settings.render_isolation == "process":
-            render = RenderHost(ctx.settings, ctx.stats, ctx.log)
+            async def landed_late(order_id: int, path: Path) -> None:
+                await _landed_late(ctx, order_id, path)
+
+            render = RenderHost(ctx.settings, ctx.stats, ctx.log, landed_late)
         else:
             render = LocalRender(ctx.settings.render_threads, ctx.to_thread)
         ctx.state["render"] = render
         ctx.on_close(render.close)
     assert isinstance(render, RenderHost | LocalRender)
     return render
+
+
+async def _landed_late(ctx: Context, order_id: int, path: Path) -> None:
+    """A render whose job was cancelled (its time limit) wrote the order's PDF after
+    all, in the render process.  Nobody marked it rendered, so a refund that ran
+    meanwhile found nothing to cancel: if the order is refunded (or gone) now, the PDF
+    is removed (issue 37).  If it is still placed the PDF is a valid ticket, which the
+    job's next delivery marks; a refund after this check removes it itself (refund:
+    the order's PDF goes even when it was never marked)."""
+    try:
+        status = await _store(ctx).status(order_id)
+    except Exception as e:  # Redis away: the file stays, a refund removes it (refund)
+        ctx.log.error("order %d: a render of a cancelled job wrote its PDF, and the "
+                      "order's state could not be read (%s: %s); left in place",
+                      order_id, type(e).__name__, e)
+        return
+    if status == "placed":
+        return
+    await ctx.to_thread(path.unlink, True)
+    ctx.log.info("order %d is %s: the PDF a render of its cancelled job wrote after "
+                 "that was removed", order_id, status or "gone")
 
 
 def _warn_uncovered(ctx: Context, job: Job, lost: dict[str, int]) -> None:
@@ -126,26 +150,36 @@ async def _order_script(ctx: Context, script: LeanScript, keys: list[str],
 
 
 async def _render_stored(ctx: Context, order_id: int, data: bytes, status: str,
-                         rendered: str | None) -> tuple[StoredOrder, Path, dict[str, int]]:
-    """Parse and check the stored order (OrderDataError; here, on the loop: ~20 us),
-    then, unless it is refunded, render it and write the PDF durably where this worker
-    renders (_render); at the end, the scripts printed as replacement marks."""
+                         rendered: str | None) -> tuple[str, Path, dict[str, int], int]:
+    """Unless the order is refunded, render it and write the PDF durably where this
+    worker renders (_render); (its status, the PDF's path, the scripts printed as
+    replacement marks, its ticket count).  OrderDataError when the stored order is
+    none (its JSON, its id, its status).
+
+    The order's JSON is parsed once a job (issue 36): by the render process where there
+    is one (the worker sends it the bytes as stored), else here, on the loop (~20 us),
+    and here too for a refunded order (nothing to render: its data is still checked)."""
     path = pdf_path(ctx.settings.tickets_dir, order_id)
-    stored = check_stored(order_id, Order.from_json(data), status, rendered)
-    if stored.status == "refunded":
-        return stored, path, {}
     render = _render(ctx)
+    order: Order | None = None
+    if check_status(status) != "placed" or not isinstance(render, RenderHost):
+        stored = check_stored(order_id, Order.from_json(data), status, rendered)
+        if stored.status == "refunded":
+            return stored.status, path, {}, len(stored.order.tickets)
+        order = stored.order
     made = ctx.state.setdefault("dirs_made", set())
     if path.parent not in made:  # once a process: a render sent into a missing directory
         await ctx.to_thread(path.parent.mkdir, parents=True, exist_ok=True)  # is lost
         made.add(path.parent)
     for attempt in (1, 2):
         try:
-            if isinstance(render, RenderHost):
-                lost = await render.render_to(order_id, data, path)
+            if order is None:
+                assert isinstance(render, RenderHost)
+                lost, tickets = await render.render(order_id, data, path)
             else:
-                lost = await render.render_to(stored.order, path)
-            return stored, path, lost
+                assert isinstance(render, LocalRender)
+                lost, tickets = await render.render_to(order, path), len(order.tickets)
+            return status, path, lost, tickets
         except FileNotFoundError as e:  # the directory was removed meanwhile
             if attempt == 2 or not directory_missing(e, path.parent):
                 raise
@@ -181,11 +215,11 @@ async def render_tickets(job: Job, ctx: Context) -> None:
     status_s = status.decode() if status else "placed"
     rendered_s = rendered.decode() if rendered else None
     try:
-        stored, path, lost = await _render_stored(ctx, job.order_id, data, status_s,
-                                                   rendered_s)
+        status_now, path, lost, tickets = await _render_stored(ctx, job.order_id, data,
+                                                               status_s, rendered_s)
     except OrderDataError as e:
         raise PermanentError(f"order {job.order_id}: {e}") from None
-    if stored.status == "refunded":
+    if status_now == "refunded":
         ctx.log.info("order %d is refunded: nothing to render", job.order_id,
                      extra=log_extra(job))
         await ctx.mark_done(job)
@@ -196,7 +230,7 @@ async def render_tickets(job: Job, ctx: Context) -> None:
         # A refund landed while we rendered: it could not see our file, so the
         # cancellation is ours to do.
         await ctx.to_thread(path.unlink, True)
-        await store.add_cancelled(job.order_id, len(stored.order.tickets))
+        await store.add_cancelled(job.order_id, tickets)
         ctx.log.info("order %d refunded during render: PDF removed", job.order_id,
                      extra=log_extra(job))
         await ctx.mark_done(job)
@@ -227,4 +261,9 @@ async def refund(job: Job, ctx: Context) -> None:
         await store.add_cancelled(job.order_id, len(stored.order.tickets) if stored else 0)
         ctx.log.info("order %d refunded: tickets cancelled", job.order_id,
                      extra=log_extra(job))
+    else:
+        # never marked rendered, but a render whose job was cancelled may have written
+        # it (the render process finishes what it was sent): after the status above,
+        # so a later one finds the order refunded (_landed_late)
+        await ctx.to_thread(pdf_path(ctx.settings.tickets_dir, job.order_id).unlink, True)
     await ctx.mark_done(job)
