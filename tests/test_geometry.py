@@ -228,10 +228,13 @@ def test_a_cut_never_separates_a_mark_or_a_jamo_from_its_cluster() -> None:
     assert allowed == [2, 5, 6, 9], allowed
 
 
-def test_mark_runs_are_bounded_by_the_stream_safe_limit() -> None:
-    u = [0x41] + [0x301] * 80 + [0x42] + [0x316] * 10
-    bounded = layout.stream_safe(u)
-    assert bounded == [0x41] + [0x301] * layout.STREAM_SAFE + [0x42] + [0x316] * 10
+def test_mark_runs_are_capped_per_base() -> None:
+    n = layout.MARKS_PER_BASE
+    u = [0x41] + [0x301] * 80 + [0x42] + [0x316] * 3
+    assert layout.cap_marks(u) == [0x41] + [0x301] * n + [0x42] + [0x316] * 3
+    # a joiner between the marks neither counts nor starts a new run
+    u = [0x41] + [0x301, 0x200D] * 40
+    assert layout.cap_marks(u).count(0x301) == n
 
 
 # -- the same, from the rendered image: poppler draws, nothing is taken on trust ---------
