@@ -1,11 +1,13 @@
-"""Hostile and long values stay readable (issue 39, item 8), on both renderers (the same
-bytes).
+"""Hostile and long values stay readable, and values sit under their own labels (issue 39,
+items 8 and 6), on both renderers (the same bytes).
 
 - a tower of 40 combining marks is capped at layout.MARKS_PER_BASE marks per base: the
   field keeps the size the capped text has, and the text layer keeps every mark;
 - a value too long for its lines ends with an ellipsis after a whole word;
 - the admission code is never cut: read back from its box with pdftotext, it is the
-  order's code, broken after a hyphen when it has one.
+  order's code, broken after a hyphen when it has one;
+- a right-to-left value in a column starts at its label's side, not at the far end of
+  the column beside the next column's value: measured from the glyph boxes.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from bench import ticket_corpus
+from tests.pdfglyphs import page_glyphs
 from tests.pdftools import content_streams, strip_actual_text
 
 from stagedoor import _render
@@ -148,3 +151,46 @@ def test_the_admission_code_reads_back_from_its_box(name: str, tmp_path: Path) -
     if name == "hyphenated":
         assert all(line.endswith("-") for line in lines[:-1]), lines
     assert min(_field_sizes(drawn, CODE)) >= layout.CODE_FLOOR / 1000
+
+
+# -- values under their own labels --------------------------------------------------------
+
+# each labelled column: its field, its label's left edge, the next column's field
+COLUMNS = [(SECTION, 24, ROW), (ROW, 130, SEAT), (SEAT, 180, None), (BUYER, 24, None),
+           (PRICE, 24, ORDER), (ORDER, 130, None), (1, 24, None)]
+RTL = [ticket_corpus.FAMILIES["arabic-hebrew"],
+       {"section": "3 الطابق", "row": "١٢", "seat": "ז׳", "price": "۱٬۲۵۰ ریال",  # noqa: RUF001
+        "order_id": "2501"},
+       {"section": "אולם", "row": "ב", "seat": "12", "price": "₪ 120", "buyer": "דנה לוי"}]
+
+
+SAMPLES = Path(__file__).resolve().parent.parent / "src" / "stagedoor" / "demo" / "scripts"
+PAGES: dict[str, Order] = {
+    **{f"rtl-{k}": _order(**{f: v for f, v in case.items() if f != "order_id"})
+       for k, case in enumerate(RTL)},
+    **ticket_corpus.orders(),
+    **{f"sample-{p.stem}": Order.from_json(p.read_bytes()) for p in sorted(SAMPLES.glob("*.json"))},
+}
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_every_value_starts_at_its_label(name: str) -> None:
+    """Right-to-left values (rtl-*) and every script family's hardest text: each
+    column's value starts under its label, and the next column's value is at least
+    MIN_GAP away (before: a right-to-left value ended 6-10 pt before it)."""
+    for glyphs in page_glyphs(_render_both(PAGES[name])):
+        ink: dict[int, tuple[float, float]] = {}
+        for g in glyphs:
+            if g.field >= 0 and g.x1 > g.x0:
+                lo, hi = ink.get(g.field, (g.x0, g.x1))
+                ink[g.field] = (min(lo, g.x0), max(hi, g.x1))
+        for f, label_x, nxt in COLUMNS:
+            x0, x1 = ink[f]
+            # its own label: the value's ink starts where the label does (a glyph's
+            # side bearing in: a Han or Tifinagh letter's is 1 pt)
+            assert abs(x0 - label_x) <= 2.0, (tables.FIELDS[f][0], x0, label_x)
+            if nxt is not None:
+                # the next column's value: at least MIN_GAP away, farther than the label
+                gap = ink[nxt][0] - x1
+                assert gap >= tables.MIN_GAP / 1000 - 0.01, (tables.FIELDS[f][0], gap)
+                assert gap > abs(x0 - label_x)

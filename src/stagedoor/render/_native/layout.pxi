@@ -11,8 +11,8 @@
 #
 # What fits is measured by the ink, not the advances: each glyph's outline box (the
 # d1 box of its Type 3 procedure, glyphs.pxi) at its pen position and HarfBuzz offsets
-# (line_ink).  Across, a line's ink must fit the box's width; a right-to-left paragraph
-# ends its ink at the right edge, a left-to-right one starts it at the left edge.  Up
+# (line_ink).  Across, a line's ink must fit the box's width and starts at the box's
+# left edge, under the field's label, whichever way it reads (place_lines).  Up
 # and down, lines are spaced by their ink (at least LEAD, and LINE_GAP of air between
 # the ink of two lines), the block is moved into FIELD_INK, and a block taller than
 # that is laid out again at the size where it fits (fitting_size), and if that is still
@@ -435,15 +435,22 @@ cdef int fitting_size(int f, const FieldOut* fo, int size) noexcept nogil:
 
 
 cdef void place_lines(int f, FieldOut* fo, int rtl) noexcept nogil:
-    """Right-aligned by the ink when the paragraph is right to left, else the ink from
-    the left edge; the block centred on the x-height middle of the field's one-line
-    position (the small print hangs from its first baseline), then moved into its box
-    (FIELD_INK).  shaped.layout._place in Python."""
+    """The ink from the left edge, under the field's label; a right-to-left paragraph's
+    lines right-aligned to each other, the block's ink from the left edge too (beside
+    a narrow column's left-aligned label, a value right-aligned in the column read as
+    one phrase with the next column's value: issue 39); the small print, which has no
+    label, right-aligned at the right edge.  The block centred on the x-height middle
+    of the field's one-line position (the small print hangs from its first baseline),
+    then moved into its box (FIELD_INK).  shaped.layout._place in Python."""
     cdef long x0 = FIELD_BOX[f][0] * 1000, x1 = FIELD_BOX[f][1] * 1000, y0, y, t, bt
-    cdef long ink_top = 0, ink_bot = 0, size = fo.size
+    cdef long ink_top = 0, ink_bot = 0, size = fo.size, span = 0
     cdef int i
     if fo.nlines == 0:
         return
+    if f != NTEXT - 1:
+        for i in range(fo.nlines):
+            span = max(span, fo.line[i].hi - fo.line[i].lo)
+        x1 = x0 + span * size // 1000
     if f == NTEXT - 1:
         y0 = FIELD_BOX[f][2] * 1000
     else:

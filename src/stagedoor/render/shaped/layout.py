@@ -471,9 +471,11 @@ def layout_field(fs: Fonts, reg: Registry, f: int, u: list[int],
 
 
 def _place(f: int, lines: list[Line], size: int, rtl: bool) -> None:
-    """place_lines in layout.pxi: right-aligned when the paragraph is right to left, by
-    the ink; the block centred on the x-height middle of the field's one-line position
-    (the small print hangs from its first baseline), then moved into its box."""
+    """place_lines in layout.pxi: the ink from the left edge, under the field's label;
+    a right-to-left paragraph's lines right-aligned to each other, the block's ink from
+    the left edge too (the small print, which has no label, at the right edge); the
+    block centred on the x-height middle of the field's one-line position (the small
+    print hangs from its first baseline), then moved into its box."""
     x0, x1, base_y, size0, _, _ = tables.FIELD_BOXES[f]
     x0, x1 = x0 * 1000, x1 * 1000
     bottom, top = tables.FIELD_INK[f]
@@ -492,6 +494,9 @@ def _place(f: int, lines: list[Line], size: int, rtl: bool) -> None:
         y0 -= ink_top - top
     elif ink_bot < bottom:
         y0 += bottom - ink_bot
+    if f != NTEXT - 1:
+        # a right-to-left value starts at its label's side, as a left-to-right one
+        x1 = x0 + max(ln.span for ln in lines) * size // 1000
     for i, line in enumerate(lines):
         line.x = (x1 - line.hi * size // 1000) if rtl else (x0 - tdiv(line.lo * size, 1000))
         line.y = y0 - offs[i] * size // 1000
