@@ -87,7 +87,8 @@ def test_a_tower_of_marks_keeps_the_field_size(field: str, base: str, mark: str,
     sizes = _field_sizes(data, f)
     # the size of the capped text, not the 3-4 pt a 40-mark tower shrank the field to
     assert sizes == _field_sizes(_render_both(_order(**{field: capped})), f)
-    assert min(sizes) >= 9.0, sizes
+    # (8.5 pt for 3 marks above and 3 below since the value keeps 1 pt from the labels)
+    assert min(sizes) >= 8.0, sizes
     # nothing is lost from the text layer: the /ActualText carries every mark
     assert unicodedata.normalize("NFC", tower) in _text(data, tmp_path)
 
