@@ -30,7 +30,9 @@ Hangul, emoji, combining marks, and text too long for its box -- takes the shape
 (render/shaped/, and render/_native/ in C): normalised to NFC, every character given a face
 of the configured fonts (render/fonts.py), ordered by the Unicode bidi algorithm, shaped
 with HarfBuzz, fitted into the box by the ink of its glyphs (shrunk to 6 pt, wrapped at
-UAX #14 break opportunities, or ended with an ellipsis, cut between grapheme clusters;
+UAX #14 break opportunities, or ended with an ellipsis after the last whole word, else
+between grapheme clusters; the admission code never cut, but set smaller on two lines;
+marks past the sixth on one base not drawn;
 lines spaced and placed so that marks above and below stay inside tables.FIELD_INK,
 and set smaller when they would not), and drawn with the glyphs of an order's Type
 3 fonts (objects after the pages: the glyph procedures, then per 256 codes a font and

@@ -38,14 +38,14 @@ STATIC_CONTENT = (
 # (font, size, colour, x, y) of each field, in Ticket order as drawn.
 FIELDS: tuple[tuple[str, bytes], ...] = (
     ("event", b"/F2 14 Tf 1 1 1 rg 24 262 Td"),
-    ("venue", b"/F2 11 Tf 0 0 0 rg 24 227 Td"),
-    ("starts_at", b"/F1 11 Tf 0 0 0 rg 24 201 Td"),
-    ("section", b"/F2 11 Tf 0 0 0 rg 24 175 Td"),
-    ("row", b"/F2 11 Tf 0 0 0 rg 130 175 Td"),
-    ("seat", b"/F2 11 Tf 0 0 0 rg 180 175 Td"),
-    ("buyer", b"/F2 11 Tf 0 0 0 rg 24 149 Td"),
-    ("price", b"/F1 11 Tf 0 0 0 rg 24 123 Td"),
-    ("order_id", b"/F1 11 Tf 0 0 0 rg 130 123 Td"),
+    ("venue", b"/F2 11 Tf 0 0 0 rg 24 226 Td"),
+    ("starts_at", b"/F1 11 Tf 0 0 0 rg 24 200 Td"),
+    ("section", b"/F2 11 Tf 0 0 0 rg 24 174 Td"),
+    ("row", b"/F2 11 Tf 0 0 0 rg 130 174 Td"),
+    ("seat", b"/F2 11 Tf 0 0 0 rg 180 174 Td"),
+    ("buyer", b"/F2 11 Tf 0 0 0 rg 24 148 Td"),
+    ("price", b"/F1 11 Tf 0 0 0 rg 24 122 Td"),
+    ("order_id", b"/F1 11 Tf 0 0 0 rg 130 122 Td"),
     ("admission_code", b"/F2 10 Tf 0 0 0 rg 24 97 Td"),
 )
 SMALL_PRINT_OPS = b"/F1 5 Tf 0.3 0.3 0.3 rg 6 TL 24 80 Td"
@@ -91,24 +91,28 @@ STATIC_OBJECTS = (
 # STAGEDOOR (x 340), the QR code (x 288-404, y 130-246) and the next column.
 FIELD_BOXES: tuple[tuple[int, int, int, int, int, int], ...] = (
     (24, 328, 262, 14000, 1, 2),    # event, in the header bar, MIN_GAP + 2 from STAGEDOOR
-    (24, 278, 227, 11000, 1, 2),    # venue
-    (24, 278, 201, 11000, 0, 2),    # starts_at
-    (24, 120, 175, 11000, 1, 2),    # section
-    (130, 170, 175, 11000, 1, 2),   # row
-    (180, 278, 175, 11000, 1, 2),   # seat
-    (24, 278, 149, 11000, 1, 2),    # buyer
-    (24, 120, 123, 11000, 0, 2),    # price
-    (130, 278, 123, 11000, 0, 2),   # order_id
+    (24, 278, 226, 11000, 1, 2),    # venue
+    (24, 278, 200, 11000, 0, 2),    # starts_at
+    (24, 120, 174, 11000, 1, 2),    # section
+    (130, 170, 174, 11000, 1, 2),   # row
+    (180, 278, 174, 11000, 1, 2),   # seat
+    (24, 278, 148, 11000, 1, 2),    # buyer
+    (24, 120, 122, 11000, 0, 2),    # price
+    (130, 278, 122, 11000, 0, 2),   # order_id
     (24, 396, 97, 10000, 1, 2),     # admission_code (below the QR code)
     (24, 396, 80, 5000, 0, 11),     # small print: 6 pt leading, down to y = 20
 )
 MIN_SIZE = 6000
 
 # Where each field's ink may go, up and down: (bottom, top) in 1/1000 pt, in FIELD_BOXES
-# order.  A field's box runs from just below its own label's baseline (the labels are
-# capitals: no ink below their baseline) down to just above the cap height of the next
-# row's label (6.5 pt Helvetica capitals are 4.67 pt tall); the event stays inside the
-# header bar (y 250-286), the small print above the border (y 12).  The shaped path
+# order.  A field's box runs from LABEL_CLEAR below its own label's ink down to
+# LABEL_CLEAR above the ink of the next row's label: a label's ink (6.5 pt Helvetica
+# capitals and the slash of DATE / TIME) lies from LABEL_INK[0] below its baseline to
+# LABEL_INK[1] above it.  The event stays inside the header bar (y 250-286), the small
+# print above the border (y 12).  Was: from 0.3 pt under the label's baseline, room
+# sized for Latin, in which Tibetan, Myanmar, Lao, Sinhala, Thai and Javanese marks came
+# within a pixel of the label (issue 39); the values' baselines moved 1 pt down with it,
+# so the Helvetica fast path's /FontBBox still fits.  The shaped path
 # measures the ink of what it draws (each glyph's outline box, at its offset) and
 # places, spaces and shrinks the lines so that all of it lies in here; the Helvetica
 # fast path stays inside by its fonts' /FontBBox at the sizes it draws.
@@ -116,18 +120,28 @@ MIN_SIZE = 6000
 # (section | row | seat, price | order_id), the QR code and the header's STAGEDOOR: a
 # right-aligned value must not read as one phrase with its neighbour.
 MIN_GAP = 10000
+LABEL_INK = (150, 4800)     # a label's ink below and above its baseline, 1/1000 pt
+LABEL_CLEAR = 1000          # the least air between a label's ink and a value's, 1/1000 pt
+
+
+def _between(label_below: int, label_above: int) -> tuple[int, int]:
+    """The ink box of a value between two labels' baselines (points)."""
+    return (label_below * 1000 + LABEL_INK[1] + LABEL_CLEAR,
+            label_above * 1000 - LABEL_INK[0] - LABEL_CLEAR)
+
+
 FIELD_INK: tuple[tuple[int, int], ...] = (
-    (251000, 285000),   # event
-    (217500, 237700),   # venue: above DATE / TIME (212), below VENUE (238)
-    (191500, 211700),   # starts_at: above SECTION (186)
-    (165500, 185700),   # section
-    (165500, 185700),   # row
-    (165500, 185700),   # seat
-    (139500, 159700),   # buyer: above PRICE (134)
-    (113500, 133700),   # price
-    (113500, 133700),   # order_id
-    (86000, 107700),    # admission_code: above the small print's first line
-    (14000, 85000),     # small print
+    (251000, 285000),       # event
+    _between(212, 238),     # venue: above DATE / TIME (212), below VENUE (238)
+    _between(186, 212),     # starts_at: above SECTION (186)
+    _between(160, 186),     # section: above BUYER (160)
+    _between(160, 186),     # row
+    _between(160, 186),     # seat
+    _between(134, 160),     # buyer: above PRICE (134)
+    _between(108, 134),     # price: above ADMISSION CODE (108)
+    _between(108, 134),     # order_id
+    (86000, 108000 - LABEL_INK[0] - LABEL_CLEAR),  # admission_code: above the small print
+    (14000, 85000),         # small print
 )
 
 # Advance widths (1/1000 em) of the standard Helvetica and Helvetica-Bold by byte of the

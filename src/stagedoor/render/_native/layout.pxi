@@ -11,14 +11,18 @@
 #
 # What fits is measured by the ink, not the advances: each glyph's outline box (the
 # d1 box of its Type 3 procedure, glyphs.pxi) at its pen position and HarfBuzz offsets
-# (line_ink).  Across, a line's ink must fit the box's width; a right-to-left paragraph
-# ends its ink at the right edge, a left-to-right one starts it at the left edge.  Up
+# (line_ink).  Across, a line's ink must fit the box's width and starts at the box's
+# left edge, under the field's label, whichever way it reads (place_lines).  Up
 # and down, lines are spaced by their ink (at least LEAD, and LINE_GAP of air between
 # the ink of two lines), the block is moved into FIELD_INK, and a block taller than
 # that is laid out again at the size where it fits (fitting_size), and if that is still
-# too tall, drawn smaller as it is.  Runs of more than STREAM_SAFE marks are cut to
-# STREAM_SAFE first, so no cluster is a tower.  stagedoor.render.shaped.layout makes
-# the same decisions (the tests compare the files byte for byte).
+# too tall, drawn smaller as it is.  Runs of more than MARKS_PER_BASE marks are cut to
+# MARKS_PER_BASE first (cap_marks), so no cluster is a tower that shrinks the field.  An
+# ellipsis goes after the last whole word that fits (word_cut).  The admission code is
+# never cut: it breaks after a hyphen (or, with none, between clusters) and is set
+# smaller, down to CODE_FLOOR, until its lines hold all of it.
+# stagedoor.render.shaped.layout makes the same decisions (the tests compare the files
+# byte for byte).
 
 cdef extern from "hb.h" nogil:
     ctypedef enum hb_unicode_general_category_t:
@@ -38,7 +42,14 @@ cdef enum:
     NTEXT = 11                  # the ten fields and the small print
     MAX_LINES = 12
     ELLIPSIS = 0x2026
-    STREAM_SAFE = 30            # UAX #15's stream-safe limit: at most 30 marks in a row
+    # At most this many combining marks are drawn on one base: real text stacks fewer
+    # (Vietnamese 2, Thai and Lao 2-4, Hebrew with cantillation 5, Myanmar 5: ly-hso
+    # lj+h+o+aa+dot), a tower of 40 would shrink the whole field to fit its height.
+    # The marks past it are dropped from the drawing, not from the text layer: a
+    # left-to-right field keeps them in its /ActualText (docs/text-layer.md).
+    MARKS_PER_BASE = 6
+    CODE_FLOOR = 3000           # the admission code is set this small before it is cut
+    CODE_FIELD = 9              # the admission code's field
     LEAD = 1200                 # the least distance between two baselines, 1/1000 em
     LINE_GAP = 100              # the least air between the ink of two lines, 1/1000 em
 
@@ -92,17 +103,17 @@ cdef inline int is_letter(unsigned int cp) noexcept nogil:
             or k == HB_UNICODE_GENERAL_CATEGORY_UPPERCASE_LETTER)
 
 
-cdef int stream_safe(unsigned int* u, int n) noexcept nogil:
-    """Drop, in place, the marks past the STREAM_SAFE-th of a run (UAX #15's limit): a
-    name of nothing but combining marks stacks them into a tower, and the ink of one
-    cluster must stay boundable.  The new length."""
+cdef int cap_marks(unsigned int* u, int n) noexcept nogil:
+    """Drop, in place, the marks past the MARKS_PER_BASE-th of a run (joiners inside the
+    run neither count nor end it): a tower of marks would otherwise make the whole field
+    shrink to fit its height.  The new length.  shaped.layout.cap_marks in Python."""
     cdef int i, j = 0, run = 0
     for i in range(n):
         if is_mark(u[i]):
             run += 1
-            if run > STREAM_SAFE:
+            if run > MARKS_PER_BASE:
                 continue
-        else:
+        elif u[i] != 0x200C and u[i] != 0x200D:
             run = 0
         u[j] = u[i]
         j += 1
@@ -203,6 +214,25 @@ cdef int shaped_line(TextCtx* c, Para* p, int s, int e, FLine* ln) noexcept nogi
     return line_ink(c, g0, ln.ng, w, ln)
 
 
+cdef int word_cut(const unsigned int* u, const char* brk, int s, int e,
+                  int best) noexcept nogil:
+    """Where the ellipsis goes, given that u[s:best] fits before it: at the last break
+    opportunity in there (a word boundary; in Thai, libthai's), trailing spaces
+    dropped, when that keeps at least half of it; else at best, a cluster boundary
+    (scripts written without spaces, one long word).  shaped.layout._word_cut."""
+    cdef int n
+    if best >= e or best <= s:
+        return best
+    n = best
+    while n > s:
+        if brk[n - 1] == LINEBREAK_MUSTBREAK or brk[n - 1] == LINEBREAK_ALLOWBREAK:
+            while n > s and u[n - 1] == 32:
+                n -= 1
+            return n if 2 * (n - s) >= best - s else best
+        n -= 1
+    return best
+
+
 cdef int ellipsised(TextCtx* c, int s, int e, int limit, FLine* ln) noexcept nogil:
     """The longest start of c.p[s:e] whose ink fits limit with an ellipsis after it."""
     cdef Para* p = &c.p
@@ -237,6 +267,7 @@ cdef int ellipsised(TextCtx* c, int s, int e, int limit, FLine* ln) noexcept nog
             lo = mid + 1
         else:
             hi = mid - 1
+    best = word_cut(p.u, p.brk, s, e, best)
     memcpy(c.tmp, p.u + s, (best - s) * sizeof(unsigned int))
     c.tmp[best - s] = ELLIPSIS
     if para_init(&c.p2, c.tmp, best - s + 1, p.bold, c.of) != 0:
@@ -256,7 +287,7 @@ cdef int layout_lines(TextCtx* c, int f, const unsigned int* u, int n, int size,
     cdef int g0 = c.gv.n, w, i, start, end, last, nl = 0, limit, k
     cdef long box = x1 - x0, acc, span
     cdef int* adv
-    cdef int lossy = 0
+    cdef int lossy = 0, code = f == CODE_FIELD, retry, cut
     out.nlines = 0
     if para_init(p, u, n, bold, c.of) != 0:
         return -1
@@ -286,64 +317,85 @@ cdef int layout_lines(TextCtx* c, int f, const unsigned int* u, int n, int size,
         c.gv.n = g0
         if thai_breaks(u, n, p.brk) != 0:
             return -1
-        limit = <int>(box * 1000 // size)
+        if code:
+            # the code breaks after each hyphen too (UAX #14 has none before a digit)
+            for i in range(n - 1):
+                if u[i] == 0x2D:
+                    p.brk[i] = LINEBREAK_ALLOWBREAK
         adv = <int*>malloc((n + 1) * sizeof(int))
         if adv == NULL:
             return -1
         memcpy(adv, p.adv, n * sizeof(int))
-        start = 0
-        while start < n and nl < maxl:
-            while start < n and u[start] == 32:
-                start += 1
-            if start >= n:
-                break
-            acc = 0
-            last = -1
-            i = start
-            while i < n:
-                if acc + adv[i] > limit and i > start:
+        while True:
+            limit = <int>(box * 1000 // size)
+            # the admission code is never cut: where a cut would be, smaller and again
+            retry = code and size > CODE_FLOOR
+            cut = 0
+            nl = 0
+            start = 0
+            while start < n and nl < maxl:
+                while start < n and u[start] == 32:
+                    start += 1
+                if start >= n:
                     break
-                acc += adv[i]
-                if p.brk[i] == LINEBREAK_ALLOWBREAK or p.brk[i] == LINEBREAK_MUSTBREAK:
-                    last = i + 1
-                i += 1
-            if i >= n:
-                end = n
-            elif last > start:
-                end = last
-            else:
-                end = i                                   # no opportunity: cut
-                while end > start + 1 and not boundary(u, n, end):
-                    end -= 1
-                if not boundary(u, n, end):
-                    # one cluster wider than the line: the whole of it (then cut below)
+                acc = 0
+                last = -1
+                i = start
+                while i < n:
+                    if acc + adv[i] > limit and i > start:
+                        break
+                    acc += adv[i]
+                    if p.brk[i] == LINEBREAK_ALLOWBREAK or p.brk[i] == LINEBREAK_MUSTBREAK:
+                        last = i + 1
+                    i += 1
+                if i >= n:
+                    end = n
+                elif last > start and (not code or 2 * (last - start) >= i - start):
+                    end = last
+                else:
+                    # no opportunity (or, in the code, one that leaves the line half empty)
                     end = i
-                    while end < n and not boundary(u, n, end):
-                        end += 1
-            k = end
-            while k > start and u[k - 1] == 32:
-                k -= 1
-            if nl == maxl - 1 and end < n:
-                # the last line there is room for: the rest, with an ellipsis
-                if ellipsised(c, start, n, limit, &out.line[nl]) != 0:
+                    while end > start + 1 and not boundary(u, n, end):
+                        end -= 1
+                    if not boundary(u, n, end):
+                        # one cluster wider than the line: the whole of it (then cut below)
+                        end = i
+                        while end < n and not boundary(u, n, end):
+                            end += 1
+                k = end
+                while k > start and u[k - 1] == 32:
+                    k -= 1
+                if nl == maxl - 1 and end < n:
+                    if retry:
+                        cut = 1
+                        break
+                    # the last line there is room for: the rest, with an ellipsis
+                    if ellipsised(c, start, n, limit, &out.line[nl]) != 0:
+                        free(adv)
+                        return -1
+                    lossy = 1
+                    nl += 1
+                    start = n
+                    break
+                if shaped_line(c, p, start, k, &out.line[nl]) != 0:
                     free(adv)
                     return -1
-                lossy = 1
+                if out.line[nl].hi - out.line[nl].lo > limit:
+                    if retry:
+                        cut = 1
+                        break
+                    # shaping made it wider than the estimate: cut it
+                    c.gv.n = out.line[nl].g0
+                    if ellipsised(c, start, k, limit, &out.line[nl]) != 0:
+                        free(adv)
+                        return -1
+                    lossy = 1
                 nl += 1
-                start = n
+                start = end
+            if not cut:
                 break
-            if shaped_line(c, p, start, k, &out.line[nl]) != 0:
-                free(adv)
-                return -1
-            if out.line[nl].hi - out.line[nl].lo > limit:
-                # shaping made it wider than the estimate: cut it
-                c.gv.n = out.line[nl].g0
-                if ellipsised(c, start, k, limit, &out.line[nl]) != 0:
-                    free(adv)
-                    return -1
-                lossy = 1
-            nl += 1
-            start = end
+            c.gv.n = g0
+            size = max(<int>CODE_FLOOR, size * 9 // 10 // 10 * 10)
         free(adv)
     out.nlines = nl
     out.size = size
@@ -383,15 +435,22 @@ cdef int fitting_size(int f, const FieldOut* fo, int size) noexcept nogil:
 
 
 cdef void place_lines(int f, FieldOut* fo, int rtl) noexcept nogil:
-    """Right-aligned by the ink when the paragraph is right to left, else the ink from
-    the left edge; the block centred on the x-height middle of the field's one-line
-    position (the small print hangs from its first baseline), then moved into its box
-    (FIELD_INK).  shaped.layout._place in Python."""
+    """The ink from the left edge, under the field's label; a right-to-left paragraph's
+    lines right-aligned to each other, the block's ink from the left edge too (beside
+    a narrow column's left-aligned label, a value right-aligned in the column read as
+    one phrase with the next column's value: issue 39); the small print, which has no
+    label, right-aligned at the right edge.  The block centred on the x-height middle
+    of the field's one-line position (the small print hangs from its first baseline),
+    then moved into its box (FIELD_INK).  shaped.layout._place in Python."""
     cdef long x0 = FIELD_BOX[f][0] * 1000, x1 = FIELD_BOX[f][1] * 1000, y0, y, t, bt
-    cdef long ink_top = 0, ink_bot = 0, size = fo.size
+    cdef long ink_top = 0, ink_bot = 0, size = fo.size, span = 0
     cdef int i
     if fo.nlines == 0:
         return
+    if f != NTEXT - 1:
+        for i in range(fo.nlines):
+            span = max(span, fo.line[i].hi - fo.line[i].lo)
+        x1 = x0 + span * size // 1000
     if f == NTEXT - 1:
         y0 = FIELD_BOX[f][2] * 1000
     else:
@@ -429,7 +488,7 @@ cdef int layout_field(TextCtx* c, int f, const unsigned int* u, int n,
     cdef SGlyph* g
     out.shaped = 1
     # the field's own UTF-32 (text.pxi, shaped_fill): its marks bounded in place
-    safe = stream_safe(<unsigned int*>u, n)
+    safe = cap_marks(<unsigned int*>u, n)
     if layout_lines(c, f, u, safe, FIELD_BOX[f][3], 1, out) != 0:
         return -1
     need = fitting_size(f, out, out.size)

@@ -168,7 +168,9 @@ def writing_order(fs: Fonts, reg: Registry, glyphs: list[Glyph]
 
 # -- layout (layout.pxi) -----------------------------------------------------------------
 
-STREAM_SAFE = 30        # UAX #15's stream-safe limit: at most 30 marks in a row are drawn
+MARKS_PER_BASE = 6      # at most this many combining marks drawn on one base (layout.pxi)
+CODE_FLOOR = 3000       # the admission code is shrunk down to this before it is cut
+CODE_FIELD = 9          # the admission code's field: wrapped, never cut (layout.pxi)
 LEAD = 1200             # the least distance between two baselines, 1/1000 em
 LINE_GAP = 100          # the least air between the ink of two lines, 1/1000 em
 ZWNJ, ZWJ = 0x200C, 0x200D
@@ -211,18 +213,18 @@ def tdiv(a: int, b: int) -> int:
     return -q if a < 0 else q
 
 
-def stream_safe(u: list[int]) -> list[int]:
-    """u without the marks past the 30th of a run (is_mark in layout.pxi): a name of
-    nothing but combining marks stacks them into a tower, and the ink of one cluster
-    must stay boundable."""
+def cap_marks(u: list[int]) -> list[int]:
+    """u without the marks past the MARKS_PER_BASE-th of a run (cap_marks in layout.pxi;
+    joiners inside the run neither count nor end it): a tower of marks would otherwise
+    make the whole field shrink to fit its height."""
     out: list[int] = []
     run = 0
     for c in u:
         if _is_mark(c):
             run += 1
-            if run > STREAM_SAFE:
+            if run > MARKS_PER_BASE:
                 continue
-        else:
+        elif c not in (ZWNJ, ZWJ):
             run = 0
         out.append(c)
     return out
@@ -303,7 +305,22 @@ def _shaped(fs: Fonts, reg: Registry, p: Para, s: int, e: int) -> Line:
     return _line(fs, glyphs, w)
 
 
-def _ellipsised(fs: Fonts, reg: Registry, p: Para, s: int, e: int, limit: int,
+def _word_cut(u: list[int], brk: bytes, s: int, e: int, best: int) -> int:
+    """word_cut in layout.pxi: where the ellipsis goes, given that u[s:best] fits before
+    it: at the last break opportunity in there (a word boundary; in Thai, libthai's),
+    trailing spaces dropped, when that keeps at least half of it; else at best, a
+    cluster boundary (scripts written without spaces, one long word)."""
+    if best >= e or best <= s:
+        return best
+    for n in range(best, s, -1):
+        if brk[n - 1] in (0, 1):          # LINEBREAK_MUSTBREAK, LINEBREAK_ALLOWBREAK
+            while n > s and u[n - 1] == 32:
+                n -= 1
+            return n if 2 * (n - s) >= best - s else best
+    return best
+
+
+def _ellipsised(fs: Fonts, reg: Registry, p: Para, brk: bytes, s: int, e: int, limit: int,
                 han: OrderFonts | list[int]) -> Line:
     lo, hi, best = s, e, s
     while lo <= hi:
@@ -320,6 +337,7 @@ def _ellipsised(fs: Fonts, reg: Registry, p: Para, s: int, e: int, limit: int,
             lo = mid + 1
         else:
             hi = mid - 1
+    best = _word_cut(p.u, brk, s, e, best)
     t = [*p.u[s:best], ELLIPSIS]
     return _shaped(fs, reg, para(fs, t, p.bold, han), 0, len(t))
 
@@ -344,11 +362,20 @@ def _fit(fs: Fonts, reg: Registry, f: int, u: list[int], han: OrderFonts | list[
     if span * size // 1000 <= box:
         register(fs, reg, glyphs, u)
         lines.append(whole)
-    else:
+        return size, lines, lossy, p
+    brk = thai_breaks(u, p.brk)
+    code = f == CODE_FIELD
+    if code:
+        # the code breaks after each hyphen too (UAX #14 has none before a digit)
+        brk = bytes(1 if c == 0x2D and i < len(u) - 1 else b
+                    for i, (c, b) in enumerate(zip(u, brk, strict=True)))
+    adv = list(p.adv)
+    n = len(u)
+    while True:
         limit = box * 1000 // size
-        brk = thai_breaks(u, p.brk)
-        adv = list(p.adv)
-        n = len(u)
+        # the admission code is never cut: where a cut would be, smaller and again
+        retry = code and size > CODE_FLOOR
+        lines, cut = [], False
         start = 0
         while start < n and len(lines) < maxl:
             while start < n and u[start] == 32:
@@ -365,9 +392,10 @@ def _fit(fs: Fonts, reg: Registry, f: int, u: list[int], han: OrderFonts | list[
                 i += 1
             if i >= n:
                 end = n
-            elif last > start:
+            elif last > start and (not code or 2 * (last - start) >= i - start):
                 end = last
             else:
+                # no opportunity (or, in the code, one that leaves the line half empty)
                 end = i
                 while end > start + 1 and not boundary(u, end):
                     end -= 1
@@ -380,15 +408,24 @@ def _fit(fs: Fonts, reg: Registry, f: int, u: list[int], han: OrderFonts | list[
             while k > start and u[k - 1] == 32:
                 k -= 1
             if len(lines) == maxl - 1 and end < n:
-                lines.append(_ellipsised(fs, reg, p, start, n, limit, han))
+                if retry:
+                    cut = True
+                    break
+                lines.append(_ellipsised(fs, reg, p, brk, start, n, limit, han))
                 lossy = True
                 break
             line = _shaped(fs, reg, p, start, k)
             if line.span > limit:
-                line = _ellipsised(fs, reg, p, start, k, limit, han)
+                if retry:
+                    cut = True
+                    break
+                line = _ellipsised(fs, reg, p, brk, start, k, limit, han)
                 lossy = True
             lines.append(line)
             start = end
+        if not cut:
+            break
+        size = max(CODE_FLOOR, size * 9 // 10 // 10 * 10)
     return size, lines, lossy, p
 
 
@@ -418,7 +455,7 @@ def _fitting_size(f: int, lines: list[Line], size: int) -> int:
 
 def layout_field(fs: Fonts, reg: Registry, f: int, u: list[int],
                  han: OrderFonts | list[int]) -> FieldOut:
-    safe = stream_safe(u)
+    safe = cap_marks(u)
     size, lines, lossy, p = _fit(fs, reg, f, safe, han, tables.FIELD_BOXES[f][3])
     need = _fitting_size(f, lines, size)
     if need < size:
@@ -434,9 +471,11 @@ def layout_field(fs: Fonts, reg: Registry, f: int, u: list[int],
 
 
 def _place(f: int, lines: list[Line], size: int, rtl: bool) -> None:
-    """place_lines in layout.pxi: right-aligned when the paragraph is right to left, by
-    the ink; the block centred on the x-height middle of the field's one-line position
-    (the small print hangs from its first baseline), then moved into its box."""
+    """place_lines in layout.pxi: the ink from the left edge, under the field's label;
+    a right-to-left paragraph's lines right-aligned to each other, the block's ink from
+    the left edge too (the small print, which has no label, at the right edge); the
+    block centred on the x-height middle of the field's one-line position (the small
+    print hangs from its first baseline), then moved into its box."""
     x0, x1, base_y, size0, _, _ = tables.FIELD_BOXES[f]
     x0, x1 = x0 * 1000, x1 * 1000
     bottom, top = tables.FIELD_INK[f]
@@ -455,6 +494,9 @@ def _place(f: int, lines: list[Line], size: int, rtl: bool) -> None:
         y0 -= ink_top - top
     elif ink_bot < bottom:
         y0 += bottom - ink_bot
+    if f != NTEXT - 1:
+        # a right-to-left value starts at its label's side, as a left-to-right one
+        x1 = x0 + max(ln.span for ln in lines) * size // 1000
     for i, line in enumerate(lines):
         line.x = (x1 - line.hi * size // 1000) if rtl else (x0 - tdiv(line.lo * size, 1000))
         line.y = y0 - offs[i] * size // 1000
