@@ -24,7 +24,7 @@ from aiohttp import web
 from ..handlers.files import OutsideTicketsDir, confined
 from ..ops import audit, deadletters, fleet, jobs, pending
 from ..ops.deadletters import BadBound, DeadFilter
-from ..ops.inspect import parse_id
+from ..ops.inspect import BadEntryId, check_id, parse_id
 from . import security
 from .console import Console, console_of
 from .credentials import ACTS
@@ -236,18 +236,21 @@ async def dead_page(request: web.Request) -> web.StreamResponse:
     console = console_of(request)
     flt, given = dead_filter(request.query)
     before = _opt(request.query, "before")
-    if before is not None and not deadletters.ENTRY_ID.fullmatch(before):
-        raise web.HTTPBadRequest(text="before: not an entry id\n")
+    if before is not None:
+        before = _entry_id(before, "before")
     found = await deadletters.list_dead(console.client, console.settings, flt, limit=50,
                                         before=before)
     return page(request, "dead.html", found=found, q=given, before=before,
                 carry_q=_carry(request.query))
 
 
-def _entry_id(text: str) -> str:
-    if not deadletters.ENTRY_ID.fullmatch(text):
-        raise web.HTTPBadRequest(text="not an entry id\n")
-    return text
+def _entry_id(text: str, name: str = "entry id") -> str:
+    """An entry id from a form, a query or a path; malformed or out of range (past the
+    year 9999: inspect.check_id) is a 400 with one line."""
+    try:
+        return check_id(text)
+    except BadEntryId as e:
+        raise web.HTTPBadRequest(text=f"{name}: {e}\n") from None
 
 
 async def dead_entry_page(request: web.Request) -> web.StreamResponse:
@@ -363,7 +366,8 @@ async def dead_bulk(request: web.Request) -> web.StreamResponse:
 async def job_page(request: web.Request) -> web.StreamResponse:
     console = console_of(request)
     q = request.query
-    given = {k: str(q.get(k, "") or "").strip()[:40] for k in ("order_id", "outbox_id",
+    # 41 characters hold any entry id; a longer value is refused below, never cut short
+    given = {k: str(q.get(k, "") or "").strip()[:60] for k in ("order_id", "outbox_id",
                                                                  "entry_id")}
     asked = {k: v for k, v in given.items() if v}
     story = None
@@ -374,8 +378,12 @@ async def job_page(request: web.Request) -> web.StreamResponse:
                 raise jobs.LookupError_("give one of an order id, an outbox id or an entry id")
             [(name, value)] = asked.items()
             if name == "entry_id":
+                try:
+                    entry_id = check_id(value)
+                except BadEntryId as e:
+                    raise jobs.LookupError_(str(e)) from None
                 story = await jobs.lookup(console.client, console.settings,
-                                          entry_id=_entry_id(value))
+                                          entry_id=entry_id)
             elif ORDER_ID.fullmatch(value) and name == "order_id":
                 story = await jobs.lookup(console.client, console.settings,
                                           order_id=int(value))
