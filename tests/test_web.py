@@ -400,3 +400,44 @@ def test_redis_away_is_a_503_with_one_line_and_the_overview_stays(
         assert o["ready"] and "Connection" in o["error"], o["error"]
         assert h.request("GET", "/")[0] == 200
     assert "Traceback" not in c.stderr()
+
+
+# -- issue 38 items 5 and 6: inputs out of range, counts that say what they counted ----------
+def test_inputs_out_of_range_are_a_400_and_pending_counts_what_matched(
+        tmp_path: Path, redis_url: str) -> None:
+    """An entry id past the year 9999 was a 500 on the job page; /dead?since=0001-01-01
+    showed 0 entries; /pending said "more than the 1000 scanned match" when one did."""
+    s = Settings(redis_url=redis_url)
+    sync = redis.Redis.from_url(redis_url, protocol=2)
+    try:
+        enqueue_sync(sync, s, [Job(kind="render_tickets" if i else "refund", order_id=i + 1,
+                                   outbox_id=i + 1, request_id="r", trace="t")
+                               for i in range(1001)])
+        sync.execute_command("XREADGROUP", "GROUP", s.group, "w", "COUNT", 1001,
+                             "STREAMS", s.stream, ">")
+        with console(tmp_path, redis_url) as c:
+            h = Http(c.url)
+            h.log_in("viewer")
+            for path, why in (("/job?entry_id=253402300800000-0", b"year 9999"),
+                              ("/job?entry_id=1-18446744073709551616", b"sequence"),
+                              ("/dead?since=0001-01-01", b"before 1970"),
+                              ("/dead?until=10000-01-01", b"neither"),
+                              ("/dead?since=99999999999999999", b"year 9999"),
+                              ("/dead?before=99999999999999999999-0", b"year 9999"),
+                              ("/dead/253402300800000-0", b"year 9999")):
+                status, headers, body = h.request("GET", path)
+                assert status == 400 and why in body, (path, status, body[:300])
+                strict_csp(headers)
+            # an id never generated: not found, and why (never a state)
+            status, _, body = h.request("GET", "/job?entry_id=99999999999999-0")
+            assert status == 200 and b"Not found: never added" in body, body
+            assert b'class="state"' not in body
+            status, _, body = h.request("GET", "/pending?kind=refund")
+            text = re.sub(r"\s+", " ", body.decode())
+            assert status == 200 and "1000 pending in the group" not in text
+            assert "1001 pending in the group; 1 shown of 1 matching" in text, text
+            assert "Only the oldest 1000 pending entries were read" in text, text
+            assert "more than the" not in text
+        assert "Traceback" not in c.stderr()
+    finally:
+        sync.close()

@@ -9,7 +9,8 @@
 
 Minimum deliveries and kind are filtered here; the result is sorted by idle time,
 longest first.  What it cannot know: pending entries past the first `scan_limit` ids
-(`truncated` says so), and the last error of a delivery that failed without the
+(`truncated` says so:
+only the oldest scan_limit are read, and `matched` counts the matches among them), and the last error of a delivery that failed without the
 worker living to write it (a crash: its start count says how many starts there were).
 """
 
@@ -47,8 +48,9 @@ class PendingEntry(Record):
 class PendingPage(Record):
     total: int  # every pending entry of the group (XPENDING summary)
     entries: list[PendingEntry]  # longest idle first
-    scanned: int
-    truncated: bool  # more pending entries than scan_limit passed the server's filters
+    scanned: int  # pending entries read (the oldest ids that passed idle and consumer)
+    truncated: bool  # scan_limit of them were read: more, after them, were not looked at
+    matched: int = 0  # of those read, how many pass every filter (entries: the first limit)
 
 
 def _lasterr_key(settings: Settings, entry_id: str) -> str:
@@ -102,12 +104,13 @@ async def list_pending(client: aioredis.Redis, settings: Settings, *, kind: str 
         fields = await _fields(client, s, [r[0] for r in rows])
         rows = [r for r in rows if field(fields.get(r[0]), b"kind") == kind]
     rows.sort(key=lambda r: -r[2])
+    matched = len(rows)
     rows = rows[:limit]
     if kind is None:
         fields = await _fields(client, s, [r[0] for r in rows])
     entries = await _details(client, s, rows, fields, now)
     return PendingPage(total=int(summary[0] or 0) if summary else 0, entries=entries,
-                       scanned=len(raw), truncated=len(raw) >= scan_limit)
+                       scanned=len(raw), truncated=len(raw) >= scan_limit, matched=matched)
 
 
 async def show_pending(client: aioredis.Redis, settings: Settings, entry_id: str
