@@ -9,9 +9,9 @@
 
 Minimum deliveries and kind are filtered here; the result is sorted by idle time,
 longest first.  What it cannot know: pending entries past the first `scan_limit` ids
-(`truncated` says so:
-only the oldest scan_limit are read, and `matched` counts the matches among them), and the last error of a delivery that failed without the
-worker living to write it (a crash: its start count says how many starts there were).
+(`truncated` says so: only the oldest scan_limit are read, and `matched` counts the
+matches among them), and the last error of a delivery that failed without the worker
+living to write it (a crash: its start count says how many starts there were).
 """
 
 from __future__ import annotations
