@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
 import pytest
 import redis
 from tests.helpers_supervisor import Sup, enqueue
@@ -321,6 +322,13 @@ HOSTILE = {
 }
 
 
+BIDI = "4471\u202e0988"
+
+
+def by_id_css(driver: Any, css: str) -> str:
+    return str(driver.find_element("css selector", css).text)
+
+
 def test_hostile_values_are_shown_as_text_and_run_nothing(browser: Any, tmp_path: Path,
                                                           redis_url: str) -> None:
     client = redis.Redis.from_url(redis_url, protocol=2)
@@ -337,6 +345,16 @@ def test_hostile_values_are_shown_as_text_and_run_nothing(browser: Any, tmp_path
         dead = dead_letter(client, "*", HOSTILE["script"], 7, HOSTILE["img"],
                            **{HOSTILE["close"]: HOSTILE["js"]})
         client.execute_command("XADD", "jobs:dead", "*", *flat, "dead:error", HOSTILE["svg"])
+        # issue 38 item 6: a direction override in an order id (shown raw it reads
+        # 44718890), and a worker record no worker wrote (a 500 for everyone on /fleet)
+        bidi = client.execute_command("XADD", "jobs", "*", "kind", "mail", "order_id",
+                                      BIDI, "outbox_id", "1").decode()
+        client.xreadgroup("workers", "w\u202egood", {"jobs": ">"}, count=1)
+        client.hset("stagedoor:fleet:jobs", "w-bad", 1)
+        client.set("stagedoor:worker:jobs:w-bad", orjson.dumps({
+            "consumer": "w-bad", "host": "h", "slot": 0, "pid": 1, "version": "1",
+            "renderer": None, "started": 1e20, "handled": 0, "in_flight": 0,
+            "rss_bytes": 0, "paused": "no", "seen_ms": 1}))
     finally:
         client.close()
     with console(tmp_path, redis_url) as c:
@@ -358,6 +376,15 @@ def test_hostile_values_are_shown_as_text_and_run_nothing(browser: Any, tmp_path
             if path == f"/dead/{dead}":
                 assert HOSTILE["img"] in by_id(browser, "dead-error").text
                 assert HOSTILE["close"] in by_id(browser, "dead-fields").text
+            assert "\u202e" not in body, path  # never raw, on any page
+            if path == "/pending":
+                assert "4471\\u202e0988" in body and "w\\u202egood" in body, body[:2000]
+            if path == "/fleet":
+                row = browser.find_element("css selector", "#workers tr.malformed").text
+                assert "w-bad" in row and "MALFORMED" in row, row
+                assert "started: 1e+20 is not a time" in row, row
+        browser.get(c.url + f"/job?entry_id={bidi}")
+        assert "4471\\u202e0988 / 1" in by_id_css(browser, "main"), by_id_css(browser, "main")
         time.sleep(1.2)  # a live refresh of the overview came and went: still nothing ran
         browser.get(c.url + "/")
         time.sleep(1.2)
