@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -399,6 +400,14 @@ def test_redis_away_is_a_503_with_one_line_and_the_overview_stays(
             h.request("GET", "/api/overview")[2]), 20, what="the sample error"))
         assert o["ready"] and "Connection" in o["error"], o["error"]
         assert h.request("GET", "/")[0] == 200
+        # issue 38 item 6: an error a second (the sampler's tick, each request) was a
+        # line a second; now a line a minute per kind, however many fail meanwhile
+        for _ in range(10):
+            assert h.request("GET", "/pending")[0] == 503
+        time.sleep(2.5)  # five more sample attempts at --interval 0.5
+        err = c.stderr()
+        assert err.count("sample failed") == 1, err
+        assert err.count("cannot reach Redis") == 1, err
     assert "Traceback" not in c.stderr()
 
 
@@ -440,4 +449,34 @@ def test_inputs_out_of_range_are_a_400_and_pending_counts_what_matched(
             assert "more than the" not in text
         assert "Traceback" not in c.stderr()
     finally:
+        sync.close()
+
+
+def test_a_burst_past_the_pool_is_served_or_busy_never_an_outage(tmp_path: Path,
+                                                                 redis_url: str) -> None:
+    """Issue 38 item 6: past the client's ~100 connections the pool failed a command at
+    once, and the page said "cannot reach Redis".  Redis is held still (CLIENT PAUSE) while
+    250 requests come at once: each is served or told "busy, retry", never an outage."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    sync = redis.Redis.from_url(redis_url, protocol=2)
+    try:
+        with console(tmp_path, redis_url) as c:
+            h = Http(c.url)
+            h.log_in("viewer")
+            sync.execute_command("CLIENT", "PAUSE", 1500, "ALL")
+            with ThreadPoolExecutor(250) as pool:
+                replies = list(pool.map(lambda _: h.request("GET", "/pending"), range(250)))
+            statuses = [status for status, _, _ in replies]
+            assert set(statuses) <= {200, 503} and statuses.count(200) >= 64, statuses
+            for status, headers, body in replies:
+                assert b"cannot reach Redis" not in body, body[:200]
+                if status == 503:
+                    assert body.startswith(b"the console is busy"), body[:200]
+                    assert headers.get("retry-after") == "1"
+            assert h.request("GET", "/pending")[0] == 200
+        assert c.stderr().count("cannot reach Redis") == 0, c.stderr()
+        assert "Traceback" not in c.stderr()
+    finally:
+        sync.execute_command("CLIENT", "UNPAUSE")
         sync.close()

@@ -15,6 +15,7 @@ from ..cli.commands.status import human_ms
 from ..cli.text import safe
 from ..config import Settings
 from . import security
+from .admission import Gate
 from .credentials import PasswordFiles
 from .sampler import Sampler, human_bytes
 from .throttle import Throttle
@@ -36,6 +37,7 @@ class Console:
     sessions: security.Sessions = field(default_factory=security.Sessions)
     login_tokens: security.LoginTokens = field(default_factory=security.LoginTokens)
     throttle: Throttle = field(default_factory=Throttle)
+    gate: Gate = field(default_factory=Gate)  # requests at Redis at once (admission.py)
     templates: jinja2.Environment = field(default_factory=lambda: templates())
 
 

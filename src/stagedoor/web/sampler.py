@@ -31,6 +31,7 @@ from ..config import Settings
 from ..ops.fleet import pause_state
 from ..ops.inspect import aqueue_status
 from ..ops.serverinfo import server_facts
+from .quietlog import QuietLog
 
 log = logging.getLogger("stagedoor.web")
 
@@ -76,6 +77,9 @@ class Sampler:
         self.latest: dict[str, Any] | None = None
         self.error: str | None = None
         self._task: asyncio.Task[None] | None = None
+        # one line a minute while sampling fails (every `interval` otherwise); the
+        # pages' outage lines count here too (app.outage), and a sample ends them
+        self.quiet = QuietLog(log)
 
     # -- taking samples -------------------------------------------------------------------
     async def sample_once(self) -> dict[str, Any]:
@@ -103,8 +107,10 @@ class Sampler:
         except Exception as e:  # shown on the page; the next tick tries again
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             self.error = f"{type(e).__name__}: {first}"
-            log.warning("sample failed: %s", self.error)
+            self.quiet.warning("sample", "sample failed: %s", self.error)
             return
+        self.quiet.recovered("sample", "sampling again: Redis answers")
+        self.quiet.recovered("outage", "Redis answers the pages again")
         self.error = None
         self.history.append(sample)
         self.latest = sample
