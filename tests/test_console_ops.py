@@ -554,3 +554,22 @@ async def test_lookups_do_bounded_work_on_a_big_queue(settings: Settings,
     assert dead.total == 2000 and len(dead.entries) == 50 and dead.scanned == 50
     assert stats.get("xrevrange", 0) == 1 and stats.get("xlen", 0) == 1
     c.close()
+
+
+async def test_a_second_pause_says_the_first_one_stands(settings: Settings,
+                                                        client: aioredis.Redis,
+                                                        redis_url: str) -> None:
+    """Issue 38 item 8: a second pause kept the first one's reason without a word."""
+    from stagedoor.ops import fleet
+
+    first = await fleet.pause(client, settings, by="alice", reason="doors open late")
+    assert first.paused and not first.kept_earlier
+    proc = cli("pause", "--reason", "card gateway down", "--redis-url", redis_url)
+    assert proc.returncode == 0, proc.stderr
+    assert "was already paused since" in proc.stdout and "by alice: doors open late" in \
+        proc.stdout and "that pause is kept" in proc.stdout, proc.stdout
+    proc = cli("pause", "--reason", "again", "--json", "--redis-url", redis_url)
+    doc = orjson.loads(proc.stdout)
+    assert (doc["kept_earlier"], doc["reason"]) == (True, "doors open late")
+    await fleet.resume(client, settings)
+    assert not (await fleet.pause(client, settings, reason="now")).kept_earlier

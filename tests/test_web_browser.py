@@ -193,6 +193,13 @@ def test_dead_letters_filter_replay_delete(browser: Any, tmp_path: Path, redis_u
     ids = seed_dead(redis_url)
     with console(tmp_path, redis_url) as c:
         log_in(browser, c, "operator")
+        # issue 38 item 8: counted by error, with the first and last seen of each
+        browser.get(c.url + "/dead")
+        by_id(browser, "by-error").click()
+        rows = wait(lambda: [r.text for r in all_css(browser, "#errors tbody tr")] or None)
+        assert rows[0].startswith("5 payment gateway timeout refund, render_tickets "), rows
+        assert rows[1].startswith("1 font missing render_tickets "), rows
+        assert len(rows) == 2 and rows[0].count("2025-12-06T") == 2, rows
         browser.get(c.url + "/dead")
         assert len(all_css(browser, "#dead tbody tr[data-id]")) == 6
         by_id(browser, "f-kind").send_keys("render_tickets")
@@ -219,6 +226,12 @@ def test_dead_letters_filter_replay_delete(browser: Any, tmp_path: Path, redis_u
         [row] = all_css(browser, "#dead tbody tr[data-id]")
         assert row.get_attribute("data-id") == ids["early2"]
         row.find_element("css selector", "button.delete").click()
+        # a confirm step that says what goes: nothing is deleted before it
+        confirm = wait(lambda: all_css(browser, "#confirm-list tbody tr"))
+        assert [r.get_attribute("data-id") for r in confirm] == [ids["early2"]]
+        assert "refund" in confirm[0].text and "payment gateway timeout" in confirm[0].text
+        assert ids["early2"] in dead_ids(redis_url)
+        by_id(browser, "confirm-delete").click()
         wait(lambda: "deleted 1" in browser.find_element("css selector", ".flash").text)
         assert ids["early2"] not in dead_ids(redis_url)
         assert len(dead_ids(redis_url)) == 3 and sorted(stream_orders(redis_url)) == [
@@ -227,6 +240,8 @@ def test_dead_letters_filter_replay_delete(browser: Any, tmp_path: Path, redis_u
         browser.get(c.url + "/dead?error=font")
         by_id(browser, "bulk-purge").click()
         wait(lambda: "would purge 1 entries" in by_id(browser, "dry-run").text)
+        [listed] = all_css(browser, "#confirm-list tbody tr")  # what, not bare ids
+        assert ids["early3"] in listed.text and "font missing" in listed.text
         by_id(browser, "confirm").click()
         wait(lambda: "purged 1" in browser.find_element("css selector", ".flash").text)
         assert dead_ids(redis_url) == [ids["late0"], ids["late1"]]
@@ -402,8 +417,15 @@ def test_pause_and_resume_the_fleet(browser: Any, tmp_path: Path, redis_url: str
             browser.get(c.url + "/fleet")
             wait(lambda: len(all_css(browser, "#workers tbody tr td")) > 1 or
                  browser.refresh(), 30, "two workers on the fleet page")
+            # issue 38 item 8: only the button that applies, and the reason, who, since
+            assert not by_id(browser, "resume").is_displayed()
+            browser.find_element("css selector", "#pause-form input[name=reason]").send_keys(
+                "doors open late")
             by_id(browser, "pause").click()
             wait(lambda: by_id(browser, "fleet-state").text == "PAUSED")
+            assert not by_id(browser, "pause").is_displayed()
+            detail = by_id(browser, "paused-detail").text
+            assert "by operator@127.0.0.1: doors open late" in detail and "since 20" in detail
 
             def workers_paused() -> bool:
                 browser.get(c.url + "/fleet")
@@ -415,12 +437,18 @@ def test_pause_and_resume_the_fleet(browser: Any, tmp_path: Path, redis_url: str
             browser.get(c.url + "/")
             wait(lambda: by_id(browser, "backlog").text == "50", 20, "a backlog of 50")
             assert browser.find_element("css selector", '[data-field="paused"]').text == "PAUSED"
+            assert "doors open late" in by_id(browser, "paused-detail").text
+            assert not by_id(browser, "pause").is_displayed()
             time.sleep(2)  # paused workers read nothing: the backlog stays
             assert by_id(browser, "backlog").text == "50"
+            assert browser.find_element("css selector", '[data-field="drain"]').text == \
+                "not while paused"  # it said "never", as if the workers could not keep up
             by_id(browser, "resume").click()
             wait(lambda: by_id(browser, "backlog").text == "0", 30, "the backlog to drain")
             assert browser.find_element("css selector", '[data-field="paused"]').text == \
                 "running"
+            wait(lambda: by_id(browser, "pause").is_displayed(), 10, "the Pause button back")
+            assert not by_id(browser, "resume").is_displayed()
             sup.assert_running()  # paused and resumed, never stopped
     finally:
         sup.kill_all()
@@ -504,6 +532,7 @@ def test_every_action_works_without_javascript(tmp_path: Path, redis_url: str) -
             assert stream_orders(redis_url) == ["102"]
             driver.get(c.url + "/dead")
             all_css(driver, "button.delete")[0].click()
+            by_id(driver, "confirm-delete").click()
             wait(lambda: "deleted 1" in driver.find_element("css selector", ".flash").text)
             assert ids["late1"] not in dead_ids(redis_url)  # the newest, first row
             driver.get(c.url + "/fleet")

@@ -387,6 +387,79 @@ async def show_dead(client: aioredis.Redis, settings: Settings, entry_id: str
     return dead_entry(reply[0][0], reply[0][1])
 
 
+async def show_many(client: aioredis.Redis, settings: Settings, ids: list[str]
+                    ) -> list[DeadEntry | None]:
+    """Each id's dead letter (None: gone), in one round trip: what a confirm page shows."""
+    replies = await pipeline(client, [("XRANGE", settings.dead_stream, i, i) for i in ids])
+    return [dead_entry(r[0][0], r[0][1]) if r and not isinstance(r, Exception) else None
+            for r in replies]
+
+
+@dataclasses.dataclass
+class ErrorGroup(Record):
+    error: str  # the dead:error text, whole (the group's key)
+    count: int
+    first_id: str  # the oldest of the group read (its id's time: when it was dead-lettered)
+    first_time: str
+    last_id: str  # the newest
+    last_time: str
+    kinds: list[str]  # the job kinds among them, sorted
+
+
+@dataclasses.dataclass
+class ErrorGroups(Record):
+    total: int  # XLEN of the dead-letter stream
+    groups: list[ErrorGroup]  # most dead letters first
+    scanned: int
+    complete: bool  # every dead letter was read (else only the newest `scanned`)
+
+
+def _id_time(entry_id: str) -> str:
+    ms = parse_id(entry_id)[0]
+    if ms > MAX_ID_MS:
+        return f"{ms} ms"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def by_error(client: aioredis.Redis, settings: Settings, *,
+                   scan_limit: int = SCAN_LIMIT) -> ErrorGroups:
+    """The dead letters counted by their error text, with the first and last seen of each,
+    reading newest first in slices of PAGE, at most scan_limit entries (the newest)."""
+    s = settings
+    (total,) = await pipeline(client, [("XLEN", s.dead_stream)])
+    groups: dict[str, ErrorGroup] = {}
+    hi, scanned, complete = "+", 0, False
+    while scanned < scan_limit:
+        count = min(PAGE, scan_limit - scanned)
+        (page,) = await pipeline(client, [("XREVRANGE", s.dead_stream, hi, "-", "COUNT", count)])
+        page = [] if isinstance(page, Exception) else list(page or [])
+        for eid, fields in page:
+            d = dead_entry(eid, fields)
+            error = d.error if d.error is not None else "(no dead:error)"
+            when = _id_time(d.id)  # Redis's clock, which orders the stream
+            g = groups.get(error)
+            if g is None:
+                groups[error] = ErrorGroup(error=error, count=1, first_id=d.id,
+                                           first_time=when, last_id=d.id, last_time=when,
+                                           kinds=[d.kind or "-"])
+            else:  # newest first: each later one read is older
+                g.count += 1
+                g.first_id, g.first_time = d.id, when
+                if (d.kind or "-") not in g.kinds:
+                    g.kinds.append(d.kind or "-")
+        scanned += len(page)
+        if len(page) < count:
+            complete = True
+            break
+        hi = _before(text(page[-1][0]))
+    for g in groups.values():
+        g.kinds.sort()
+    complete = complete or (not isinstance(total, Exception) and scanned >= int(total))
+    return ErrorGroups(total=int(total) if not isinstance(total, Exception) else 0,
+                       groups=sorted(groups.values(), key=lambda g: (-g.count, g.error)),
+                       scanned=scanned, complete=complete)
+
+
 async def extent(client: aioredis.Redis, settings: Settings) -> tuple[int, str | None]:
     """(XLEN, the newest id): what an unfiltered purge counts, without reading entries."""
     n, newest = await pipeline(client, [("XLEN", settings.dead_stream),

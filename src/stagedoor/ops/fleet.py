@@ -57,6 +57,9 @@ class PauseState(Record):
     by: str | None = None
     reason: str | None = None
     key: str = ""
+    # pause(): the fleet was paused already, and that pause (its time, who, its reason)
+    # is kept: a second pause changes nothing, and says so
+    kept_earlier: bool = False
 
 
 def parse_pause(raw: Any, key: str) -> PauseState:
@@ -87,8 +90,10 @@ async def pause(client: aioredis.Redis, settings: Settings, *, by: str = "",
     key = paused_key(settings)
     doc = orjson.dumps({"since": round(time.time(), 3), "by": by or None,
                         "reason": reason or None})
-    _set, raw = await pipeline(client, [("SET", key, doc, "NX"), ("GET", key)])
-    return parse_pause(raw, key)
+    set_, raw = await pipeline(client, [("SET", key, doc, "NX"), ("GET", key)])
+    state = parse_pause(raw, key)
+    state.kept_earlier = set_ is None and state.paused
+    return state
 
 
 async def resume(client: aioredis.Redis, settings: Settings) -> PauseState:

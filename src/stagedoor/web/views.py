@@ -139,7 +139,8 @@ def _secure(request: web.Request) -> bool:
 # -- overview and fleet ------------------------------------------------------------------
 async def overview(request: web.Request) -> web.StreamResponse:
     console = console_of(request)
-    return page(request, "overview.html", o=console.sampler.overview(),
+    o = console.sampler.overview()
+    return page(request, "overview.html", o=o, paused_now=(o.get("values") or {}).get("paused"),
                 interval_ms=int(console.sampler.interval * 1000))
 
 
@@ -149,7 +150,8 @@ async def overview_json(request: web.Request) -> web.StreamResponse:
 
 async def fleet_page(request: web.Request) -> web.StreamResponse:
     console = console_of(request)
-    return page(request, "fleet.html", fleet=await fleet.fleet(console.client, console.settings))
+    found = await fleet.fleet(console.client, console.settings)
+    return page(request, "fleet.html", fleet=found, paused_now=found.paused.paused)
 
 
 @operator_only
@@ -157,12 +159,17 @@ async def pause_action(request: web.Request) -> web.StreamResponse:
     console = console_of(request)
     form = await request.post()
     reason = str(form.get("reason", ""))[:200]
-    state = await fleet.pause(console.client, console.settings, by="web operator",
+    state = await fleet.pause(console.client, console.settings, by=who(request),
                               reason=reason)
     await record(request, "pause", 1, reason)
     await console.sampler.refresh()
-    tell(request, "ok", "fleet paused: workers finish what they hold and read nothing new"
-         if state.paused else "pause flag not set")
+    if state.kept_earlier:  # SET NX: the first pause stands; say so, and whose it is
+        tell(request, "error", f"the fleet was already paused by {state.by or '?'}: "
+             f"{state.reason or '(no reason given)'}; that pause is kept, and your reason "
+             "is not (resume, then pause again to change it)")
+    else:
+        tell(request, "ok", "fleet paused: workers finish what they hold and read nothing "
+             "new" if state.paused else "pause flag not set")
     raise web.HTTPSeeOther(_back(form, "/fleet"))
 
 
@@ -298,11 +305,33 @@ async def dead_replay(request: web.Request) -> web.StreamResponse:
     raise web.HTTPSeeOther("/dead?" + _carry(form))
 
 
+async def dead_errors_page(request: web.Request) -> web.StreamResponse:
+    """The dead letters counted by error, with the first and last seen of each."""
+    console = console_of(request)
+    found = await deadletters.by_error(console.client, console.settings)
+    return page(request, "dead_errors.html", found=found)
+
+
+CONFIRM_SHOWN = 20  # dead letters a confirm page describes one by one
+
+
 @operator_only
 async def dead_delete(request: web.Request) -> web.StreamResponse:
+    """Delete the entries given, in two steps: the first POST shows each (its kind, order,
+    error and time) with the one button that deletes them; the second, with confirm,
+    deletes.  A one-click Delete on the list removed a dead letter for good."""
     console = console_of(request)
     form = await request.post()
     ids = [_entry_id(str(v)) for v in form.getall("id", [])][:500]
+    if not form.get("confirm"):
+        if not ids:
+            tell(request, "error", "nothing selected")
+            raise web.HTTPSeeOther("/dead?" + _carry(form))
+        shown = await deadletters.show_many(console.client, console.settings,
+                                            ids[:CONFIRM_SHOWN])
+        return page(request, "dead_delete_confirm.html", ids=ids,
+                    shown=list(zip(ids, shown, strict=False)), q=dead_filter(form)[1],
+                    carry=_carry(form))
     outcomes = await deadletters.delete(console.client, console.settings, ids)
     await record_outcomes(request, "delete", outcomes)
     tell(request, "ok", _outcomes("deleted", outcomes))
@@ -344,8 +373,11 @@ async def dead_bulk(request: web.Request) -> web.StreamResponse:
         # Replay stops at the backlog refusal level: say so before, with how many fit now.
         room = (await deadletters.room(console.client, console.settings,
                                        len(selection.ids)) if action == "replay" else None)
+        shown = await deadletters.show_many(console.client, console.settings,
+                                            selection.ids[:CONFIRM_SHOWN])
         return page(request, "dead_confirm.html", action=action, selection=selection,
-                    room=room, q=given, carry=_carry(form))
+                    room=room, q=given, carry=_carry(form),
+                    shown=list(zip(selection.ids, shown, strict=False)))
     upto = _entry_id(upto)
     if flt.until is None or parse_id(upto) < parse_id(flt.until):
         flt.until = upto
@@ -461,6 +493,7 @@ def add_routes(app: web.Application) -> None:
     r.add_post("/resume", resume_action)
     r.add_get("/pending", pending_page)
     r.add_get("/dead", dead_page)
+    r.add_get("/dead/errors", dead_errors_page)  # before /dead/{entry_id}: not an id
     r.add_get("/dead/{entry_id}", dead_entry_page)
     r.add_post("/dead/replay", dead_replay)
     r.add_post("/dead/delete", dead_delete)
