@@ -321,7 +321,8 @@ def test_action_without_csrf_token_refused(browser: Any, tmp_path: Path, redis_u
         # the same request with the page's token goes through (so the refusal was the token)
         token = browser.find_element("css selector", "form.logout input[name=csrf]"
                                      ).get_attribute("value")
-        status, _ = post_from_page(browser, "/dead/delete", {"id": ids["early0"], "csrf": token})
+        status, _ = post_from_page(browser, "/dead/delete", {"id": ids["early0"], "csrf": token,
+                                                            "confirm": "1"})
         assert status in (0, 200, 303)  # a redirect, opaque to fetch(redirect: 'manual')
         assert ids["early0"] not in dead_ids(redis_url)
 
