@@ -480,3 +480,18 @@ def test_a_burst_past_the_pool_is_served_or_busy_never_an_outage(tmp_path: Path,
     finally:
         sync.execute_command("CLIENT", "UNPAUSE")
         sync.close()
+
+
+def test_plain_http_beyond_loopback_is_warned_with_or_without_secure_cookies() -> None:
+    """Issue 38 item 8: `--host 0.0.0.0 --secure-cookies` without TLS started without a
+    word, as if the proxy --secure-cookies implies could not be walked around.  (The
+    line `run` prints; starting the command would bind beyond loopback.)"""
+    from stagedoor.cli.commands.web import plain_http_warning
+
+    line = plain_http_warning("0.0.0.0", tls=False, secure_cookies=True)
+    assert line is not None and "bypassed" in line and "--host 127.0.0.1" in line
+    line = plain_http_warning("::", tls=False, secure_cookies=False)
+    assert line is not None and "in clear" in line
+    for host, tls in (("127.0.0.1", False), ("::1", False), ("localhost", False),
+                      ("0.0.0.0", True)):
+        assert plain_http_warning(host, tls=tls, secure_cookies=True) is None

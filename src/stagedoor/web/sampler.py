@@ -107,7 +107,8 @@ class Sampler:
             sample = await self.sample_once()
         except Exception as e:  # shown on the page; the next tick tries again
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            self.error = f"{type(e).__name__}: {first}"
+            # shown on the page and set as text by the script: escaped like every value
+            self.error = safe(f"{type(e).__name__}: {first}")
             self.quiet.warning("sample", "sample failed: %s", self.error)
             return
         self.quiet.recovered("sample", "sampling again: Redis answers")
