@@ -573,3 +573,27 @@ async def test_a_second_pause_says_the_first_one_stands(settings: Settings,
     assert (doc["kept_earlier"], doc["reason"]) == (True, "doors open late")
     await fleet.resume(client, settings)
     assert not (await fleet.pause(client, settings, reason="now")).kept_earlier
+
+
+async def test_a_stuck_pending_entry_is_dead_lettered_by_the_operator(
+        settings: Settings, client: aioredis.Redis, sync_redis: redis.Redis) -> None:
+    """Issue 38 item 8: a stuck pending entry could not be acted on.  It goes to the
+    dead letters through the worker's own script, its last error kept."""
+    s = settings
+    (stuck,) = add_jobs(s, "render_tickets", [8801])
+    sync_redis.execute_command("XREADGROUP", "GROUP", s.group, "host-a", "COUNT", 1,
+                               "STREAMS", s.stream, ">")
+    sync_redis.set(s.key("lasterr", stuck), "CrashLoop: renderer segfault")
+    sync_redis.set(s.key("starts", stuck), 7)
+    dead_id = await pending.dead_letter(client, s, stuck, who="operator@127.0.0.1")
+    assert dead_id is not None
+    (d,) = (await dl.list_dead(client, s)).entries
+    assert (d.id, d.source_id, d.consumer, d.order_id) == (dead_id, stuck, "host-a", 8801)
+    assert d.error is not None and d.error.startswith("CrashLoop: renderer segfault [")
+    assert "dead-lettered by operator@127.0.0.1 from the console" in d.error
+    assert sync_redis.xpending(s.stream, s.group)["pending"] == 0
+    assert not sync_redis.exists(s.key("lasterr", stuck), s.key("starts", stuck))
+    assert (await jobs.lookup(client, s, order_id=8801)).entries[0].state == "dead"
+    # twice (two operators): the second finds it gone from the pending list, writes nothing
+    assert await pending.dead_letter(client, s, stuck, who="x") is None
+    assert sync_redis.xlen(s.dead_stream) == 1

@@ -7,6 +7,13 @@
     XRANGE <stream> <id> <id>                       per candidate (its kind, order, outbox)
     GET stagedoor:lasterr:<id>, GET stagedoor:starts:<id>   per entry shown
 
+`dead_letter` acts on one stuck entry (a job that crashes every worker that takes it,
+or waits on something that will not come): it moves it to the dead-letter stream with
+the worker's own script (stream/queue.DeadLetter: the XADD and the XACK at once, and
+only if the entry is still pending), its last error kept in the dead letter's error,
+and deletes its start count, settled starts and last error as a worker does.  From
+there it is replayed, deleted or looked up like any dead letter.
+
 Minimum deliveries and kind are filtered here; the result is sorted by idle time,
 longest first.  What it cannot know: pending entries past the first `scan_limit` ids
 (`truncated` says so: only the oldest scan_limit are read, and `matched` counts the
@@ -22,7 +29,8 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ..config import Settings
-from ..stream.keys import starts_key
+from ..stream.keys import settled_key, starts_key
+from ..stream.queue import DeadLetter
 from .inspect import id_ms
 from .records import Command, Record, field, now_ms, pipeline, text
 
@@ -125,3 +133,27 @@ async def show_pending(client: aioredis.Redis, settings: Settings, entry_id: str
     rows = [(text(eid), text(c), int(idle), int(n))]
     fields = await _fields(client, s, [rows[0][0]])
     return (await _details(client, s, rows, fields, now_ms(t)))[0]
+
+
+async def dead_letter(client: aioredis.Redis, settings: Settings, entry_id: str, *,
+                      who: str) -> str | None:
+    """Move one pending entry to the dead-letter stream (the module docstring): the dead
+    letter's id, or None when it was no longer pending (acked, or dead-lettered by a
+    worker meanwhile: nothing is written then)."""
+    s = settings
+    entry = await show_pending(client, s, entry_id)
+    if entry is None:
+        return None
+    (xr,) = await pipeline(client, [("XRANGE", s.stream, entry_id, entry_id)])
+    fields = list(xr[0][1] or []) if xr and not isinstance(xr, Exception) else None
+    why = (f"dead-lettered by {who} from the console: stuck pending on {entry.consumer}, "
+           f"idle {entry.idle_ms} ms, {entry.deliveries} deliveries")
+    error = f"{entry.last_error} [{why}]" if entry.last_error else why
+    dead_id = await DeadLetter(client, s)(entry_id, fields, error=error,
+                                          deliveries=entry.deliveries,
+                                          consumer=entry.consumer, only_if_pending=True)
+    if dead_id is None:
+        return None
+    await pipeline(client, [("DEL", starts_key(s, entry_id), settled_key(s, entry_id),
+                             _lasterr_key(s, entry_id))])
+    return text(dead_id)

@@ -221,6 +221,33 @@ async def pending_page(request: web.Request) -> web.StreamResponse:
         "kind", "consumer", "min_idle", "min_deliveries")})
 
 
+@operator_only
+async def pending_dead_letter(request: web.Request) -> web.StreamResponse:
+    """A stuck pending entry to the dead letters, in two steps: the first POST shows the
+    entry (consumer, idle, deliveries, last error, and whether a worker may be running
+    it now); the second, with confirm, moves it (ops.pending.dead_letter)."""
+    console = console_of(request)
+    form = await request.post()
+    entry_id = _entry_id(str(form.get("id", "")))
+    if not form.get("confirm"):
+        entry = await pending.show_pending(console.client, console.settings, entry_id)
+        if entry is None:
+            tell(request, "error", f"{entry_id} is not pending any more (acked or "
+                                   "dead-lettered meanwhile)")
+            raise web.HTTPSeeOther("/pending")
+        return page(request, "pending_confirm.html", e=entry,
+                    running=entry.idle_ms < console.settings.claim_idle_ms)
+    dead_id = await pending.dead_letter(console.client, console.settings, entry_id,
+                                        who=who(request))
+    if dead_id is None:
+        tell(request, "error", f"{entry_id} is not pending any more: nothing dead-lettered")
+    else:
+        await record(request, "dead-letter", 1, f"{entry_id} {dead_id}")
+        tell(request, "ok", f"dead-lettered {entry_id} as {dead_id}: replay or delete it "
+                            "from the dead letters")
+    raise web.HTTPSeeOther("/pending")
+
+
 # -- dead letters ------------------------------------------------------------------------
 FILTER_FIELDS = ("kind", "error", "since", "until")
 
@@ -492,6 +519,7 @@ def add_routes(app: web.Application) -> None:
     r.add_post("/pause", pause_action)
     r.add_post("/resume", resume_action)
     r.add_get("/pending", pending_page)
+    r.add_post("/pending/dead-letter", pending_dead_letter)
     r.add_get("/dead", dead_page)
     r.add_get("/dead/errors", dead_errors_page)  # before /dead/{entry_id}: not an id
     r.add_get("/dead/{entry_id}", dead_entry_page)
