@@ -53,7 +53,8 @@ def _lines(e: jobs.JobEntry, now_ms: int) -> list[str]:
     if e.done_mark is not None:
         out.append(f"  done        marked done ({safe(e.done_mark)})")
     if e.dead is not None:
-        out.append(f"  dead        {e.dead.id} at {e.dead.time}: {safe(e.dead.error or '-')}")
+        out.append(f"  dead        {e.dead.id} at {safe(e.dead.time)}: "
+                   f"{safe(e.dead.error or '-')}")
     elif e.dead_removed:
         out.append(f"  dead        dead letter removed ({e.dead_removed})")
     if e.ticket is not None:
