@@ -214,20 +214,33 @@ async def test_an_id_nothing_names_is_not_found_never_a_state(
 
     assert (await absent("99999999999999-0")).startswith("never added: it is after the newest")
     # Nothing was ever trimmed or deleted: an id that is not there never was.
-    assert (await absent("1-0")).startswith("never added: jobs has trimmed or deleted no")
+    assert (await absent("1-0")).startswith("never added: jobs has never trimmed or deleted")
     assert (await absent(c.split("-")[0] + "-9")).startswith("never added")
     for eid in ("99999999999999-0", "1-0"):
         proc = cli("job", "--entry-id", eid, *url)
         assert proc.returncode == 1 and "not found: never added" in proc.stdout, proc.stdout
-    # After a trim, an id below it may have been one: Redis cannot say, and says so.
-    sync_redis.xdel(s.stream, c)
-    assert "before any worker read it" in await absent(c)
+    # A trim (MAXLEN, as enqueue's) drops the oldest: below the first entry left an id
+    # may have been one, and Redis cannot say which; above it, never (a trim does not
+    # move max-deleted-entry-id: only XDEL does).
+    sync_redis.xtrim(s.stream, maxlen=2, approximate=False)  # a and b went (read, acked)
+    assert "after a worker read it" in await absent(a)
     assert "whether it existed cannot be known" in await absent("1-0")
     assert "after a worker read it" in await absent("1-0")
+    (d,) = add_jobs(s, "mail", [4])
+    await asyncio.sleep(0.01)  # e in a later millisecond: an id between d and e is free
+    add_jobs(s, "mail", [5])
+    sync_redis.xdel(s.stream, c)  # c unread, deleted: at most max-deleted-entry-id
+    assert "before any worker read it" in await absent(c)
+    ms, seq = d.split("-")
+    assert (await absent(f"{ms}-{int(seq) + 1}")).startswith(
+        "never added: it is after jobs's first entry")
     proc = cli("job", "--entry-id", "1-0", "--json", *url)
     assert proc.returncode == 1 and orjson.loads(proc.stdout)["entries"] == []
     # What does exist is still told: acked (delivered, gone from the pending list).
-    assert (await jobs.lookup(client, s, entry_id=a)).entries[0].state == "acked"
+    sync_redis.execute_command("XREADGROUP", "GROUP", s.group, "w", "COUNT", 1,
+                               "STREAMS", s.stream, ">")
+    sync_redis.xack(s.stream, s.group, d)
+    assert (await jobs.lookup(client, s, entry_id=d)).entries[0].state == "acked"
 
     # Out of range: one line, exit 2, no traceback (the CLI) and a 400 (the pages' parser).
     for args in (("job", "--entry-id", "253402300800000-0"),

@@ -25,12 +25,15 @@ letter, or the record of a removed dead letter.  Otherwise it is not found (`abs
 says why, and the CLI exits 1), and what can be known is said:
 
   - above the stream's last-generated-id: never added (Redis has not generated it);
-  - above max-deleted-entry-id: never added, since every entry Redis ever added at or
-    after it is still there (nothing there was trimmed or deleted);
-  - otherwise it may have been trimmed or deleted, and Redis keeps no record of which
-    ids it dropped: if it existed, it went unread (above the group's last-delivered id)
-    or after a worker read it.  Whether 1-0 ever existed on a stream that trimmed
-    entries after it cannot be known.
+  - the stream never dropped an entry (entries-added = length): never added;
+  - above the first entry and above max-deleted-entry-id: never added.  A trim
+    (MAXLEN, MINID) drops only entries below the first one left, and XDEL records the
+    highest id it deleted (max-deleted-entry-id; a trim does not move it), so every
+    entry added above both is still there;
+  - otherwise it may have been trimmed (below the first entry) or deleted (at most
+    max-deleted-entry-id), and Redis keeps no record of which ids it dropped: if it
+    existed, it went unread (above the group's last-delivered id) or after a worker read
+    it.  Whether 1-0 ever existed on a stream that has trimmed cannot be known.
 
 Dead stays dead.  A job whose dead letter was replayed, deleted or purged by the console
 or the CLI is still DEAD, with "dead letter removed" and how: those actions record the
@@ -179,7 +182,9 @@ class _Facts:
     last_delivered: str
     stream_exists: bool
     last_generated: str | None
-    max_deleted: str | None  # None: the server does not say (treated as "may have")
+    first_id: str | None  # the first entry left (None: the stream is empty)
+    removed: int | None  # entries-added - length: entries ever trimmed or deleted
+    max_deleted: str | None  # the highest id XDEL deleted (trims do not move it)
     gone_length: int  # removed dead letters remembered
     dead_trimmed: int  # dead letters the cap trimmed, ever
     oldest_dead: str | None
@@ -196,10 +201,13 @@ async def _facts(client: aioredis.Redis, s: Settings) -> _Facts:
         if text(gp.get("name")) == s.group:
             last_delivered = text(gp.get("last-delivered-id")) or "0-0"
     si = pairs(info) if _ok(info) is not None else {}
-    md = si.get("max-deleted-entry-id")
+    md, first, added = (si.get("max-deleted-entry-id"), si.get("first-entry"),
+                        si.get("entries-added"))
     return _Facts(
         now=now_ms(t), last_delivered=last_delivered, stream_exists=bool(si),
         last_generated=text(si.get("last-generated-id")) or None,
+        first_id=text(first[0]) if first else None,
+        removed=(int(added) - int(si.get("length") or 0)) if added is not None else None,
         max_deleted=text(md) if md is not None else None,
         gone_length=int(_ok(gone) or 0), dead_trimmed=int(_ok(trimmed) or 0),
         oldest_dead=text(_ok(oldest)[0][0]) if _ok(oldest) else None)
@@ -212,10 +220,16 @@ def _absent(s: Settings, f: _Facts, eid: str) -> str:
     if parse_id(eid) > parse_id(f.last_generated):
         return (f"never added: it is after the newest id {s.stream} ever generated "
                 f"({f.last_generated})")
-    if f.max_deleted is not None and parse_id(eid) > parse_id(f.max_deleted):
-        return (f"never added: {s.stream} has trimmed or deleted no entry at or after it "
-                f"(none after {f.max_deleted}), so an entry of this id would still be there")
-    upto = f" (it dropped entries up to {f.max_deleted})" if f.max_deleted else ""
+    if f.removed == 0:
+        return (f"never added: {s.stream} has never trimmed or deleted an entry, so an "
+                "entry of this id would still be there")
+    above_first = f.first_id is not None and parse_id(eid) > parse_id(f.first_id)
+    if above_first and f.max_deleted is not None and parse_id(eid) > parse_id(f.max_deleted):
+        return (f"never added: it is after {s.stream}'s first entry ({f.first_id}), where "
+                f"no trim reaches, and after the last id deleted ({f.max_deleted}), so an "
+                "entry of this id would still be there")
+    upto = (f" ({f.removed} entries were, the first left is {f.first_id or 'none'})"
+            if f.removed else "")
     if parse_id(eid) > parse_id(f.last_delivered):
         then = (f"trimmed or deleted before any worker read it (it is after the group's "
                 f"last-delivered id {f.last_delivered})")
