@@ -502,6 +502,29 @@ def test_find_a_job_by_order_id_and_open_its_ticket(browser: Any, tmp_path: Path
         assert [r.find_element("css selector", ".action").text for r in rows] == [
             "ticket download", "ticket download"]
         assert "operator@127.0.0.1" in rows[0].text and "order-4471.pdf" in rows[0].text
+        # issue 38 item 5: an id Redis never generated is not found, never a state (it was
+        # TRIMMED-UNREAD); one past the year 9999 is a 400 with the form (it was a 500);
+        # a job whose dead letter was deleted is still DEAD
+        browser.get(c.url + "/job?entry_id=99999999999999-0")
+        assert by_id(browser, "no-job").text.startswith("Not found: never added")
+        assert all_css(browser, "section.job") == []
+        browser.get(c.url + "/job?entry_id=253402300800000-0")
+        assert "past the year 9999" in browser.find_element("css selector", ".flash").text
+        assert all_css(browser, "#job-form")
+        client = redis.Redis.from_url(redis_url, protocol=2)
+        try:
+            dead = dead_letter(client, "*", "mail", 4473, "card declined")  # source 4473-0
+        finally:
+            client.close()
+        browser.get(c.url + f"/dead/{dead}")
+        browser.find_element("css selector", "button.danger").click()  # Delete, then
+        wait(lambda: all_css(browser, "#confirm-delete"))[0].click()  # its confirm step
+        wait(lambda: "deleted 1" in browser.find_element("css selector", ".flash").text)
+        browser.get(c.url + "/job?entry_id=4473-0")
+        [section] = all_css(browser, "section.job")
+        assert section.find_element("css selector", ".state").text == "dead"
+        assert "dead letter removed (deleted)" in section.find_element(
+            "css selector", ".dead-removed").text
 
 
 def fetch_from_page(driver: Any, path: str) -> tuple[int, str]:
