@@ -71,10 +71,12 @@ async def test_job_lookup_in_every_state(settings: Settings, client: aioredis.Re
     story = await jobs.lookup(client, s, order_id=4471)
     assert [(e.entry_id, e.state) for e in story.entries] == [(queued, "queued")]
     assert story.searched and story.entries[0].kind == "render_tickets"
-    # Trimmed before any worker read it: no copy left to find by its order, but its id
-    # is still told apart.
+    # Trimmed before any worker read it: no copy left to find by its order; by its id,
+    # nothing in Redis names it, so no state, but what it was if it existed.
     assert (await jobs.lookup(client, s, order_id=4470)).entries == []
-    assert (await jobs.lookup(client, s, entry_id=lost)).entries[0].state == "trimmed-unread"
+    story = await jobs.lookup(client, s, entry_id=lost)
+    assert story.entries == [] and story.absent is not None
+    assert "trimmed or deleted before any worker read it" in story.absent
     assert (await jobs.lookup(client, s, order_id=999_999)).entries == []
 
     release = asyncio.Event()
@@ -113,12 +115,13 @@ async def test_job_lookup_in_every_state(settings: Settings, client: aioredis.Re
             return (e.state, e.done_mark, e.consumer) == ("acked", None, None)
         await eventually(acked, 10, "the held job acked (its handler keeps no done mark)")
 
-    # Acked and then trimmed: nothing on either stream names its order any more; by
-    # its entry id it is delivered and gone from the stream, so acked.
+    # Acked and then trimmed: nothing on either stream names its order any more, nor
+    # anything else its entry id: not found, and if it existed it was read first.
     sync_redis.xdel(s.stream, done.entry_id)
     assert (await jobs.lookup(client, s, order_id=4471)).entries == []
-    gone = (await jobs.lookup(client, s, entry_id=done.entry_id)).entries[0]
-    assert (gone.state, gone.in_stream) == ("acked", False)
+    gone = await jobs.lookup(client, s, entry_id=done.entry_id)
+    assert gone.entries == [] and gone.absent is not None
+    assert "after a worker read it" in gone.absent
 
     # The CLI twin, --json and text (hostile text escaped on the terminal).
     proc = cli("job", "4472", "--json", "--redis-url", redis_url)
@@ -190,6 +193,133 @@ async def test_a_job_added_by_a_bare_xadd_is_found(settings: Settings, client: a
         assert (entry.entry_id, entry.state, entry.dead_id) == \
             ("1700000000000-3", "dead", dead_id)
         assert (entry.order_id, entry.outbox_id, entry.kind) == ("5150", "95150", "mail")
+
+async def test_an_id_nothing_names_is_not_found_never_a_state(
+        settings: Settings, client: aioredis.Redis, sync_redis: redis.Redis,
+        redis_url: str) -> None:
+    """Issue 38 item 5: an id Redis never generated was TRIMMED-UNREAD or ACKED (exit 0);
+    an id past the year 9999 was a traceback.  Now: not found (exit 1) with what can be
+    known, or one line and exit 2."""
+    s = settings
+    a, b, c = add_jobs(s, "mail", [1, 2, 3])
+    sync_redis.execute_command("XREADGROUP", "GROUP", s.group, "w", "COUNT", 2,
+                               "STREAMS", s.stream, ">")
+    sync_redis.xack(s.stream, s.group, a, b)
+    url = ("--redis-url", redis_url)
+
+    async def absent(eid: str) -> str:
+        story = await jobs.lookup(client, s, entry_id=eid)
+        assert story.entries == [] and story.absent is not None, story
+        return story.absent
+
+    assert (await absent("99999999999999-0")).startswith("never added: it is after the newest")
+    # Nothing was ever trimmed or deleted: an id that is not there never was.
+    assert (await absent("1-0")).startswith("never added: jobs has never trimmed or deleted")
+    assert (await absent(c.split("-")[0] + "-9")).startswith("never added")
+    for eid in ("99999999999999-0", "1-0"):
+        proc = cli("job", "--entry-id", eid, *url)
+        assert proc.returncode == 1 and "not found: never added" in proc.stdout, proc.stdout
+    # A trim (MAXLEN, as enqueue's) drops the oldest: below the first entry left an id
+    # may have been one, and Redis cannot say which; above it, never (a trim does not
+    # move max-deleted-entry-id: only XDEL does).
+    sync_redis.xtrim(s.stream, maxlen=2, approximate=False)  # a and b went (read, acked)
+    assert "after a worker read it" in await absent(a)
+    assert "whether it existed cannot be known" in await absent("1-0")
+    assert "after a worker read it" in await absent("1-0")
+    (d,) = add_jobs(s, "mail", [4])
+    await asyncio.sleep(0.01)  # e in a later millisecond: an id between d and e is free
+    add_jobs(s, "mail", [5])
+    sync_redis.xdel(s.stream, c)  # c unread, deleted: at most max-deleted-entry-id
+    assert "before any worker read it" in await absent(c)
+    ms, seq = d.split("-")
+    assert (await absent(f"{ms}-{int(seq) + 1}")).startswith(
+        "never added: it is after jobs's first entry")
+    proc = cli("job", "--entry-id", "1-0", "--json", *url)
+    assert proc.returncode == 1 and orjson.loads(proc.stdout)["entries"] == []
+    # What does exist is still told: acked (delivered, gone from the pending list).
+    sync_redis.execute_command("XREADGROUP", "GROUP", s.group, "w", "COUNT", 1,
+                               "STREAMS", s.stream, ">")
+    sync_redis.xack(s.stream, s.group, d)
+    assert (await jobs.lookup(client, s, entry_id=d)).entries[0].state == "acked"
+
+    # Out of range: one line, exit 2, no traceback (the CLI) and a 400 (the pages' parser).
+    for args in (("job", "--entry-id", "253402300800000-0"),
+                 ("job", "--entry-id", "1-18446744073709551616"),
+                 ("dead", "show", "99999999999999999999-0"),
+                 ("dead", "list", "--since", "0001-01-01"),
+                 ("dead", "list", "--until", "99999999999999999")):
+        proc = cli(*args, *url)
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        assert "Traceback" not in proc.stderr and proc.stderr.count("\n") <= 3, proc.stderr
+        assert "year 9999" in proc.stderr or "1970" in proc.stderr or "sequence" in \
+            proc.stderr, proc.stderr
+    with pytest.raises(dl.BadBound, match="before 1970"):
+        dl.parse_bound("0001-01-01")
+    with pytest.raises(jobs.LookupError_, match="year 9999"):
+        await jobs.lookup(client, s, entry_id="253402300800000-0")
+
+
+async def test_a_dead_job_stays_dead_after_its_dead_letter_goes(
+        settings: Settings, client: aioredis.Redis, sync_redis: redis.Redis,
+        redis_url: str) -> None:
+    """Issue 38 item 5: a dead-lettered job read ACKED once its dead letter was deleted,
+    replayed or purged.  The worker's own dead-letter script moves three jobs; the CLI
+    and the ops layer remove their dead letters; each job is still DEAD, and says how."""
+    from stagedoor.stream.queue import DeadLetter
+
+    s = settings
+    ids = add_jobs(s, "mail", [7001, 7002, 7003, 7004])
+    sync_redis.execute_command("XREADGROUP", "GROUP", s.group, "w", "COUNT", 4,
+                               "STREAMS", s.stream, ">")
+    move = DeadLetter(client, s)
+    dead = {}
+    for eid in ids[:3]:
+        (entry,) = sync_redis.xrange(s.stream, eid, eid)
+        fields = [x for kv in entry[1].items() for x in kv]
+        dead[eid] = (await move(eid, fields, error="card declined", deliveries=1,
+                                consumer="w")).decode()
+    sync_redis.xack(s.stream, s.group, ids[3])  # the fourth: acked, never dead
+    assert [(await jobs.lookup(client, s, entry_id=e)).entries[0].state for e in ids] == \
+        ["dead", "dead", "dead", "acked"]
+    url = ("--redis-url", redis_url)
+    assert cli("dead", "delete", dead[ids[0]], *url).returncode == 0
+    (replayed,) = (await dl.replay(client, s, [dead[ids[1]]])).outcomes
+    assert cli("dead", "purge", "--yes", *url).returncode == 0
+    assert sync_redis.xlen(s.dead_stream) == 0
+
+    for eid, how in ((ids[0], "deleted"), (ids[1], f"replayed as {replayed.new_id}"),
+                     (ids[2], "purged")):
+        (e,) = (await jobs.lookup(client, s, entry_id=eid)).entries
+        assert (e.state, e.dead_removed, e.dead) == ("dead", how, None)
+        proc = cli("job", "--entry-id", eid, *url)
+        assert proc.returncode == 0 and "DEAD" in proc.stdout, proc.stdout
+        assert f"dead letter removed ({how})" in proc.stdout, proc.stdout
+    # By order id too (the entry is still on the stream), and trimmed from the stream.
+    assert (await jobs.lookup(client, s, order_id=7001)).entries[0].state == "dead"
+    sync_redis.xdel(s.stream, ids[0])
+    assert (await jobs.lookup(client, s, entry_id=ids[0])).entries[0].state == "dead"
+    assert (await jobs.lookup(client, s, entry_id=ids[3])).entries[0].state == "acked"
+
+    # The record is capped like the dead letters it outlives (MAXLEN ~ dead_maxlen).
+    small = s.replace(dead_maxlen=100)
+    assert (await dl.delete(client, small, ["1-1"]))[0].status == "missing"  # no record
+    gone = small.key("dead-gone", small.stream)
+    assert sync_redis.xlen(gone) == 3
+    pipe = sync_redis.pipeline(transaction=False)
+    for n in range(1000):
+        pipe.execute_command("XADD", s.dead_stream, "*", *dead_letter_fields(
+            Job(kind="mail", order_id=n + 1, outbox_id=n + 1, request_id="r",
+                trace="t").fields(), error="e", source_id=f"1-{n}", deliveries=1,
+            consumer="c"))
+    pipe.execute()
+    assert await dl.purge(client, small) == 1000
+    assert sync_redis.xlen(gone) <= 200  # ~: whole nodes of 100 entries
+
+    # Dead letters the cap trimmed leave no record: an acked entry old enough to have
+    # been one says it cannot tell.
+    sync_redis.set(small.key("dead-trimmed", small.stream), 5)
+    (e,) = (await jobs.lookup(client, s, entry_id=ids[3])).entries
+    assert e.state == "acked" and e.note is not None and "5 dead letters were trimmed" in e.note
 
 # -- pending ------------------------------------------------------------------------------------
 
@@ -413,11 +543,14 @@ async def test_lookups_do_bounded_work_on_a_big_queue(settings: Settings,
     # each); then 5 commands for the entry and 3 for its marks, TIME and XINFO GROUPS.
     slices = 20_000 // jobscan.SLICE + 1 + 2000 // jobscan.SLICE + 1
     assert (story.scan_calls, story.scan_entries) == (slices, 22_000)
-    assert stats.get("xrevrange", 0) == slices and stats.get("xrange", 0) == 1
+    # XRANGE: the entry, and the oldest dead letter
+    assert stats.get("xrevrange", 0) == slices and stats.get("xrange", 0) == 2
     others = {k: v for k, v in stats.items() if k not in (
         "config|resetstat", "client|setname", "xrevrange", "xrange")}
-    assert others == {"time": 1, "xinfo|groups": 1, "xpending": 1, "get": 5, "hget": 1}, \
-        others  # GET starts, settled, lasterr, lease, the old done key; HGET the mark
+    assert others == {"time": 1, "xinfo|groups": 1, "xinfo|stream": 1, "xlen": 1,
+                      "xpending": 1, "get": 6, "hget": 1}, others
+    # GET starts, settled, lasterr, lease, the old done key, the dead letters trimmed;
+    # HGET the mark; XINFO STREAM and XLEN of the removed dead letters: the ids' facts
     # By outbox id the same; the CLI says what it read when nothing matches.
     assert (await jobs.lookup(client, s, outbox_id=15_000)).entries[0].order_id == "15000"
 
@@ -434,3 +567,46 @@ async def test_lookups_do_bounded_work_on_a_big_queue(settings: Settings,
     assert dead.total == 2000 and len(dead.entries) == 50 and dead.scanned == 50
     assert stats.get("xrevrange", 0) == 1 and stats.get("xlen", 0) == 1
     c.close()
+
+
+async def test_a_second_pause_says_the_first_one_stands(settings: Settings,
+                                                        client: aioredis.Redis,
+                                                        redis_url: str) -> None:
+    """Issue 38 item 8: a second pause kept the first one's reason without a word."""
+    from stagedoor.ops import fleet
+
+    first = await fleet.pause(client, settings, by="alice", reason="doors open late")
+    assert first.paused and not first.kept_earlier
+    proc = cli("pause", "--reason", "card gateway down", "--redis-url", redis_url)
+    assert proc.returncode == 0, proc.stderr
+    assert "was already paused since" in proc.stdout and "by alice: doors open late" in \
+        proc.stdout and "that pause is kept" in proc.stdout, proc.stdout
+    proc = cli("pause", "--reason", "again", "--json", "--redis-url", redis_url)
+    doc = orjson.loads(proc.stdout)
+    assert (doc["kept_earlier"], doc["reason"]) == (True, "doors open late")
+    await fleet.resume(client, settings)
+    assert not (await fleet.pause(client, settings, reason="now")).kept_earlier
+
+
+async def test_a_stuck_pending_entry_is_dead_lettered_by_the_operator(
+        settings: Settings, client: aioredis.Redis, sync_redis: redis.Redis) -> None:
+    """Issue 38 item 8: a stuck pending entry could not be acted on.  It goes to the
+    dead letters through the worker's own script, its last error kept."""
+    s = settings
+    (stuck,) = add_jobs(s, "render_tickets", [8801])
+    sync_redis.execute_command("XREADGROUP", "GROUP", s.group, "host-a", "COUNT", 1,
+                               "STREAMS", s.stream, ">")
+    sync_redis.set(s.key("lasterr", stuck), "CrashLoop: renderer segfault")
+    sync_redis.set(s.key("starts", stuck), 7)
+    dead_id = await pending.dead_letter(client, s, stuck, who="operator@127.0.0.1")
+    assert dead_id is not None
+    (d,) = (await dl.list_dead(client, s)).entries
+    assert (d.id, d.source_id, d.consumer, d.order_id) == (dead_id, stuck, "host-a", 8801)
+    assert d.error is not None and d.error.startswith("CrashLoop: renderer segfault [")
+    assert "dead-lettered by operator@127.0.0.1 from the console" in d.error
+    assert sync_redis.xpending(s.stream, s.group)["pending"] == 0
+    assert not sync_redis.exists(s.key("lasterr", stuck), s.key("starts", stuck))
+    assert (await jobs.lookup(client, s, order_id=8801)).entries[0].state == "dead"
+    # twice (two operators): the second finds it gone from the pending list, writes nothing
+    assert await pending.dead_letter(client, s, stuck, who="x") is None
+    assert sync_redis.xlen(s.dead_stream) == 1

@@ -355,6 +355,34 @@ def test_status_table(client: redis.Redis, settings: Settings, redis_url: str) -
     assert "host-07" in out.split("consumer", 1)[1]
 
 
+def test_a_malformed_worker_record_is_shown_as_malformed(client: redis.Redis,
+                                                         redis_url: str) -> None:
+    """Issue 38 item 6: `"paused": "no"` read as paused, `"started": 1e20` as a time."""
+    ensure_group(client, Settings(redis_url=redis_url))
+    good = {"consumer": "w-good", "host": "h1", "slot": 0, "pid": 11, "version": "1",
+            "renderer": None, "started": time.time() - 60, "handled": 5, "in_flight": 0,
+            "rss_bytes": 2**20, "paused": False, "seen_ms": int(time.time() * 1000)}
+    bad = {**good, "consumer": "w-bad", "pid": 12, "paused": "no"}
+    worse = {**good, "consumer": "w-worse", "pid": 13, "started": 1e20}
+    for record in (good, bad, worse):
+        client.hset("stagedoor:fleet:jobs", record["consumer"], 1)
+        client.set(f"stagedoor:worker:jobs:{record['consumer']}", orjson.dumps(record))
+    client.set("stagedoor:worker:jobs:w-junk", b"\xff not json")
+    client.hset("stagedoor:fleet:jobs", "w-junk", 1)
+    proc = cli("status", "--redis-url", redis_url)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "workers   1 live" in out and " 11 " in out
+    assert " 12 " not in out and " 13 " not in out  # never shown as workers
+    assert "MALFORMED presence record of w-bad: paused: 'no' is not true or false" in out
+    assert "MALFORMED presence record of w-worse: started: 1e+20 is not a time" in out
+    assert "MALFORMED presence record of w-junk: not JSON" in out
+    proc = cli("status", "--json", "--redis-url", redis_url)
+    fleet = orjson.loads(proc.stdout)["fleet"]
+    assert [w["consumer"] for w in fleet["workers"]] == ["w-good"]
+    assert sorted(m["consumer"] for m in fleet["malformed"]) == ["w-bad", "w-junk", "w-worse"]
+
+
 def test_status_env_and_missing_stream(redis_url: str) -> None:
     env_url = redis_url
     proc = cli("status", "--stream", "other", env={"STAGEDOOR_REDIS_URL": env_url})

@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -399,4 +400,98 @@ def test_redis_away_is_a_503_with_one_line_and_the_overview_stays(
             h.request("GET", "/api/overview")[2]), 20, what="the sample error"))
         assert o["ready"] and "Connection" in o["error"], o["error"]
         assert h.request("GET", "/")[0] == 200
+        # issue 38 item 6: an error a second (the sampler's tick, each request) was a
+        # line a second; now a line a minute per kind, however many fail meanwhile
+        for _ in range(10):
+            assert h.request("GET", "/pending")[0] == 503
+        time.sleep(2.5)  # five more sample attempts at --interval 0.5
+        err = c.stderr()
+        assert err.count("sample failed") == 1, err
+        assert err.count("cannot reach Redis") == 1, err
     assert "Traceback" not in c.stderr()
+
+
+# -- issue 38 items 5 and 6: inputs out of range, counts that say what they counted ----------
+def test_inputs_out_of_range_are_a_400_and_pending_counts_what_matched(
+        tmp_path: Path, redis_url: str) -> None:
+    """An entry id past the year 9999 was a 500 on the job page; /dead?since=0001-01-01
+    showed 0 entries; /pending said "more than the 1000 scanned match" when one did."""
+    s = Settings(redis_url=redis_url)
+    sync = redis.Redis.from_url(redis_url, protocol=2)
+    try:
+        enqueue_sync(sync, s, [Job(kind="render_tickets" if i else "refund", order_id=i + 1,
+                                   outbox_id=i + 1, request_id="r", trace="t")
+                               for i in range(1001)])
+        sync.execute_command("XREADGROUP", "GROUP", s.group, "w", "COUNT", 1001,
+                             "STREAMS", s.stream, ">")
+        with console(tmp_path, redis_url) as c:
+            h = Http(c.url)
+            h.log_in("viewer")
+            for path, why in (("/job?entry_id=253402300800000-0", b"year 9999"),
+                              ("/job?entry_id=1-18446744073709551616", b"sequence"),
+                              ("/dead?since=0001-01-01", b"before 1970"),
+                              ("/dead?until=10000-01-01", b"neither"),
+                              ("/dead?since=99999999999999999", b"year 9999"),
+                              ("/dead?before=99999999999999999999-0", b"year 9999"),
+                              ("/dead/253402300800000-0", b"year 9999")):
+                status, headers, body = h.request("GET", path)
+                assert status == 400 and why in body, (path, status, body[:300])
+                strict_csp(headers)
+            # an id never generated: not found, and why (never a state)
+            status, _, body = h.request("GET", "/job?entry_id=99999999999999-0")
+            assert status == 200 and b"Not found: never added" in body, body
+            assert b'class="state"' not in body
+            status, _, body = h.request("GET", "/pending?kind=refund")
+            text = re.sub(r"\s+", " ", body.decode())
+            assert status == 200 and "1000 pending in the group" not in text
+            assert "1001 pending in the group; 1 shown of 1 matching" in text, text
+            assert "Only the oldest 1000 pending entries were read" in text, text
+            assert "more than the" not in text
+        assert "Traceback" not in c.stderr()
+    finally:
+        sync.close()
+
+
+def test_a_burst_past_the_pool_is_served_or_busy_never_an_outage(tmp_path: Path,
+                                                                 redis_url: str) -> None:
+    """Issue 38 item 6: past the client's ~100 connections the pool failed a command at
+    once, and the page said "cannot reach Redis".  Redis is held still (CLIENT PAUSE) while
+    250 requests come at once: each is served or told "busy, retry", never an outage."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    sync = redis.Redis.from_url(redis_url, protocol=2)
+    try:
+        with console(tmp_path, redis_url) as c:
+            h = Http(c.url)
+            h.log_in("viewer")
+            sync.execute_command("CLIENT", "PAUSE", 1500, "ALL")
+            with ThreadPoolExecutor(250) as pool:
+                replies = list(pool.map(lambda _: h.request("GET", "/pending"), range(250)))
+            statuses = [status for status, _, _ in replies]
+            assert set(statuses) <= {200, 503} and statuses.count(200) >= 64, statuses
+            for status, headers, body in replies:
+                assert b"cannot reach Redis" not in body, body[:200]
+                if status == 503:
+                    assert body.startswith(b"the console is busy"), body[:200]
+                    assert headers.get("retry-after") == "1"
+            assert h.request("GET", "/pending")[0] == 200
+        assert c.stderr().count("cannot reach Redis") == 0, c.stderr()
+        assert "Traceback" not in c.stderr()
+    finally:
+        sync.execute_command("CLIENT", "UNPAUSE")
+        sync.close()
+
+
+def test_plain_http_beyond_loopback_is_warned_with_or_without_secure_cookies() -> None:
+    """Issue 38 item 8: `--host 0.0.0.0 --secure-cookies` without TLS started without a
+    word, as if the proxy --secure-cookies implies could not be walked around.  (The
+    line `run` prints; starting the command would bind beyond loopback.)"""
+    from stagedoor.cli.commands.web import plain_http_warning
+
+    line = plain_http_warning("0.0.0.0", tls=False, secure_cookies=True)
+    assert line is not None and "bypassed" in line and "--host 127.0.0.1" in line
+    line = plain_http_warning("::", tls=False, secure_cookies=False)
+    assert line is not None and "in clear" in line
+    for host, tls in (("127.0.0.1", False), ("::1", False), ("localhost", False),
+                      ("0.0.0.0", True)):
+        assert plain_http_warning(host, tls=tls, secure_cookies=True) is None

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
 import pytest
 import redis
 from tests.helpers_supervisor import Sup, enqueue
@@ -192,6 +193,13 @@ def test_dead_letters_filter_replay_delete(browser: Any, tmp_path: Path, redis_u
     ids = seed_dead(redis_url)
     with console(tmp_path, redis_url) as c:
         log_in(browser, c, "operator")
+        # issue 38 item 8: counted by error, with the first and last seen of each
+        browser.get(c.url + "/dead")
+        by_id(browser, "by-error").click()
+        rows = wait(lambda: [r.text for r in all_css(browser, "#errors tbody tr")] or None)
+        assert rows[0].startswith("5 payment gateway timeout refund, render_tickets "), rows
+        assert rows[1].startswith("1 font missing render_tickets "), rows
+        assert len(rows) == 2 and rows[0].count("2025-12-06T") == 2, rows
         browser.get(c.url + "/dead")
         assert len(all_css(browser, "#dead tbody tr[data-id]")) == 6
         by_id(browser, "f-kind").send_keys("render_tickets")
@@ -218,6 +226,12 @@ def test_dead_letters_filter_replay_delete(browser: Any, tmp_path: Path, redis_u
         [row] = all_css(browser, "#dead tbody tr[data-id]")
         assert row.get_attribute("data-id") == ids["early2"]
         row.find_element("css selector", "button.delete").click()
+        # a confirm step that says what goes: nothing is deleted before it
+        confirm = wait(lambda: all_css(browser, "#confirm-list tbody tr"))
+        assert [r.get_attribute("data-id") for r in confirm] == [ids["early2"]]
+        assert "refund" in confirm[0].text and "payment gateway timeout" in confirm[0].text
+        assert ids["early2"] in dead_ids(redis_url)
+        by_id(browser, "confirm-delete").click()
         wait(lambda: "deleted 1" in browser.find_element("css selector", ".flash").text)
         assert ids["early2"] not in dead_ids(redis_url)
         assert len(dead_ids(redis_url)) == 3 and sorted(stream_orders(redis_url)) == [
@@ -226,6 +240,8 @@ def test_dead_letters_filter_replay_delete(browser: Any, tmp_path: Path, redis_u
         browser.get(c.url + "/dead?error=font")
         by_id(browser, "bulk-purge").click()
         wait(lambda: "would purge 1 entries" in by_id(browser, "dry-run").text)
+        [listed] = all_css(browser, "#confirm-list tbody tr")  # what, not bare ids
+        assert ids["early3"] in listed.text and "font missing" in listed.text
         by_id(browser, "confirm").click()
         wait(lambda: "purged 1" in browser.find_element("css selector", ".flash").text)
         assert dead_ids(redis_url) == [ids["late0"], ids["late1"]]
@@ -305,7 +321,8 @@ def test_action_without_csrf_token_refused(browser: Any, tmp_path: Path, redis_u
         # the same request with the page's token goes through (so the refusal was the token)
         token = browser.find_element("css selector", "form.logout input[name=csrf]"
                                      ).get_attribute("value")
-        status, _ = post_from_page(browser, "/dead/delete", {"id": ids["early0"], "csrf": token})
+        status, _ = post_from_page(browser, "/dead/delete", {"id": ids["early0"], "csrf": token,
+                                                            "confirm": "1"})
         assert status in (0, 200, 303)  # a redirect, opaque to fetch(redirect: 'manual')
         assert ids["early0"] not in dead_ids(redis_url)
 
@@ -319,6 +336,13 @@ HOSTILE = {
     "close": "</td></tr></table><script>window.__pwned='close'</script>",
     "js": "javascript:window.__pwned='href'",
 }
+
+
+BIDI = "4471\u202e0988"
+
+
+def by_id_css(driver: Any, css: str) -> str:
+    return str(driver.find_element("css selector", css).text)
 
 
 def test_hostile_values_are_shown_as_text_and_run_nothing(browser: Any, tmp_path: Path,
@@ -337,6 +361,16 @@ def test_hostile_values_are_shown_as_text_and_run_nothing(browser: Any, tmp_path
         dead = dead_letter(client, "*", HOSTILE["script"], 7, HOSTILE["img"],
                            **{HOSTILE["close"]: HOSTILE["js"]})
         client.execute_command("XADD", "jobs:dead", "*", *flat, "dead:error", HOSTILE["svg"])
+        # issue 38 item 6: a direction override in an order id (shown raw it reads
+        # 44718890), and a worker record no worker wrote (a 500 for everyone on /fleet)
+        bidi = client.execute_command("XADD", "jobs", "*", "kind", "mail", "order_id",
+                                      BIDI, "outbox_id", "1").decode()
+        client.xreadgroup("workers", "w\u202egood", {"jobs": ">"}, count=1)
+        client.hset("stagedoor:fleet:jobs", "w-bad", 1)
+        client.set("stagedoor:worker:jobs:w-bad", orjson.dumps({
+            "consumer": "w-bad", "host": "h", "slot": 0, "pid": 1, "version": "1",
+            "renderer": None, "started": 1e20, "handled": 0, "in_flight": 0,
+            "rss_bytes": 0, "paused": "no", "seen_ms": 1}))
     finally:
         client.close()
     with console(tmp_path, redis_url) as c:
@@ -358,6 +392,15 @@ def test_hostile_values_are_shown_as_text_and_run_nothing(browser: Any, tmp_path
             if path == f"/dead/{dead}":
                 assert HOSTILE["img"] in by_id(browser, "dead-error").text
                 assert HOSTILE["close"] in by_id(browser, "dead-fields").text
+            assert "\u202e" not in body, path  # never raw, on any page
+            if path == "/pending":
+                assert "4471\\u202e0988" in body and "w\\u202egood" in body, body[:2000]
+            if path == "/fleet":
+                row = browser.find_element("css selector", "#workers tr.malformed").text
+                assert "w-bad" in row and "MALFORMED" in row, row
+                assert "started: 1e+20 is not a time" in row, row
+        browser.get(c.url + f"/job?entry_id={bidi}")
+        assert "4471\\u202e0988 / 1" in by_id_css(browser, "main"), by_id_css(browser, "main")
         time.sleep(1.2)  # a live refresh of the overview came and went: still nothing ran
         browser.get(c.url + "/")
         time.sleep(1.2)
@@ -375,8 +418,15 @@ def test_pause_and_resume_the_fleet(browser: Any, tmp_path: Path, redis_url: str
             browser.get(c.url + "/fleet")
             wait(lambda: len(all_css(browser, "#workers tbody tr td")) > 1 or
                  browser.refresh(), 30, "two workers on the fleet page")
+            # issue 38 item 8: only the button that applies, and the reason, who, since
+            assert not by_id(browser, "resume").is_displayed()
+            browser.find_element("css selector", "#pause-form input[name=reason]").send_keys(
+                "doors open late")
             by_id(browser, "pause").click()
             wait(lambda: by_id(browser, "fleet-state").text == "PAUSED")
+            assert not by_id(browser, "pause").is_displayed()
+            detail = by_id(browser, "paused-detail").text
+            assert "by operator@127.0.0.1: doors open late" in detail and "since 20" in detail
 
             def workers_paused() -> bool:
                 browser.get(c.url + "/fleet")
@@ -388,12 +438,18 @@ def test_pause_and_resume_the_fleet(browser: Any, tmp_path: Path, redis_url: str
             browser.get(c.url + "/")
             wait(lambda: by_id(browser, "backlog").text == "50", 20, "a backlog of 50")
             assert browser.find_element("css selector", '[data-field="paused"]').text == "PAUSED"
+            assert "doors open late" in by_id(browser, "paused-detail").text
+            assert not by_id(browser, "pause").is_displayed()
             time.sleep(2)  # paused workers read nothing: the backlog stays
             assert by_id(browser, "backlog").text == "50"
+            assert browser.find_element("css selector", '[data-field="drain"]').text == \
+                "not while paused"  # it said "never", as if the workers could not keep up
             by_id(browser, "resume").click()
             wait(lambda: by_id(browser, "backlog").text == "0", 30, "the backlog to drain")
             assert browser.find_element("css selector", '[data-field="paused"]').text == \
                 "running"
+            wait(lambda: by_id(browser, "pause").is_displayed(), 10, "the Pause button back")
+            assert not by_id(browser, "resume").is_displayed()
             sup.assert_running()  # paused and resumed, never stopped
     finally:
         sup.kill_all()
@@ -446,6 +502,29 @@ def test_find_a_job_by_order_id_and_open_its_ticket(browser: Any, tmp_path: Path
         assert [r.find_element("css selector", ".action").text for r in rows] == [
             "ticket download", "ticket download"]
         assert "operator@127.0.0.1" in rows[0].text and "order-4471.pdf" in rows[0].text
+        # issue 38 item 5: an id Redis never generated is not found, never a state (it was
+        # TRIMMED-UNREAD); one past the year 9999 is a 400 with the form (it was a 500);
+        # a job whose dead letter was deleted is still DEAD
+        browser.get(c.url + "/job?entry_id=99999999999999-0")
+        assert by_id(browser, "no-job").text.startswith("Not found: never added")
+        assert all_css(browser, "section.job") == []
+        browser.get(c.url + "/job?entry_id=253402300800000-0")
+        assert "past the year 9999" in browser.find_element("css selector", ".flash").text
+        assert all_css(browser, "#job-form")
+        client = redis.Redis.from_url(redis_url, protocol=2)
+        try:
+            dead = dead_letter(client, "*", "mail", 4473, "card declined")  # source 4473-0
+        finally:
+            client.close()
+        browser.get(c.url + f"/dead/{dead}")
+        browser.find_element("css selector", "button.danger").click()  # Delete, then
+        wait(lambda: all_css(browser, "#confirm-delete"))[0].click()  # its confirm step
+        wait(lambda: "deleted 1" in browser.find_element("css selector", ".flash").text)
+        browser.get(c.url + "/job?entry_id=4473-0")
+        [section] = all_css(browser, "section.job")
+        assert section.find_element("css selector", ".state").text == "dead"
+        assert "dead letter removed (deleted)" in section.find_element(
+            "css selector", ".dead-removed").text
 
 
 def fetch_from_page(driver: Any, path: str) -> tuple[int, str]:
@@ -477,8 +556,27 @@ def test_every_action_works_without_javascript(tmp_path: Path, redis_url: str) -
             assert stream_orders(redis_url) == ["102"]
             driver.get(c.url + "/dead")
             all_css(driver, "button.delete")[0].click()
+            wait(lambda: all_css(driver, "#confirm-delete"))[0].click()
             wait(lambda: "deleted 1" in driver.find_element("css selector", ".flash").text)
             assert ids["late1"] not in dead_ids(redis_url)  # the newest, first row
+            # a stuck pending entry, dead-lettered after its confirm page (issue 38 item 8)
+            client = redis.Redis.from_url(redis_url, protocol=2)
+            try:  # the job replayed above, taken by a worker that never comes back
+                [[_, [(stuck, _)]]] = client.xreadgroup("workers", "host-a", {"jobs": ">"},
+                                                        count=1)
+                stuck = stuck.decode()
+            finally:
+                client.close()
+            driver.get(c.url + "/pending")
+            buttons = all_css(driver, "#pending button.dead-letter")
+            assert len(buttons) == 1
+            buttons[0].click()
+            entry = wait(lambda: all_css(driver, "#pending-entry"))[0]
+            assert "host-a" in entry.text
+            by_id(driver, "confirm-dead-letter").click()
+            wait(lambda: f"dead-lettered {stuck}" in
+                 driver.find_element("css selector", ".flash").text)
+            assert len(dead_ids(redis_url)) == 5  # 6 seeded, 1 replayed, 1 deleted, + this one
             driver.get(c.url + "/fleet")
             by_id(driver, "pause").click()
             wait(lambda: by_id(driver, "fleet-state").text == "PAUSED")

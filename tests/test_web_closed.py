@@ -232,7 +232,7 @@ def test_every_operator_action_is_audited_from_the_page_and_the_cli(
         token = csrf_of(h.request("GET", "/fleet")[2])
         for path, body in (("/pause", "reason=maintenance"), ("/resume", ""),
                            ("/dead/replay", f"id={dead[0]}&id={dead[1]}"),
-                           ("/dead/delete", f"id={dead[2]}"),
+                           ("/dead/delete", f"id={dead[2]}&confirm=1"),  # the confirm step's POST
                            ("/dead/bulk", f"action=purge&confirm=1&upto={dead[3]}")):
             status, _, text = h.request("POST", path, f"csrf={token}&{body}")
             assert status == 303, (path, status, text[:300])

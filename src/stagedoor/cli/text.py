@@ -4,15 +4,17 @@ printed (dead, pending, job, pause and status print it)."""
 from __future__ import annotations
 
 
-def safe(text: str) -> str:
-    """The text with every control and format character escaped (\\x1b, \\u202e).
+def safe(text: str, keep: str = "") -> str:
+    """The text with every control and format character escaped (\\x1b, \\u202e),
+    but those in `keep` (the web page keeps newlines and tabs: HTML shows them as space).
 
     A dead letter holds whatever was on the stream; printed raw, an escape sequence
     in it is a command to the operator's terminal (retitle, clear, recolour, or an
-    OSC 52 clipboard write).  --json is left as it is: JSON escapes these itself."""
+    OSC 52 clipboard write), and a direction override reorders what is shown after it
+    (4471\\u202e0988 reads 44718890).  --json is left as it is: JSON escapes these itself."""
     if text.isprintable():
         return text
-    return "".join(ch if ch.isprintable() else _escape(ch) for ch in text)
+    return "".join(ch if ch.isprintable() or ch in keep else _escape(ch) for ch in text)
 
 
 def _escape(ch: str) -> str:

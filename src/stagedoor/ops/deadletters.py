@@ -49,8 +49,9 @@ import redis.asyncio as aioredis
 
 from ..config import Settings
 from ..stream.backlog import ACCOUNT_LUA, trimmed_key
-from ..stream.keys import dead_trimmed_key
+from ..stream.keys import dead_gone_key, dead_trimmed_key
 from ..stream.queue import DEAD_FIELD_PREFIX, WARN_SCAN, backlog_limits
+from .inspect import MAX_ID_MS, BadEntryId, check_id, parse_id
 from .records import Record, field, field_pairs, pipeline, text
 
 PAGE = 500
@@ -60,16 +61,17 @@ _DIGITS = re.compile(r"[0-9]{1,19}")
 
 REPLAY_BATCH = 100  # dead letters one replay script takes (one backlog count each)
 
-# KEYS[1] the job stream, KEYS[2] the dead-letter stream.  ARGV: the group, maxlen, the
-# refusal level (refuse above), the trimmed-unread hash (in ARGV: see
-# backlog.AUDIT_LUA), the warning level, the scan cap, then the dead-letter ids.
+# KEYS[1] the job stream, KEYS[2] the dead-letter stream, KEYS[3] the removed dead
+# letters (keys.dead_gone_key).  ARGV: the group, maxlen, the refusal level (refuse
+# above), the trimmed-unread hash (in ARGV: see backlog.AUDIT_LUA), the warning level,
+# the scan cap, dead_maxlen, then the dead-letter ids.
 # -> {backlog before, lost now counted, {status, new id, kind, order id} per id
 # looked at}: it stops at the first id that would pass the level (`full`, untouched)
 # and says nothing of the ids after it.
 _REPLAY_LUA = """
 local stream, dead, group, maxlen = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
 local limit, counter = tonumber(ARGV[3]), ARGV[4]
-local n = #ARGV - 6
+local n = #ARGV - 7
 local r = account(stream, group, counter, tonumber(ARGV[5]) - n, tonumber(ARGV[6]),
                   limit - n, 'replay')
 local backlog, lost = 0, 0
@@ -83,7 +85,7 @@ else
   backlog, lost = r[1], r[2]
 end
 local out = {backlog, lost}
-for k = 7, #ARGV do
+for k = 8, #ARGV do
   -- -1: the backlog is unknown (no counter at all); enqueue adds then, and so do we.
   if backlog >= 0 and backlog >= limit then
     out[#out + 1] = {'full', ''}
@@ -95,8 +97,9 @@ for k = 7, #ARGV do
   else
     local f = e[1][2]
     local args = {'XADD', stream, 'MAXLEN', '~', maxlen, '*'}
-    local kind, order = '', ''
+    local kind, order, source = '', '', ''
     for i = 1, #f - 1, 2 do
+      if f[i] == 'dead:source_id' and source == '' then source = f[i + 1] end
       if string.sub(f[i], 1, 5) ~= 'dead:' then
         args[#args + 1] = f[i]
         args[#args + 1] = f[i + 1]
@@ -109,6 +112,7 @@ for k = 7, #ARGV do
     else
       local id = redis.call(unpack(args))
       redis.call('XDEL', dead, ARGV[k])
+      remember(KEYS[3], ARGV[7], source, ARGV[k], 'replayed', id)
       if backlog >= 0 then backlog = backlog + 1 end
       out[#out + 1] = {'ok', id, kind, order}
     end
@@ -116,7 +120,39 @@ for k = 7, #ARGV do
 end
 return out
 """
-REPLAY_LUA = ACCOUNT_LUA + _REPLAY_LUA
+# What a removed dead letter leaves: its job's entry id, so the job is still told DEAD
+# (ops/jobs.py) after its dead letter went.  pcall: a record that cannot be written
+# (out of memory) never keeps an operator from removing dead letters, which frees it.
+_REMEMBER_LUA = """
+local function remember(gone, cap, source, dead_id, how, new_id)
+  if source == '' then return end
+  redis.pcall('XADD', gone, 'MAXLEN', '~', cap, '*', 'source_id', source,
+              'dead_id', dead_id, 'how', how, 'new_id', new_id)
+end
+"""
+REPLAY_LUA = ACCOUNT_LUA + _REMEMBER_LUA + _REPLAY_LUA
+
+# Delete (and purge) by id: KEYS[1] the dead-letter stream, KEYS[2] the removed dead
+# letters; ARGV: how (deleted | purged), dead_maxlen, the ids.  -> 1 (deleted) or 0
+# (missing) per id.
+REMOVE_LUA = _REMEMBER_LUA + """
+local out = {}
+for k = 3, #ARGV do
+  local e = redis.call('XRANGE', KEYS[1], ARGV[k], ARGV[k])
+  if #e == 0 then
+    out[#out + 1] = 0
+  else
+    local f, source = e[1][2], ''
+    for i = 1, #f - 1, 2 do
+      if f[i] == 'dead:source_id' then source = f[i + 1] break end
+    end
+    redis.call('XDEL', KEYS[1], ARGV[k])
+    remember(KEYS[2], ARGV[2], source, ARGV[k], ARGV[1], '')
+    out[#out + 1] = 1
+  end
+end
+return out
+"""
 
 # The same count alone, for a dry run and the confirm page.  -> {backlog, lost}.
 ROOM_LUA = ACCOUNT_LUA + """
@@ -131,8 +167,8 @@ def replay_args(settings: Settings, ids: list[str]) -> tuple[list[str], list[Any
     """(KEYS, ARGV) of REPLAY_LUA for these ids; the levels are enqueue's."""
     s = settings
     warn, limit = backlog_limits(s)
-    return [s.stream, s.dead_stream], [s.group, s.maxlen, limit, trimmed_key(s), warn,
-                                       WARN_SCAN, *ids]
+    return [s.stream, s.dead_stream, dead_gone_key(s)], [
+        s.group, s.maxlen, limit, trimmed_key(s), warn, WARN_SCAN, s.dead_maxlen, *ids]
 
 
 class BadBound(ValueError):
@@ -141,21 +177,36 @@ class BadBound(ValueError):
 
 def parse_bound(value: str, *, end: bool = False) -> str:
     """An entry id, epoch milliseconds, or an ISO 8601 time (UTC unless it says
-    otherwise) -> the stream id that bounds a range (inclusive)."""
+    otherwise) -> the stream id that bounds a range (inclusive).  A time before 1970
+    (no stream id is older) or past the year 9999 (inspect.MAX_ID_MS) is refused: as a
+    bound Redis would refuse it, and a range that cannot hold an entry is a mistake,
+    not an empty page."""
     v = value.strip()
     if ENTRY_ID.fullmatch(v):
-        return v
+        try:
+            return check_id(v)
+        except BadEntryId as e:
+            raise BadBound(str(e)) from None
     if _DIGITS.fullmatch(v):
         ms = int(v)
     else:
         try:
             when = datetime.fromisoformat(v.replace("Z", "+00:00"))
         except ValueError:
-            raise BadBound(f"{value!r} is neither an entry id (1758200000000-0), epoch "
+            raise BadBound(f"{value[:60]!r} is neither an entry id (1758200000000-0), epoch "
                            "milliseconds nor an ISO 8601 time (2026-12-05T20:00:00Z)") from None
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
-        ms = int(when.timestamp() * 1000)
+        try:
+            ms = int(when.timestamp() * 1000)
+        except (OverflowError, ValueError):  # 9999-12-31T23:59-01:00 is past year 9999
+            ms = MAX_ID_MS + 1
+        if ms < 0:
+            raise BadBound(f"{value[:60]!r} is before 1970-01-01T00:00:00Z, the oldest time "
+                           "a stream id has")
+    if ms > MAX_ID_MS:
+        raise BadBound(f"{value[:60]!r} is past the year 9999 (epoch milliseconds at most "
+                       f"{MAX_ID_MS})")
     return f"{ms}-{2**64 - 1}" if end else f"{ms}-0"
 
 
@@ -336,6 +387,79 @@ async def show_dead(client: aioredis.Redis, settings: Settings, entry_id: str
     return dead_entry(reply[0][0], reply[0][1])
 
 
+async def show_many(client: aioredis.Redis, settings: Settings, ids: list[str]
+                    ) -> list[DeadEntry | None]:
+    """Each id's dead letter (None: gone), in one round trip: what a confirm page shows."""
+    replies = await pipeline(client, [("XRANGE", settings.dead_stream, i, i) for i in ids])
+    return [dead_entry(r[0][0], r[0][1]) if r and not isinstance(r, Exception) else None
+            for r in replies]
+
+
+@dataclasses.dataclass
+class ErrorGroup(Record):
+    error: str  # the dead:error text, whole (the group's key)
+    count: int
+    first_id: str  # the oldest of the group read (its id's time: when it was dead-lettered)
+    first_time: str
+    last_id: str  # the newest
+    last_time: str
+    kinds: list[str]  # the job kinds among them, sorted
+
+
+@dataclasses.dataclass
+class ErrorGroups(Record):
+    total: int  # XLEN of the dead-letter stream
+    groups: list[ErrorGroup]  # most dead letters first
+    scanned: int
+    complete: bool  # every dead letter was read (else only the newest `scanned`)
+
+
+def _id_time(entry_id: str) -> str:
+    ms = parse_id(entry_id)[0]
+    if ms > MAX_ID_MS:
+        return f"{ms} ms"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def by_error(client: aioredis.Redis, settings: Settings, *,
+                   scan_limit: int = SCAN_LIMIT) -> ErrorGroups:
+    """The dead letters counted by their error text, with the first and last seen of each,
+    reading newest first in slices of PAGE, at most scan_limit entries (the newest)."""
+    s = settings
+    (total,) = await pipeline(client, [("XLEN", s.dead_stream)])
+    groups: dict[str, ErrorGroup] = {}
+    hi, scanned, complete = "+", 0, False
+    while scanned < scan_limit:
+        count = min(PAGE, scan_limit - scanned)
+        (page,) = await pipeline(client, [("XREVRANGE", s.dead_stream, hi, "-", "COUNT", count)])
+        page = [] if isinstance(page, Exception) else list(page or [])
+        for eid, fields in page:
+            d = dead_entry(eid, fields)
+            error = d.error if d.error is not None else "(no dead:error)"
+            when = _id_time(d.id)  # Redis's clock, which orders the stream
+            g = groups.get(error)
+            if g is None:
+                groups[error] = ErrorGroup(error=error, count=1, first_id=d.id,
+                                           first_time=when, last_id=d.id, last_time=when,
+                                           kinds=[d.kind or "-"])
+            else:  # newest first: each later one read is older
+                g.count += 1
+                g.first_id, g.first_time = d.id, when
+                if (d.kind or "-") not in g.kinds:
+                    g.kinds.append(d.kind or "-")
+        scanned += len(page)
+        if len(page) < count:
+            complete = True
+            break
+        hi = _before(text(page[-1][0]))
+    for g in groups.values():
+        g.kinds.sort()
+    complete = complete or (not isinstance(total, Exception) and scanned >= int(total))
+    return ErrorGroups(total=int(total) if not isinstance(total, Exception) else 0,
+                       groups=sorted(groups.values(), key=lambda g: (-g.count, g.error)),
+                       scanned=scanned, complete=complete)
+
+
 async def extent(client: aioredis.Redis, settings: Settings) -> tuple[int, str | None]:
     """(XLEN, the newest id): what an unfiltered purge counts, without reading entries."""
     n, newest = await pipeline(client, [("XLEN", settings.dead_stream),
@@ -416,37 +540,36 @@ async def replay(client: aioredis.Redis, settings: Settings, ids: list[str]) -> 
     return Replayed(outcomes=out, room=_room(s, backlog), lost=lost)
 
 
+async def _remove(client: aioredis.Redis, settings: Settings, ids: list[str],
+                  how: str) -> list[Outcome]:
+    """XDEL each id, remembering its job (REMOVE_LUA), PAGE ids to a script."""
+    s = settings
+    script = client.register_script(REMOVE_LUA)
+    out: list[Outcome] = []
+    for i in range(0, len(ids), PAGE):
+        part = ids[i:i + PAGE]
+        replies = await script(keys=[s.dead_stream, dead_gone_key(s)],
+                               args=[how, s.dead_maxlen, *part])
+        out += [Outcome(id=d, status="ok" if int(r) else "missing")
+                for d, r in zip(part, replies, strict=True)]
+    return out
+
+
 async def delete(client: aioredis.Redis, settings: Settings, ids: list[str]) -> list[Outcome]:
-    """XDEL each id: ok (deleted) or missing."""
-    unique = list(dict.fromkeys(ids))
-    replies = await pipeline(client, [("XDEL", settings.dead_stream, i) for i in unique])
-    return [Outcome(id=i, status="ok" if not isinstance(r, Exception) and int(r) else "missing")
-            for i, r in zip(unique, replies, strict=True)]
+    """XDEL each id: ok (deleted) or missing.  Each job deleted is remembered
+    (keys.dead_gone_key), so its lookup still says DEAD."""
+    return await _remove(client, settings, list(dict.fromkeys(ids)), "deleted")
 
 
 async def purge(client: aioredis.Redis, settings: Settings, flt: DeadFilter | None = None,
                 *, upto: str | None = None) -> int:
-    """Delete the matching entries; returns how many went.
-
-    No filter: XTRIM MINID just past `upto` (the newest entry the operator counted; by
-    default the newest now), so a job dead-lettered during a prompt survives.  With a
-    filter: the selection, deleted by id (XDEL, pages of PAGE)."""
+    """Delete the matching entries up to `upto` (the newest entry the operator counted;
+    by default the newest now), so a job dead-lettered during a prompt survives; returns
+    how many went.  By id, PAGE to a script, each job remembered as `delete` does (an
+    XTRIM would be one command, but would forget which jobs were dead)."""
     s = settings
-    if flt is None or flt.empty:
-        if upto is None:
-            (newest,) = await pipeline(client, [("XREVRANGE", s.dead_stream, "+", "-",
-                                                 "COUNT", 1)])
-            if not newest or isinstance(newest, Exception):
-                return 0
-            upto = text(newest[0][0])
-        ms, _, seq = upto.partition("-")
-        threshold = (f"{ms}-{int(seq) + 1}" if int(seq) < 2**64 - 1
-                     else f"{int(ms) + 1}-0")
-        (removed,) = await pipeline(client, [("XTRIM", s.dead_stream, "MINID", threshold)])
-        return int(removed)
+    flt = dataclasses.replace(flt) if flt is not None else DeadFilter()
+    if upto is not None and (flt.until is None or parse_id(upto) < parse_id(flt.until)):
+        flt.until = upto
     ids = (await select(client, s, flt)).ids
-    removed = 0
-    for i in range(0, len(ids), PAGE):
-        (n,) = await pipeline(client, [("XDEL", s.dead_stream, *ids[i:i + PAGE])])
-        removed += int(n)
-    return removed
+    return sum(o.status == "ok" for o in await _remove(client, s, ids, "purged"))

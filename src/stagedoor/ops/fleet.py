@@ -20,11 +20,17 @@ stays in the fleet hash (bounded by hosts x slots, gone a day after the last wor
 GET of the flag; then GET of each record.  A consumer with pending entries and no live
 record is flagged `orphaned`: nothing will run its entries until a worker of that name
 comes back or another worker reclaims them after claim_idle_ms.
+
+A record is anyone's JSON (another version's, a hand-written one): each field is checked
+for its type and range, and a record that fails is listed in `malformed` with the
+reason, its name taken from its key, never as a worker (a "paused": "no" is not
+paused, a "started": 1e20 is not a time), and never breaks the page or `status`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from typing import Any
 
@@ -51,6 +57,9 @@ class PauseState(Record):
     by: str | None = None
     reason: str | None = None
     key: str = ""
+    # pause(): the fleet was paused already, and that pause (its time, who, its reason)
+    # is kept: a second pause changes nothing, and says so
+    kept_earlier: bool = False
 
 
 def parse_pause(raw: Any, key: str) -> PauseState:
@@ -81,8 +90,10 @@ async def pause(client: aioredis.Redis, settings: Settings, *, by: str = "",
     key = paused_key(settings)
     doc = orjson.dumps({"since": round(time.time(), 3), "by": by or None,
                         "reason": reason or None})
-    _set, raw = await pipeline(client, [("SET", key, doc, "NX"), ("GET", key)])
-    return parse_pause(raw, key)
+    set_, raw = await pipeline(client, [("SET", key, doc, "NX"), ("GET", key)])
+    state = parse_pause(raw, key)
+    state.kept_earlier = set_ is None and state.paused
+    return state
 
 
 async def resume(client: aioredis.Redis, settings: Settings) -> PauseState:
@@ -122,27 +133,85 @@ class ConsumerRow(Record):
 
 
 @dataclasses.dataclass
+class MalformedRecord(Record):
+    """A presence record that is not what a worker writes: shown as such, not as a worker."""
+    consumer: str  # the name in its key
+    reason: str  # one line: the first field that is wrong, and why
+
+
+@dataclasses.dataclass
 class Fleet(Record):
     time_ms: int
     paused: PauseState
     workers: list[WorkerPresence]
     consumers: list[ConsumerRow]
     orphaned: list[str]  # consumer names holding pending entries with no live process
+    malformed: list[MalformedRecord] = dataclasses.field(default_factory=list)
 
 
-def presence_record(raw: Any, now: int) -> WorkerPresence | None:
+MAX_TIME_S = 253_402_300_799  # 9999-12-31T23:59:59Z: a time a date can show
+MAX_COUNT = 2**63 - 1
+
+
+class _Bad(ValueError):
+    pass
+
+
+def _get(d: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
+    if name not in d:
+        raise _Bad(f"no {name}")
+    value = d[name]
+    # bool is an int to Python, and "no" a true value: only the JSON type itself counts
+    if isinstance(value, bool) != (kind is bool) or not isinstance(value, kind):
+        raise _Bad(f"{name}: {_show(value)} is not {_KINDS.get(kind, 'valid')}")
+    return value
+
+
+_KINDS: dict[Any, str] = {str: "text", bool: "true or false", int: "an integer",
+                          (int, float): "a number"}
+
+
+def _show(value: Any) -> str:
+    text = orjson.dumps(value).decode() if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _int(d: dict[str, Any], name: str, hi: int = MAX_COUNT) -> int:
+    value: int = _get(d, name, int)
+    if not 0 <= value <= hi:
+        raise _Bad(f"{name}: {value} is out of range")
+    return value
+
+
+def _time(d: dict[str, Any], name: str) -> float:
+    value = float(_get(d, name, (int, float)))
+    if not math.isfinite(value) or not 0 <= value <= MAX_TIME_S:
+        raise _Bad(f"{name}: {_show(d[name])} is not a time")
+    return value
+
+
+def presence_record(raw: Any, now: int, name: str = "?") -> WorkerPresence | MalformedRecord:
+    """A worker's record, or why it is not one (MalformedRecord, named from its key)."""
     try:
         d = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return MalformedRecord(consumer=name, reason="not JSON")
+    if not isinstance(d, dict):
+        return MalformedRecord(consumer=name, reason="not a JSON object")
+    try:
+        renderer = d.get("renderer")
+        if renderer is not None and not isinstance(renderer, str):
+            raise _Bad(f"renderer: {_show(renderer)} is not text")
+        seen_ms = _int(d, "seen_ms", MAX_TIME_S * 1000)
         return WorkerPresence(
-            consumer=str(d["consumer"]), host=str(d["host"]), slot=int(d["slot"]),
-            pid=int(d["pid"]), version=str(d["version"]),
-            renderer=None if d.get("renderer") is None else str(d["renderer"]),
-            started=float(d["started"]), handled=int(d["handled"]),
-            in_flight=int(d["in_flight"]), rss_bytes=int(d["rss_bytes"]),
-            paused=bool(d["paused"]), seen_ms=int(d["seen_ms"]),
-            age_ms=max(0, now - int(d["seen_ms"])))
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-        return None  # not ours, or from another version: not shown
+            consumer=_get(d, "consumer", str), host=_get(d, "host", str),
+            slot=_int(d, "slot"), pid=_int(d, "pid"), version=_get(d, "version", str),
+            renderer=renderer, started=_time(d, "started"), handled=_int(d, "handled"),
+            in_flight=_int(d, "in_flight"), rss_bytes=_int(d, "rss_bytes"),
+            paused=_get(d, "paused", bool), seen_ms=seen_ms,
+            age_ms=max(0, now - seen_ms))
+    except _Bad as e:
+        return MalformedRecord(consumer=name, reason=str(e))
 
 
 async def fleet(client: aioredis.Redis, settings: Settings) -> Fleet:
@@ -158,13 +227,17 @@ async def fleet(client: aioredis.Redis, settings: Settings) -> Fleet:
     every = sorted(set(names) | {text(c.get("name")) for c in consumers})
     records = await pipeline(client, [("GET", presence_key(s, n)) for n in every])
     workers: list[WorkerPresence] = []
-    for raw in records:
+    malformed: list[MalformedRecord] = []
+    for name, raw in zip(every, records, strict=True):
         if raw is None or isinstance(raw, Exception):
             continue
-        w = presence_record(raw, now)
-        if w is not None:
+        w = presence_record(raw, now, name)
+        if isinstance(w, MalformedRecord):
+            malformed.append(w)
+        else:
             workers.append(w)
-    alive = {w.consumer for w in workers}
+    # a malformed record is still written by something alive under that name
+    alive = {w.consumer for w in workers} | {m.consumer for m in malformed}
     rows = []
     for c in consumers:
         name = text(c.get("name"))
@@ -177,4 +250,5 @@ async def fleet(client: aioredis.Redis, settings: Settings) -> Fleet:
     pause_raw = None if isinstance(first[3], Exception) else first[3]
     return Fleet(time_ms=now, paused=parse_pause(pause_raw, paused_key(s)),
                  workers=sorted(workers, key=lambda w: (w.host, w.slot)),
-                 consumers=rows, orphaned=[r.name for r in rows if r.orphaned])
+                 consumers=rows, orphaned=[r.name for r in rows if r.orphaned],
+                 malformed=malformed)

@@ -49,6 +49,7 @@ Redis error (WRONGTYPE on the key, say) is raised as InspectError with one line.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -60,8 +61,9 @@ from ..stream import backlog
 from ..stream.backlog import trimmed_key
 from ..stream.keys import dead_trimmed_key
 
-__all__ = ["InspectError", "aqueue_status", "build_status", "id_ms", "memory_from_info",
-           "parse_id", "queue_gauges", "queue_status", "redis_memory"]
+__all__ = ["MAX_ID_MS", "BadEntryId", "InspectError", "aqueue_status", "build_status",
+           "check_id", "id_ms", "memory_from_info", "parse_id", "queue_gauges",
+           "queue_status", "redis_memory", "valid_id"]
 
 
 class InspectError(RuntimeError):
@@ -69,6 +71,44 @@ class InspectError(RuntimeError):
 
 
 Command = tuple[Any, ...]
+
+
+# The newest time a Redis clock can stamp that a date can show: 9999-12-31T23:59:59.999Z.
+# Redis itself takes any 64-bit millisecond part, but no entry stagedoor adds (XADD *,
+# the server's clock) is stamped later, and no page or line could show its time.
+MAX_ID_MS = 253_402_300_799_999
+MAX_SEQ = 2**64 - 1
+_ENTRY_ID = re.compile(r"([0-9]{1,20})-([0-9]{1,20})")
+
+
+class BadEntryId(ValueError):
+    """An entry id given by the operator that is malformed or out of range (one line)."""
+
+
+def check_id(text: str) -> str:
+    """An entry id as the operator gave it, if Redis could have stamped it: digits-digits,
+    the time at most MAX_ID_MS (year 9999), the sequence at most 2**64 - 1.  Else
+    BadEntryId with one line (the CLI's exit 2, the page's 400)."""
+    m = _ENTRY_ID.fullmatch(text)
+    if m is None:
+        raise BadEntryId(f"{text[:60]!r} is not a stream entry id like 1758200000000-0")
+    if int(m[1]) > MAX_ID_MS:
+        raise BadEntryId(f"entry id {text}: its time is past the year 9999 (the millisecond "
+                         f"part is at most {MAX_ID_MS})")
+    if int(m[2]) > MAX_SEQ:
+        raise BadEntryId(f"entry id {text}: the sequence part is at most {MAX_SEQ}")
+    return text
+
+
+def valid_id(text: str | bytes | None) -> bool:
+    """True for an id check_id accepts (a stored dead:source_id is anyone's text)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    try:
+        check_id(text or "")
+    except BadEntryId:
+        return False
+    return True
 
 
 def parse_id(entry_id: str | bytes) -> tuple[int, int]:

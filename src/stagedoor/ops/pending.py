@@ -7,10 +7,18 @@
     XRANGE <stream> <id> <id>                       per candidate (its kind, order, outbox)
     GET stagedoor:lasterr:<id>, GET stagedoor:starts:<id>   per entry shown
 
+`dead_letter` acts on one stuck entry (a job that crashes every worker that takes it,
+or waits on something that will not come): it moves it to the dead-letter stream with
+the worker's own script (stream/queue.DeadLetter: the XADD and the XACK at once, and
+only if the entry is still pending), its last error kept in the dead letter's error,
+and deletes its start count, settled starts and last error as a worker does.  From
+there it is replayed, deleted or looked up like any dead letter.
+
 Minimum deliveries and kind are filtered here; the result is sorted by idle time,
 longest first.  What it cannot know: pending entries past the first `scan_limit` ids
-(`truncated` says so), and the last error of a delivery that failed without the
-worker living to write it (a crash: its start count says how many starts there were).
+(`truncated` says so: only the oldest scan_limit are read, and `matched` counts the
+matches among them), and the last error of a delivery that failed without the worker
+living to write it (a crash: its start count says how many starts there were).
 """
 
 from __future__ import annotations
@@ -21,7 +29,8 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ..config import Settings
-from ..stream.keys import starts_key
+from ..stream.keys import settled_key, starts_key
+from ..stream.queue import DeadLetter
 from .inspect import id_ms
 from .records import Command, Record, field, now_ms, pipeline, text
 
@@ -47,8 +56,9 @@ class PendingEntry(Record):
 class PendingPage(Record):
     total: int  # every pending entry of the group (XPENDING summary)
     entries: list[PendingEntry]  # longest idle first
-    scanned: int
-    truncated: bool  # more pending entries than scan_limit passed the server's filters
+    scanned: int  # pending entries read (the oldest ids that passed idle and consumer)
+    truncated: bool  # scan_limit of them were read: more, after them, were not looked at
+    matched: int = 0  # of those read, how many pass every filter (entries: the first limit)
 
 
 def _lasterr_key(settings: Settings, entry_id: str) -> str:
@@ -102,12 +112,13 @@ async def list_pending(client: aioredis.Redis, settings: Settings, *, kind: str 
         fields = await _fields(client, s, [r[0] for r in rows])
         rows = [r for r in rows if field(fields.get(r[0]), b"kind") == kind]
     rows.sort(key=lambda r: -r[2])
+    matched = len(rows)
     rows = rows[:limit]
     if kind is None:
         fields = await _fields(client, s, [r[0] for r in rows])
     entries = await _details(client, s, rows, fields, now)
     return PendingPage(total=int(summary[0] or 0) if summary else 0, entries=entries,
-                       scanned=len(raw), truncated=len(raw) >= scan_limit)
+                       scanned=len(raw), truncated=len(raw) >= scan_limit, matched=matched)
 
 
 async def show_pending(client: aioredis.Redis, settings: Settings, entry_id: str
@@ -122,3 +133,27 @@ async def show_pending(client: aioredis.Redis, settings: Settings, entry_id: str
     rows = [(text(eid), text(c), int(idle), int(n))]
     fields = await _fields(client, s, [rows[0][0]])
     return (await _details(client, s, rows, fields, now_ms(t)))[0]
+
+
+async def dead_letter(client: aioredis.Redis, settings: Settings, entry_id: str, *,
+                      who: str) -> str | None:
+    """Move one pending entry to the dead-letter stream (the module docstring): the dead
+    letter's id, or None when it was no longer pending (acked, or dead-lettered by a
+    worker meanwhile: nothing is written then)."""
+    s = settings
+    entry = await show_pending(client, s, entry_id)
+    if entry is None:
+        return None
+    (xr,) = await pipeline(client, [("XRANGE", s.stream, entry_id, entry_id)])
+    fields = list(xr[0][1] or []) if xr and not isinstance(xr, Exception) else None
+    why = (f"dead-lettered by {who} from the console: stuck pending on {entry.consumer}, "
+           f"idle {entry.idle_ms} ms, {entry.deliveries} deliveries")
+    error = f"{entry.last_error} [{why}]" if entry.last_error else why
+    dead_id = await DeadLetter(client, s)(entry_id, fields, error=error,
+                                          deliveries=entry.deliveries,
+                                          consumer=entry.consumer, only_if_pending=True)
+    if dead_id is None:
+        return None
+    await pipeline(client, [("DEL", starts_key(s, entry_id), settled_key(s, entry_id),
+                             _lasterr_key(s, entry_id))])
+    return text(dead_id)

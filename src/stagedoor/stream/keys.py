@@ -118,3 +118,11 @@ def audit_key(settings: Settings) -> str:
     """The audit stream: one entry per operator action, from the console or the CLI
     (ops/audit.py), capped by MAXLEN ~ audit_maxlen; on the stream's hash tag."""
     return settings.key("audit", settings.stream)
+
+
+def dead_gone_key(settings: Settings) -> str:
+    """The dead letters the console removed (replayed, deleted, purged): a stream of
+    (source_id, dead_id, how, new_id), capped by MAXLEN ~ dead_maxlen, so a job
+    dead-lettered is still told DEAD after its dead letter went (ops/deadletters.py).
+    On the stream's hash tag: the replay and delete scripts write it with the streams."""
+    return settings.key("dead-gone", settings.stream)

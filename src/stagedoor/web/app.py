@@ -4,7 +4,9 @@ Requests pass, in order: `headers` (the security headers of security.HEADERS on 
 response, errors included), `hosts` (a Host name not configured: 421, nothing else
 looked at), `authenticate` (a session whose role's password is unchanged, else the
 log-in page for a page, 401 for /api), `csrf` (every POST: the Origin check, scheme
-included, and the session's token), `outage` (Redis away: 503 and one line).
+included, and the session's token), `admission` (at most admission.LIMIT requests at
+Redis at once, a burst waits, then 503 "busy": never more than the client's pool),
+`outage` (Redis away: 503 and one line; the pool exhausted all the same: "busy").
 Actions are operator-only (views.operator_only); the viewer never sees their forms,
 and a viewer's POST is refused with 403 all the same.
 """
@@ -23,9 +25,11 @@ from typing import Any
 
 import redis
 from aiohttp import web
+from redis.exceptions import MaxConnectionsError
 
 from ..stream.errors import OUTAGE_ERRORS, first_line, outage_line
 from . import security, views
+from .admission import busy as admission_busy
 from .console import Console, console_of
 
 log = logging.getLogger("stagedoor.web")
@@ -91,17 +95,40 @@ def _set_headers(request: web.Request, response: web.StreamResponse, started: fl
         response.headers.setdefault("Strict-Transport-Security", "max-age=31536000")
 
 
+# Pages that send nothing to Redis (the overview reads the sampler's newest sample).
+UNGATED = ("/", "/api/overview")
+
+
+@web.middleware
+async def admission(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A place among admission.LIMIT requests at Redis before the handler runs."""
+    if request.path.startswith(PUBLIC) or request.path in UNGATED:
+        return await handler(request)
+    async with console_of(request).gate.place():
+        return await handler(request)
+
+
 @web.middleware
 async def outage(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Redis away or refusing during a page: 503 with one line (the URL redacted), not
-    a 500 and a traceback; the overview keeps showing its last sample and the error."""
+    a 500 and a traceback; the overview keeps showing its last sample and the error.
+    Every connection of the pool in use is no outage: 503 "busy", retry (admission.py).
+    Logged at most once a minute per kind (quietlog.py), however many requests fail."""
+    console = console_of(request)
+    quiet = console.sampler.quiet  # one log's counters: the sampler says when it is over
     try:
         return await handler(request)
+    except MaxConnectionsError:
+        quiet.warning("busy", "%s %s: the connection pool to Redis is exhausted "
+                              "(503 busy)", request.method, request.path)
+        raise admission_busy("every connection to Redis in use") from None
     except OUTAGE_ERRORS as e:
-        line = outage_line(console_of(request).settings.redis_url, e)
+        line = outage_line(console.settings.redis_url, e)
+        key = "outage"
     except redis.ResponseError as e:
         line = f"Redis refused: {first_line(e)}"
-    log.warning("%s %s: %s", request.method, request.path, line)
+        key = "refused"
+    quiet.warning(key, "%s %s: %s", request.method, request.path, line)
     raise web.HTTPServiceUnavailable(text=f"{line}\n")
 
 
@@ -177,7 +204,7 @@ async def healthz(request: web.Request) -> web.StreamResponse:
 
 
 def build(console: Console) -> web.Application:
-    app = web.Application(middlewares=[headers, hosts, authenticate, csrf, outage],
+    app = web.Application(middlewares=[headers, hosts, authenticate, csrf, admission, outage],
                           client_max_size=64 * 1024)
     app["console"] = console
     views.add_routes(app)

@@ -27,10 +27,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..cli.commands.status import human_ms, watch_sample
+from ..cli.text import safe
 from ..config import Settings
 from ..ops.fleet import pause_state
 from ..ops.inspect import aqueue_status
 from ..ops.serverinfo import server_facts
+from .quietlog import QuietLog
 
 log = logging.getLogger("stagedoor.web")
 
@@ -39,9 +41,9 @@ CHART_W, CHART_H = 600, 140
 Extra = Callable[[Any, Settings], Awaitable[Any]]
 
 
-async def paused(client: Any, settings: Settings) -> bool:
-    """The fleet's pause flag (ops.fleet): one GET."""
-    return (await pause_state(client, settings)).paused
+async def paused(client: Any, settings: Settings) -> dict[str, Any]:
+    """The fleet's pause flag (ops.fleet): one GET; since when, by whom and why."""
+    return (await pause_state(client, settings)).to_json()
 
 
 def human_bytes(n: int | None) -> str:
@@ -76,6 +78,9 @@ class Sampler:
         self.latest: dict[str, Any] | None = None
         self.error: str | None = None
         self._task: asyncio.Task[None] | None = None
+        # one line a minute while sampling fails (every `interval` otherwise); the
+        # pages' outage lines count here too (app.outage), and a sample ends them
+        self.quiet = QuietLog(log)
 
     # -- taking samples -------------------------------------------------------------------
     async def sample_once(self) -> dict[str, Any]:
@@ -102,9 +107,12 @@ class Sampler:
             sample = await self.sample_once()
         except Exception as e:  # shown on the page; the next tick tries again
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            self.error = f"{type(e).__name__}: {first}"
-            log.warning("sample failed: %s", self.error)
+            # shown on the page and set as text by the script: escaped like every value
+            self.error = safe(f"{type(e).__name__}: {first}")
+            self.quiet.warning("sample", "sample failed: %s", self.error)
             return
+        self.quiet.recovered("sample", "sampling again: Redis answers")
+        self.quiet.recovered("outage", "Redis answers the pages again")
         self.error = None
         self.history.append(sample)
         self.latest = sample
@@ -140,7 +148,10 @@ class Sampler:
         p95 = percentile(ages, 0.95)
         server = s.get("server") or {}
         memory = server.get("memory") or {}
-        paused = s.get("paused")
+        pause = s.get("paused")
+        # the extra's dict (since, by, reason), or a bare flag from an older extra
+        paused = pause.get("paused") if isinstance(pause, dict) else pause
+        pause = pause if isinstance(pause, dict) else {}
         values: dict[str, Any] = {
             "backlog": w["waiting"], "lag": st["group"].get("lag"),
             "pending": st["pending"]["count"], "oldest_pending_age_ms": oldest.get("age_ms"),
@@ -153,6 +164,8 @@ class Sampler:
             "memory_full": bool(memory.get("full")),
             "server": server.get("server"), "version": server.get("version"),
             "role": server.get("role"), "paused": paused,
+            "paused_since": pause.get("since"), "paused_by": pause.get("by"),
+            "paused_reason": pause.get("reason"),
             "stream_exists": st["stream"]["exists"], "group_exists": st["group"]["exists"],
             "consumers": len(st["consumers"]), "time_ms": st["time_ms"],
         }
@@ -160,7 +173,9 @@ class Sampler:
         def rate(v: float | None) -> str:
             return "-" if v is None else f"{v:,.1f}/s"
 
-        if w["drain_seconds"] is None:
+        if paused:  # the workers read nothing: no rate says when it drains
+            drain = "not while paused"
+        elif w["drain_seconds"] is None:
             drain = "-" if w["rate"] is None else "never at this rate"
         else:
             drain = human_ms(w["drain_seconds"] * 1000)
@@ -183,11 +198,23 @@ class Sampler:
             "server": (f"{server.get('server')} {server.get('version')} ({server.get('role')})"
                        if server else "-"),
             "paused": "-" if paused is None else ("PAUSED" if paused else "running"),
+            "paused_detail": _pause_detail(pause) if paused else "",
             "consumers": str(values["consumers"]),
             "sampled": time.strftime("%H:%M:%S", time.gmtime(st["time_ms"] / 1000)) + " UTC",
         }
         return {"ready": True, "error": self.error, "values": values, "text": text,
                 "chart": chart(list(self.history)[-CHART_POINTS:])}
+
+
+def _pause_detail(pause: dict[str, Any]) -> str:
+    """since <time> by <who>: <reason>, escaped like every page's text (the script sets
+    it as text, and a direction override must not reorder it)."""
+    since = pause.get("since")
+    when = (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(since))
+            if isinstance(since, int | float) and 0 <= since < 253_402_300_800 else "?")
+    out = f"since {when}" + (f" by {pause['by']}" if pause.get("by") else "")
+    out += f": {pause['reason']}" if pause.get("reason") else " (no reason given)"
+    return safe(out, keep="")
 
 
 def _num(v: int | None) -> str:

@@ -24,7 +24,7 @@ from aiohttp import web
 from ..handlers.files import OutsideTicketsDir, confined
 from ..ops import audit, deadletters, fleet, jobs, pending
 from ..ops.deadletters import BadBound, DeadFilter
-from ..ops.inspect import parse_id
+from ..ops.inspect import BadEntryId, check_id, parse_id
 from . import security
 from .console import Console, console_of
 from .credentials import ACTS
@@ -139,7 +139,8 @@ def _secure(request: web.Request) -> bool:
 # -- overview and fleet ------------------------------------------------------------------
 async def overview(request: web.Request) -> web.StreamResponse:
     console = console_of(request)
-    return page(request, "overview.html", o=console.sampler.overview(),
+    o = console.sampler.overview()
+    return page(request, "overview.html", o=o, paused_now=(o.get("values") or {}).get("paused"),
                 interval_ms=int(console.sampler.interval * 1000))
 
 
@@ -149,7 +150,8 @@ async def overview_json(request: web.Request) -> web.StreamResponse:
 
 async def fleet_page(request: web.Request) -> web.StreamResponse:
     console = console_of(request)
-    return page(request, "fleet.html", fleet=await fleet.fleet(console.client, console.settings))
+    found = await fleet.fleet(console.client, console.settings)
+    return page(request, "fleet.html", fleet=found, paused_now=found.paused.paused)
 
 
 @operator_only
@@ -157,12 +159,17 @@ async def pause_action(request: web.Request) -> web.StreamResponse:
     console = console_of(request)
     form = await request.post()
     reason = str(form.get("reason", ""))[:200]
-    state = await fleet.pause(console.client, console.settings, by="web operator",
+    state = await fleet.pause(console.client, console.settings, by=who(request),
                               reason=reason)
     await record(request, "pause", 1, reason)
     await console.sampler.refresh()
-    tell(request, "ok", "fleet paused: workers finish what they hold and read nothing new"
-         if state.paused else "pause flag not set")
+    if state.kept_earlier:  # SET NX: the first pause stands; say so, and whose it is
+        tell(request, "error", f"the fleet was already paused by {state.by or '?'}: "
+             f"{state.reason or '(no reason given)'}; that pause is kept, and your reason "
+             "is not (resume, then pause again to change it)")
+    else:
+        tell(request, "ok", "fleet paused: workers finish what they hold and read nothing "
+             "new" if state.paused else "pause flag not set")
     raise web.HTTPSeeOther(_back(form, "/fleet"))
 
 
@@ -214,6 +221,33 @@ async def pending_page(request: web.Request) -> web.StreamResponse:
         "kind", "consumer", "min_idle", "min_deliveries")})
 
 
+@operator_only
+async def pending_dead_letter(request: web.Request) -> web.StreamResponse:
+    """A stuck pending entry to the dead letters, in two steps: the first POST shows the
+    entry (consumer, idle, deliveries, last error, and whether a worker may be running
+    it now); the second, with confirm, moves it (ops.pending.dead_letter)."""
+    console = console_of(request)
+    form = await request.post()
+    entry_id = _entry_id(str(form.get("id", "")))
+    if not form.get("confirm"):
+        entry = await pending.show_pending(console.client, console.settings, entry_id)
+        if entry is None:
+            tell(request, "error", f"{entry_id} is not pending any more (acked or "
+                                   "dead-lettered meanwhile)")
+            raise web.HTTPSeeOther("/pending")
+        return page(request, "pending_confirm.html", e=entry,
+                    running=entry.idle_ms < console.settings.claim_idle_ms)
+    dead_id = await pending.dead_letter(console.client, console.settings, entry_id,
+                                        who=who(request))
+    if dead_id is None:
+        tell(request, "error", f"{entry_id} is not pending any more: nothing dead-lettered")
+    else:
+        await record(request, "dead-letter", 1, f"{entry_id} {dead_id}")
+        tell(request, "ok", f"dead-lettered {entry_id} as {dead_id}: replay or delete it "
+                            "from the dead letters")
+    raise web.HTTPSeeOther("/pending")
+
+
 # -- dead letters ------------------------------------------------------------------------
 FILTER_FIELDS = ("kind", "error", "since", "until")
 
@@ -236,18 +270,21 @@ async def dead_page(request: web.Request) -> web.StreamResponse:
     console = console_of(request)
     flt, given = dead_filter(request.query)
     before = _opt(request.query, "before")
-    if before is not None and not deadletters.ENTRY_ID.fullmatch(before):
-        raise web.HTTPBadRequest(text="before: not an entry id\n")
+    if before is not None:
+        before = _entry_id(before, "before")
     found = await deadletters.list_dead(console.client, console.settings, flt, limit=50,
                                         before=before)
     return page(request, "dead.html", found=found, q=given, before=before,
                 carry_q=_carry(request.query))
 
 
-def _entry_id(text: str) -> str:
-    if not deadletters.ENTRY_ID.fullmatch(text):
-        raise web.HTTPBadRequest(text="not an entry id\n")
-    return text
+def _entry_id(text: str, name: str = "entry id") -> str:
+    """An entry id from a form, a query or a path; malformed or out of range (past the
+    year 9999: inspect.check_id) is a 400 with one line."""
+    try:
+        return check_id(text)
+    except BadEntryId as e:
+        raise web.HTTPBadRequest(text=f"{name}: {e}\n") from None
 
 
 async def dead_entry_page(request: web.Request) -> web.StreamResponse:
@@ -295,11 +332,33 @@ async def dead_replay(request: web.Request) -> web.StreamResponse:
     raise web.HTTPSeeOther("/dead?" + _carry(form))
 
 
+async def dead_errors_page(request: web.Request) -> web.StreamResponse:
+    """The dead letters counted by error, with the first and last seen of each."""
+    console = console_of(request)
+    found = await deadletters.by_error(console.client, console.settings)
+    return page(request, "dead_errors.html", found=found)
+
+
+CONFIRM_SHOWN = 20  # dead letters a confirm page describes one by one
+
+
 @operator_only
 async def dead_delete(request: web.Request) -> web.StreamResponse:
+    """Delete the entries given, in two steps: the first POST shows each (its kind, order,
+    error and time) with the one button that deletes them; the second, with confirm,
+    deletes.  A one-click Delete on the list removed a dead letter for good."""
     console = console_of(request)
     form = await request.post()
     ids = [_entry_id(str(v)) for v in form.getall("id", [])][:500]
+    if not form.get("confirm"):
+        if not ids:
+            tell(request, "error", "nothing selected")
+            raise web.HTTPSeeOther("/dead?" + _carry(form))
+        shown = await deadletters.show_many(console.client, console.settings,
+                                            ids[:CONFIRM_SHOWN])
+        return page(request, "dead_delete_confirm.html", ids=ids,
+                    shown=list(zip(ids, shown, strict=False)), q=dead_filter(form)[1],
+                    carry=_carry(form))
     outcomes = await deadletters.delete(console.client, console.settings, ids)
     await record_outcomes(request, "delete", outcomes)
     tell(request, "ok", _outcomes("deleted", outcomes))
@@ -341,8 +400,11 @@ async def dead_bulk(request: web.Request) -> web.StreamResponse:
         # Replay stops at the backlog refusal level: say so before, with how many fit now.
         room = (await deadletters.room(console.client, console.settings,
                                        len(selection.ids)) if action == "replay" else None)
+        shown = await deadletters.show_many(console.client, console.settings,
+                                            selection.ids[:CONFIRM_SHOWN])
         return page(request, "dead_confirm.html", action=action, selection=selection,
-                    room=room, q=given, carry=_carry(form))
+                    room=room, q=given, carry=_carry(form),
+                    shown=list(zip(selection.ids, shown, strict=False)))
     upto = _entry_id(upto)
     if flt.until is None or parse_id(upto) < parse_id(flt.until):
         flt.until = upto
@@ -363,7 +425,8 @@ async def dead_bulk(request: web.Request) -> web.StreamResponse:
 async def job_page(request: web.Request) -> web.StreamResponse:
     console = console_of(request)
     q = request.query
-    given = {k: str(q.get(k, "") or "").strip()[:40] for k in ("order_id", "outbox_id",
+    # 41 characters hold any entry id; a longer value is refused below, never cut short
+    given = {k: str(q.get(k, "") or "").strip()[:60] for k in ("order_id", "outbox_id",
                                                                  "entry_id")}
     asked = {k: v for k, v in given.items() if v}
     story = None
@@ -374,8 +437,12 @@ async def job_page(request: web.Request) -> web.StreamResponse:
                 raise jobs.LookupError_("give one of an order id, an outbox id or an entry id")
             [(name, value)] = asked.items()
             if name == "entry_id":
+                try:
+                    entry_id = check_id(value)
+                except BadEntryId as e:
+                    raise jobs.LookupError_(str(e)) from None
                 story = await jobs.lookup(console.client, console.settings,
-                                          entry_id=_entry_id(value))
+                                          entry_id=entry_id)
             elif ORDER_ID.fullmatch(value) and name == "order_id":
                 story = await jobs.lookup(console.client, console.settings,
                                           order_id=int(value))
@@ -452,7 +519,9 @@ def add_routes(app: web.Application) -> None:
     r.add_post("/pause", pause_action)
     r.add_post("/resume", resume_action)
     r.add_get("/pending", pending_page)
+    r.add_post("/pending/dead-letter", pending_dead_letter)
     r.add_get("/dead", dead_page)
+    r.add_get("/dead/errors", dead_errors_page)  # before /dead/{entry_id}: not an id
     r.add_get("/dead/{entry_id}", dead_entry_page)
     r.add_post("/dead/replay", dead_replay)
     r.add_post("/dead/delete", dead_delete)

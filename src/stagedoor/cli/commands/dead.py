@@ -114,11 +114,11 @@ def _positive(text: str) -> int:
 
 
 def _entry_id(text: str) -> str:
-    from ...ops import deadletters as dl
-    if not dl.ENTRY_ID.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a stream entry id like "
-                                         "1758200000000-0")
-    return text
+    from ...ops import inspect
+    try:
+        return inspect.check_id(text)
+    except inspect.BadEntryId as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _bound(text: str) -> str:

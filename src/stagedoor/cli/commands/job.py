@@ -36,7 +36,8 @@ def register(subparsers: Any) -> None:
 
 
 def _lines(e: jobs.JobEntry, now_ms: int) -> list[str]:
-    out = [f"entry {e.entry_id}: {e.state.upper()}",
+    out = [f"entry {e.entry_id}: {e.state.upper()}"
+           + (f" ({e.note})" if e.note else ""),
            f"  queued      {e.queued_at}"
            + ("" if e.in_stream else "  (no longer in the stream: trimmed)")]
     if e.kind or e.order_id or e.outbox_id:
@@ -52,9 +53,10 @@ def _lines(e: jobs.JobEntry, now_ms: int) -> list[str]:
     if e.done_mark is not None:
         out.append(f"  done        marked done ({safe(e.done_mark)})")
     if e.dead is not None:
-        out.append(f"  dead        {e.dead.id} at {e.dead.time}: {safe(e.dead.error or '-')}")
-    elif e.dead_id:
-        out.append(f"  dead        was dead-lettered as {e.dead_id} (since replayed or purged)")
+        out.append(f"  dead        {e.dead.id} at {safe(e.dead.time)}: "
+                   f"{safe(e.dead.error or '-')}")
+    elif e.dead_removed:
+        out.append(f"  dead        dead letter removed ({e.dead_removed})")
     if e.ticket is not None:
         out.append(f"  ticket      {safe(e.ticket.path)}: "
                    + (f"{e.ticket.size} bytes" if e.ticket.exists else "not on this machine"))
@@ -77,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
         what = (f"order {args.order_id}" if args.order_id is not None else
                 f"outbox {args.outbox_id}" if args.outbox_id is not None
                 else f"entry {args.entry_id}")
+        if not story.entries and story.absent:
+            print(f"{what}: not found: {story.absent}")
+            return 1
         if not story.entries:
             print(f"{what}: not found on {s.stream} or {s.dead_stream} "
                   f"({story.scan_entries} entries read; a job trimmed from the stream "

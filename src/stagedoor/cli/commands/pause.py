@@ -60,6 +60,11 @@ def run_pause(args: argparse.Namespace) -> int:
                            detail=args.reason)
         if args.json:
             write_json(state.to_json())
+        elif state.kept_earlier:  # SET NX: the first pause stands, this reason is not kept
+            print(f"{s.stream} was already paused since {_since(state)}"
+                  + (f" by {safe(state.by)}" if state.by else "")
+                  + (f": {safe(state.reason)}" if state.reason else "")
+                  + "; that pause is kept (resume, then pause again to change its reason)")
         else:
             print(f"paused {s.stream} since {_since(state)}"
                   + (f" by {safe(state.by)}" if state.by else "")

@@ -190,6 +190,9 @@ def format_fleet(fl: dict[str, Any]) -> list[str]:
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
         lines += ["  " + "  ".join(c.ljust(wd) for c, wd in zip(r, widths, strict=True)).rstrip()
                   for r in rows]
+    for m in fl.get("malformed") or []:
+        lines.append(f"MALFORMED presence record of {safe(m['consumer'])}: {safe(m['reason'])} "
+                     "(not shown as a worker)")
     for c in fl["consumers"]:
         if c["orphaned"]:
             lines.append(f"ORPHANED  consumer {safe(c['name'])} holds {c['pending']} pending "

@@ -97,6 +97,21 @@ def _loopback(host: str) -> bool:
         return False
 
 
+def plain_http_warning(host: str, tls: bool, secure_cookies: bool) -> str | None:
+    """The one line `stagedoor web` says when it serves plain HTTP beyond loopback."""
+    if tls or _loopback(host):
+        return None
+    if secure_cookies:
+        # --secure-cookies says a TLS proxy is in front; bound to every address, anyone
+        # who reaches the port talks to the console past it, in clear
+        return (f"serving plain HTTP on {host} with --secure-cookies: the TLS proxy it "
+                "implies is bypassed by anyone who reaches this port directly, and the "
+                "passwords cross the network in clear; bind --host 127.0.0.1 behind the "
+                "proxy, or use --tls-cert")
+    return (f"serving plain HTTP on {host}: passwords and cookies cross the network in "
+            "clear; use --tls-cert or a TLS proxy")
+
+
 def _host_name(text: str) -> str:
     name = text.strip().lower().removeprefix("[").removesuffix("]").rstrip(".")
     if not name or any(c in name for c in "/@ \t") or (":" in name and not _is_ip(name)):
@@ -159,10 +174,8 @@ def run(args: argparse.Namespace) -> int:
             tls = web_app.tls_context(args.tls_cert, args.tls_key)
         except (OSError, ValueError) as e:
             raise ConfigError(f"--tls-cert/--tls-key: {e}") from None
-    if tls is None and not args.secure_cookies and not _loopback(args.host):
-        print(f"stagedoor web: warning: serving plain HTTP on {args.host}: passwords and "
-              "cookies cross the network in clear; use --tls-cert or a TLS proxy",
-              file=sys.stderr)
+    if (warning := plain_http_warning(args.host, tls is not None, args.secure_cookies)):
+        print(f"stagedoor web: warning: {warning}", file=sys.stderr)
     return asyncio.run(_serve(web_app, settings, creds, tls, args, hosts))
 
 

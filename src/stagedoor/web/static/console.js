@@ -28,6 +28,14 @@
       var el = root.querySelector('[data-field="' + name + '"]');
       if (el) { el.classList.toggle("alarm", Boolean(alarms[name])); }
     });
+    // only the pause button that applies (the page came with the state of its time)
+    if (typeof values.paused === "boolean") {
+      var forms = document.querySelectorAll("form[data-show]");
+      for (var j = 0; j < forms.length; j++) {
+        var want = forms[j].getAttribute("data-show") === "paused";
+        forms[j].hidden = want !== values.paused;
+      }
+    }
     var chart = data.chart || {};
     var lineIn = document.getElementById("chart-in");
     var lineOut = document.getElementById("chart-out");
