@@ -108,3 +108,9 @@ def job_index_key(settings: Settings, hour: int) -> str:
     """The job index of one hour of entry ids (hash: o:<order id> -> entry ids,
     b:<outbox id> -> entry id, d:<entry id> -> dead-letter id); `hour` is id ms // 3.6e6."""
     return settings.key("jobidx", settings.stream, hour)
+
+
+def owner_key(settings: Settings, consumer: str) -> str:
+    """Who reads under a consumer name now (worker/ownership.py): one small key per live
+    name, with an expiry, on the stream's hash tag like the presence record."""
+    return settings.key("owner", settings.stream, consumer)

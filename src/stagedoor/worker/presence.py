@@ -1,12 +1,15 @@
-"""The worker's heartbeat to Redis: its presence in the fleet registry, and the pause flag.
+"""The worker's heartbeat to Redis: its claim on its consumer name, its presence in the
+fleet registry, and the pause flag.
 
 Once a presence interval (heartbeat_interval, but at least PRESENCE_MIN_INTERVAL: a
 sub-second heartbeat, for fast hang detection, must not multiply the Redis traffic of
-a fleet), one pipelined round trip on the worker's command client (ops/fleet.py
-describes the keys):
+a fleet), the renewal of the claim on the consumer name (one EVALSHA: ownership.py),
+then one pipelined round trip on the worker's command client (ops/fleet.py describes
+the keys):
 
     GET stagedoor:paused:<stream>
     SET stagedoor:worker:<stream>:<consumer> <json> PX <presence_ttl_ms>
+                                           (only while the name is ours)
 
 and at the first beat and once every NAMES_EVERY seconds, in the same round trip:
 
@@ -14,7 +17,7 @@ and at the first beat and once every NAMES_EVERY seconds, in the same round trip
     EXPIRE stagedoor:fleet:<stream> 86400
 
 Nothing here is on the read path: the reader only looks at `Pause.active` (an
-attribute) before each read, so a running fleet pays two commands a second a worker,
+attribute) before each read, so a running fleet pays three commands a second a worker,
 and a pause is seen within one such beat (one heartbeat at the default 1 s).  Seen,
 the worker ends a blocking read that waits (CLIENT UNBLOCK, as at a stop: a reply
 already sent is still dispatched), finishes what it holds, reads and reclaims
@@ -45,6 +48,7 @@ from ..stream import connection
 from ..stream.keys import fleet_key, paused_key, presence_key
 from ..version import __version__
 from .family import ProcessFamily
+from .ownership import NameClaim
 from .slots import Slots
 
 log = logging.getLogger("stagedoor.worker")
@@ -54,12 +58,15 @@ _BEST_EFFORT: tuple[type[BaseException], ...] = (redis.RedisError, *connection.T
 
 
 class Pause:
-    """Whether the fleet is paused, as this worker last saw the flag."""
+    """Whether this worker may read, as it last saw: the fleet's pause flag, and its
+    consumer name held by another process (ownership.py).  The reader looks only at
+    `active` (an attribute) and waits on `wait_clear()`."""
 
     def __init__(self, stats: WorkerStats, consumer: str) -> None:
         self.stats = stats
         self.consumer = consumer
-        self.state: PauseState | None = None
+        self.state: PauseState | None = None  # the fleet's pause, while it holds us
+        self.name_out = False  # our consumer name is not ours now
         self._clear = asyncio.Event()
         self._clear.set()
         stats.gauges["paused"] = 0
@@ -68,9 +75,20 @@ class Pause:
     def active(self) -> bool:
         return not self._clear.is_set()
 
+    @property
+    def fleet(self) -> bool:
+        """The fleet's pause holds this worker."""
+        return self.state is not None
+
+    def _update(self) -> None:
+        if self.state is not None or self.name_out:
+            self._clear.clear()
+        else:
+            self._clear.set()
+
     def enter(self, state: PauseState) -> None:
         self.state = state
-        self._clear.clear()
+        self._update()
         self.stats.gauges["paused"] = 1
         log.warning("fleet paused%s%s: finishing the jobs held, reading nothing new",
                     f" by {state.by}" if state.by else "",
@@ -79,9 +97,14 @@ class Pause:
 
     def leave(self) -> None:
         self.state = None
-        self._clear.set()
+        self._update()
         self.stats.gauges["paused"] = 0
         log.warning("fleet resumed: reading again", extra={"consumer": self.consumer})
+
+    def name(self, ours: bool) -> None:
+        """The consumer name is ours again (read on), or held by another process."""
+        self.name_out = not ours
+        self._update()
 
     async def wait_clear(self) -> None:
         await self._clear.wait()
@@ -92,8 +115,10 @@ class Presence:
 
     def __init__(self, settings: Settings, cmd: aioredis.Redis, *, consumer: str, slot: int,
                  stats: WorkerStats, slots: Slots, pause: Pause,
-                 unblock: Callable[[], Awaitable[None]]) -> None:
+                 unblock: Callable[[], Awaitable[None]],
+                 claim: NameClaim | None = None) -> None:
         self.settings = settings
+        self.claim = claim
         self.cmd = cmd
         self.consumer = consumer
         self.slot = slot
@@ -119,30 +144,35 @@ class Presence:
                 "started": round(self.started, 3),
                 "handled": int(sum(self.stats.counters.get("handled", {}).values())),
                 "in_flight": len(self.slots.running),
-                "rss_bytes": self._family.rss(), "paused": self.pause.active,
+                "rss_bytes": self._family.rss(), "paused": self.pause.fleet,
                 "seen_ms": int(time.time() * 1000)}
 
     async def beat(self) -> None:
         paused, presence, names = self._keys
+        claim = self.claim
+        if claim is not None and claim.acquired:
+            await claim.renew()  # never raises for Redis; may stop the reading
         pipe = self.cmd.pipeline(transaction=False)
         pipe.execute_command("GET", paused)
-        pipe.execute_command("SET", presence, orjson.dumps(self.record()), "PX", self._ttl)
+        if claim is None or claim.owned:  # the name's record is its reading process's
+            pipe.execute_command("SET", presence, orjson.dumps(self.record()), "PX",
+                                 self._ttl)
         now = time.monotonic()
         if now >= self._names_due:
             pipe.execute_command("HSET", names, self.consumer, int(time.time() * 1000))
             pipe.execute_command("EXPIRE", names, FLEET_TTL_S)
         replies = await pipe.execute(raise_on_error=False)
         if now >= self._names_due and not any(isinstance(r, BaseException)
-                                              for r in replies[2:]):
+                                              for r in replies[-2:]):
             self._names_due = now + NAMES_EVERY
         flag = replies[0]
         if isinstance(flag, BaseException):
             raise flag
         state = parse_pause(flag, paused)
-        if state.paused and not self.pause.active:
+        if state.paused and not self.pause.fleet:
             self.pause.enter(state)
             await self.unblock()
-        elif not state.paused and self.pause.active:
+        elif not state.paused and self.pause.fleet:
             self.pause.leave()
 
     async def run(self) -> None:
