@@ -11,17 +11,23 @@ see, each over a ledger of idempotency-guarded effects:
                       wait for the names the first's hold; every job starts once
     takeover          a kill -9'd worker's successor takes its name at once (the holder
                       is dead on this machine): its jobs run again within seconds
+    lost claim        the claim vanishes (taken back at the next beat), or another
+                      process holds it (nothing read until it is free again)
 """
 
 from __future__ import annotations
 
+import collections
+import os
 import signal
 import time
 
+import orjson
 import pytest
 import redis
 
 from stagedoor.config import Settings
+from stagedoor.stream.keys import owner_key
 
 from .harness import Procs, Producer, wait_for, wait_orphans_gone
 from .invariants import Ledger, check_all
@@ -32,8 +38,11 @@ WAITS = "waits for its consumer name"
 
 
 def twice(ledger: Ledger) -> tuple[list[int], list[int]]:
-    """(outbox ids started more than once, outbox ids whose effect was tried twice)."""
-    starts = ledger.starts()
+    """(outbox ids delivered more than once, outbox ids whose effect was tried twice).
+    A start after a failure in the same process (its own Redis call timed out on a
+    loaded box) is the retry policy's, not a second delivery (invariants.py)."""
+    starts = collections.Counter(e["outbox_id"] for e in ledger.events()
+                                 if e["event"] == "start" and not e.get("after_failure"))
     again = [e["outbox_id"] for e in ledger.events() if e["event"] == "effect_exists"]
     return sorted(k for k, n in starts.items() if n > 1), sorted(again)
 
@@ -44,7 +53,7 @@ def test_a_supervisor_restarted_at_once_waits_for_its_orphans(
     """Before: the new slot's worker re-read its pending list at once while the orphan
     of its name still ran those jobs: 16 of 16 started twice, 16 effects twice."""
     opts = {"graceful_timeout": 15, "job_timeout": 10, "claim_idle_ms": 60_000}
-    env = {"FAULTS_SLOW_S": "1.5"}
+    env = {"FAULTS_SLOW_S": "4"}  # still running when the new pool has booted
     first = procs.supervisor(2, opts, env=env)
     first.wait_log("worker f-01 ready")
     first.wait_log("worker f-00 ready")
@@ -78,18 +87,19 @@ def test_two_supervisors_with_one_prefix_run_every_job_once(
     entries (200 of 200 twice in the issue's run)."""
     opts = {"graceful_timeout": 10, "job_timeout": 10, "claim_idle_ms": 60_000,
             "reclaim_interval": 1}
-    env = {"FAULTS_SLEEP_MS": "400"}
+    env = {"FAULTS_SLOW_S": "2.5"}
     one = procs.supervisor(2, opts, env=env)
     one.wait_log("worker f-00 ready")
     one.wait_log("worker f-01 ready")
-    producer.enqueue("ledger", range(1, 101))
-    wait_for(lambda: len(ledger.starts()) >= 10, what="jobs in flight in the first pool")
+    producer.enqueue("slow", range(1, 33))
+    wait_for(lambda: len(ledger.starts()) >= 16, what="16 jobs in flight in the first pool")
     other = procs.supervisor(2, opts, env=env)
     other.wait_log("worker f-00 ready")
     other.wait_log("worker f-01 ready")
-    wait_for(lambda: ledger.done() >= set(range(1, 101)), 60, what="every job done")
+    producer.enqueue("ledger", range(33, 81))
+    wait_for(lambda: ledger.done() >= set(range(1, 81)), 60, what="every job done")
     again, effects = twice(ledger)
-    print(f"\nSIDE BY SIDE: {len(again)} of 100 started twice, {len(effects)} effects twice")
+    print(f"\nSIDE BY SIDE: {len(again)} of 80 started twice, {len(effects)} effects twice")
     assert not again and not effects, (again, effects)
     assert other.text().count(WAITS) == 2, other.text()[-3000:]
     ran = {e["pid"] for e in ledger.events()}
@@ -113,7 +123,6 @@ def test_a_killed_workers_successor_takes_its_name_at_once(
     [pid] = {e["pid"] for e in ledger.events()}
     producer.gate(1)  # the next run of it finishes
     t0 = time.monotonic()
-    import os
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: 1 in ledger.done(), 10, what="job 1 run again by the successor")
     took = time.monotonic() - t0
@@ -123,3 +132,31 @@ def test_a_killed_workers_successor_takes_its_name_at_once(
     sup.signal(signal.SIGTERM)
     assert sup.wait(30) == 0
     check_all(client, fsettings, ledger, duplicates_allowed={1})
+
+
+def test_a_worker_that_loses_its_name_reads_nothing_until_it_has_it_back(
+        procs: Procs, producer: Producer, ledger: Ledger, client: redis.Redis,
+        fsettings: Settings) -> None:
+    w = procs.worker(0, {"claim_idle_ms": 60_000})
+    key = owner_key(fsettings, "f-00")
+    mine = client.get(key)
+    assert mine and orjson.loads(mine)["pid"] == w.pid
+    client.delete(key)  # as FLUSHDB, an empty restart or an eviction would
+    w.wait_log("had vanished from Redis")
+    wait_for(lambda: client.get(key) == mine, what="the claim taken back")
+    # Another process holds the name (one on another host): this one stops reading.
+    other = {"token": "f" * 32, "host": "elsewhere", "pid": 1, "machine": "another",
+             "start": 1, "since": 0}
+    client.set(key, orjson.dumps(other), px=60_000)
+    w.wait_log("lost its consumer name to pid 1 on elsewhere")
+    time.sleep(0.3)  # its blocking read is ended right after that line
+    producer.enqueue("ledger", [1, 2])
+    time.sleep(1.5)  # absence: more than a presence beat, and nothing may be read
+    assert not ledger.starts(), "a worker read while another process held its name"
+    client.delete(key)  # the other one exited
+    w.wait_log("has its consumer name back: reading again")
+    wait_for(lambda: {1, 2} <= ledger.done(), what="jobs handled once the name is back")
+    w.signal(signal.SIGTERM)
+    assert w.wait(20) == 0
+    assert client.get(key) is None, "the claim outlived a clean exit"
+    check_all(client, fsettings, ledger)
