@@ -21,7 +21,11 @@ attribute) before each read, so a running fleet pays three commands a second a w
 and a pause is seen within one such beat (one heartbeat at the default 1 s).  Seen,
 the worker ends a blocking read that waits (CLIENT UNBLOCK, as at a stop: a reply
 already sent is still dispatched), finishes what it holds, reads and reclaims
-nothing, and keeps heartbeating; the flag gone, it reads again at once.
+nothing, and keeps heartbeating; a resume seen (the flag holds a resumed record:
+ops/fleet.py), it reads again at once.  The flag gone while it pauses us is not a
+resume but a key lost with Redis's data: the worker logs "pause flag disappeared",
+sets its pause_lost gauge (alert StagedoorPauseFlagLost) and stays paused until an
+operator's resume.
 
 A failed round trip (Redis away, OOM refusing the SET) changes nothing: the worker
 keeps the pause state it had and tries again at the next beat.
@@ -67,9 +71,11 @@ class Pause:
         self.consumer = consumer
         self.state: PauseState | None = None  # the fleet's pause, while it holds us
         self.name_out = False  # our consumer name is not ours now
+        self.lost = False  # the flag vanished while it paused us (flag_gone)
         self._clear = asyncio.Event()
         self._clear.set()
         stats.gauges["paused"] = 0
+        stats.gauges["pause_lost"] = 0
 
     @property
     def active(self) -> bool:
@@ -88,18 +94,35 @@ class Pause:
 
     def enter(self, state: PauseState) -> None:
         self.state = state
+        self.lost = False
         self._update()
         self.stats.gauges["paused"] = 1
+        self.stats.gauges["pause_lost"] = 0
         log.warning("fleet paused%s%s: finishing the jobs held, reading nothing new",
                     f" by {state.by}" if state.by else "",
                     f" ({state.reason})" if state.reason else "",
                     extra={"consumer": self.consumer})
 
-    def leave(self) -> None:
+    def leave(self, state: PauseState) -> None:
+        """An operator's resume (the flag holds a resumed record)."""
         self.state = None
+        self.lost = False
         self._update()
         self.stats.gauges["paused"] = 0
-        log.warning("fleet resumed: reading again", extra={"consumer": self.consumer})
+        self.stats.gauges["pause_lost"] = 0
+        log.warning("fleet resumed%s: reading again",
+                    f" by {state.by}" if state.by else "", extra={"consumer": self.consumer})
+
+    def flag_gone(self) -> None:
+        """The flag is absent while this worker is paused: not a resume (that leaves a
+        resumed record), the key was lost with Redis's data.  Stay paused, loudly."""
+        if self.lost:
+            return
+        self.lost = True
+        self.stats.gauges["pause_lost"] = 1
+        log.error("pause flag disappeared (Redis flushed, restarted without persistence "
+                  "or evicted it), not resumed: staying paused until `stagedoor resume`",
+                  extra={"consumer": self.consumer})
 
     def name(self, ours: bool) -> None:
         """The consumer name is ours again (read on), or held by another process."""
@@ -169,11 +192,15 @@ class Presence:
         if isinstance(flag, BaseException):
             raise flag
         state = parse_pause(flag, paused)
-        if state.paused and not self.pause.fleet:
-            self.pause.enter(state)
-            await self.unblock()
-        elif not state.paused and self.pause.fleet:
-            self.pause.leave()
+        if state.paused:
+            if not self.pause.fleet or self.pause.lost:  # a pause, or a new one
+                self.pause.enter(state)
+                await self.unblock()
+        elif self.pause.fleet:
+            if state.resumed is not None:
+                self.pause.leave(state)
+            else:
+                self.pause.flag_gone()
 
     async def run(self) -> None:
         while True:
