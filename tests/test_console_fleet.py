@@ -35,7 +35,13 @@ from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import free_port
 from stagedoor.ops import fleet, jobs
 from stagedoor.ops.records import console_client
-from stagedoor.stream.keys import fleet_key, job_index_key, paused_key, presence_key
+from stagedoor.stream.keys import (
+    fleet_key,
+    job_index_key,
+    owner_key,
+    paused_key,
+    presence_key,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.server
@@ -170,7 +176,7 @@ def test_console_keys_share_the_queue_slot_on_a_cluster(tmp_path: Path) -> None:
                      block_ms=5000, tickets_dir=str(tmp_path / "tickets"))
         slot = key_slot(s.stream.encode())
         for key in (paused_key(s), presence_key(s, "c-00"), fleet_key(s),
-                    job_index_key(s, 493_000)):
+                    job_index_key(s, 493_000), owner_key(s, "c-00")):
             assert key_slot(key.encode()) == slot, key
         reg = Registry()
         done: list[int] = []

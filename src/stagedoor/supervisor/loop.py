@@ -8,7 +8,9 @@ Shape (gunicorn's arbiter, uvicorn's Process wrapper, circus' flapping limit):
         a pidfd                 per worker, readable when it exits (else waitpid polling)
         the metrics endpoint    when --metrics-port > 0: the listener and each client
                                 connection, non-blocking (ops/endpoint.py)
-    every tick: reap, check heartbeats and deadlines, respawn, ping systemd.
+    every tick: reap, read every heartbeat pipe, check heartbeats and deadlines (the
+    loop's own lateness, a stall of the supervisor, is not charged to the workers),
+    respawn, ping systemd.
 
 The supervisor never has a thread, an event loop, a Redis connection or a DNS lookup
 at fork time (it checks the first two before every fork and refuses otherwise): what
