@@ -97,11 +97,23 @@ def start_ticks(pid: int) -> int | None:
 
 
 def holder_gone(holder: dict[str, Any], machine: str) -> bool:
-    """The holder ran on this machine and its process no longer runs."""
+    """The holder ran on this machine and its process provably no longer runs: no such
+    pid, or one whose start time differs (a reused pid).  Anything unsure (another
+    user's process whose /proc we may not read, a claim without a start time) is
+    alive: its claim expires on its own if it is not."""
     if not machine or holder.get("machine") != machine:
         return False
-    pid = holder.get("pid")
-    return not isinstance(pid, int) or start_ticks(pid) != holder.get("start")
+    pid, start = holder.get("pid"), holder.get("start")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # it exists, as another user
+    ticks = start_ticks(pid)
+    return isinstance(start, int) and ticks is not None and ticks != start
 
 
 def describe(holder: dict[str, Any]) -> str:
