@@ -160,3 +160,25 @@ def test_a_worker_that_loses_its_name_reads_nothing_until_it_has_it_back(
     assert w.wait(20) == 0
     assert client.get(key) is None, "the claim outlived a clean exit"
     check_all(client, fsettings, ledger)
+
+
+def test_work_with_a_supervisor_slots_name_waits_for_it(
+        procs: Procs, producer: Producer, ledger: Ledger, client: redis.Redis,
+        fsettings: Settings) -> None:
+    """`stagedoor work --slot 0` beside a supervisor: before, it re-read f-00's pending
+    list at once and ran the job the supervisor's worker was running."""
+    sup = procs.supervisor(1, {"claim_idle_ms": 60_000, "job_timeout": 30})
+    sup.wait_log("worker f-00 ready")
+    producer.enqueue("hold_pre", [1])
+    wait_for(lambda: ledger.starts()[1] == 1, what="job 1 running in f-00")
+    work = procs.worker(0, {"claim_idle_ms": 60_000})  # READY, then waits
+    work.wait_log(f"{WAITS}: pid ")
+    producer.gate(1)
+    producer.enqueue("ledger", [2, 3])
+    wait_for(lambda: {1, 2, 3} <= ledger.done(), what="jobs handled by the supervisor's")
+    assert {e["pid"] for e in ledger.events()}.isdisjoint({work.pid})
+    work.signal(signal.SIGTERM)  # a stop while it waits for the name
+    assert work.wait(20) == 0, work.text()[-2000:]
+    sup.signal(signal.SIGTERM)
+    assert sup.wait(30) == 0
+    check_all(client, fsettings, ledger)
