@@ -173,8 +173,11 @@ class Presence:
     async def beat(self) -> None:
         paused, presence, names = self._keys
         claim = self.claim
-        if claim is not None and claim.acquired:
-            await claim.renew()  # never raises for Redis; may stop the reading
+        # Renewed once a beat (not again right after the boot's attempt took it); never
+        # raises for Redis, and may stop the reading (ownership.py).
+        if claim is not None and claim.acquired and \
+                time.monotonic() - claim.renewed_at >= self.interval / 2:
+            await claim.renew()
         pipe = self.cmd.pipeline(transaction=False)
         pipe.execute_command("GET", paused)
         if claim is None or claim.owned:  # the name's record is its reading process's
