@@ -81,6 +81,7 @@ def console(url: str, interval: float = 1.0) -> Iterator[str]:
     with tempfile.TemporaryDirectory(prefix="sd-bench-web-") as d:
         pw = Path(d) / "pw"
         pw.write_text(PASSWORD + "\n")
+        pw.chmod(0o600)  # the console refuses a password file others may read
         err = Path(d) / "err"
         with open(err, "wb") as f:
             proc = mc.spawn([mc.PY, "-m", "stagedoor", "web", "--redis-url", url, "--port", "0",

@@ -35,13 +35,7 @@ from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import free_port
 from stagedoor.ops import fleet, jobs
 from stagedoor.ops.records import console_client
-from stagedoor.stream.keys import (
-    fleet_key,
-    job_index_key,
-    owner_key,
-    paused_key,
-    presence_key,
-)
+from stagedoor.stream.keys import fleet_key, owner_key, paused_key, presence_key
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.server
@@ -176,7 +170,7 @@ def test_console_keys_share_the_queue_slot_on_a_cluster(tmp_path: Path) -> None:
                      block_ms=5000, tickets_dir=str(tmp_path / "tickets"))
         slot = key_slot(s.stream.encode())
         for key in (paused_key(s), presence_key(s, "c-00"), fleet_key(s),
-                    job_index_key(s, 493_000), owner_key(s, "c-00")):
+                    owner_key(s, "c-00")):
             assert key_slot(key.encode()) == slot, key
         reg = Registry()
         done: list[int] = []
@@ -223,7 +217,7 @@ async def _state(c: Any, s: Settings, order_id: int) -> bool:
 
 def test_console_follows_the_sentinel_master(tmp_path: Path) -> None:
     """pause, job lookup and status through a Sentinel URL, before and after a failover:
-    the flag and the job index are on the master and replicated with it."""
+    the flag and the streams the lookup scans are on the master, replicated with it."""
     from tests.topology import SentinelSet
     from tests.workerkit import poll
 

@@ -201,3 +201,53 @@ def test_a_metrics_port_held_by_another_program_is_a_warning(tmp_path: Path) -> 
     assert line(out, "WARNING  metrics port: ") == (
         f"WARNING  metrics port: 127.0.0.1:{port} is taken by another program: the "
         "supervisor could not serve metrics there")
+
+
+# -- issue 38: each cause named ------------------------------------------------------------
+def test_a_wrong_password_is_not_redis_down(host: SuiteRedis, tmp_path: Path) -> None:
+    """redis-py raises its AuthenticationError, a ConnectionError: the advice was "start
+    Redis" for a server that is up and said no."""
+    code, out = doctor(tmp_path, url=f"redis://{USER}:not-the-password@127.0.0.1:"
+                       f"{host.port}/0")
+    assert code == 2, out
+    found = line(out, "CRITICAL redis: ")
+    assert "refused the credentials" in found and "unreachable" not in found, found
+    assert "start Redis" not in out and "-> Redis is up: check the user name and the " \
+        "password" in out, out
+
+
+def test_a_missing_font_directory_is_named(tmp_path: Path) -> None:
+    gone = tmp_path / "no-such-fonts"
+    code, out = doctor(tmp_path, "--no-redis", "--render-font-dirs", str(gone),
+                       url="redis://127.0.0.1:1/0")
+    assert code == 2, out
+    assert line(out, "CRITICAL font directories: ") == \
+        f"CRITICAL font directories: not a directory: {gone}"
+    assert max(len(ln) for ln in out.splitlines()) < 600, out  # was one line of 6 KB
+    assert " more; covered: nothing" in line(out, "CRITICAL fonts: ")
+
+
+def test_a_tickets_directory_whose_parent_is_missing_is_a_warning(tmp_path: Path) -> None:
+    tickets = tmp_path / "srv" / "stagedoor" / "tickets"  # the volume was not mounted
+    code, out = doctor(tmp_path, "--no-redis", "--tickets-dir", str(tickets),
+                       url="redis://127.0.0.1:1/0")
+    assert code == 1, out
+    assert line(out, "WARNING  tickets directory: ") == (
+        f"WARNING  tickets directory: {tickets} does not exist, nor does its parent "
+        f"{tickets.parent}: the nearest that does is {tmp_path}")
+    # only its last component missing: the worker makes it, as before
+    code, out = doctor(tmp_path, "--no-redis", "--tickets-dir", str(tmp_path / "new"),
+                       url="redis://127.0.0.1:1/0")
+    assert line(out, "OK       tickets directory: ").endswith("the worker makes it "
+                                                            f"({tmp_path} is writable)")
+
+
+def test_a_wrong_argument_is_64_not_critical(tmp_path: Path) -> None:
+    for args in (("--no-such-flag",), ("--metrics-port", "abc")):
+        cmd = [sys.executable, "-m", "stagedoor", "doctor", "--no-redis", *args]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                           env={k: v for k, v in os.environ.items()
+                                if not k.startswith("STAGEDOOR_")})
+        assert r.returncode == 64, (args, r.returncode, r.stderr)
+        assert r.stdout == "" and r.stderr.count("\n") == 1, r.stderr
+        assert "error:" in r.stderr and "Traceback" not in r.stderr

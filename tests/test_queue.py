@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -16,6 +17,7 @@ from stagedoor.stream import connection
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import (
     DeadLetter,
+    EnqueueError,
     NotReplicated,
     enqueue,
     enqueue_many,
@@ -238,3 +240,38 @@ def test_a_loss_before_the_first_read_is_counted_once(
     trimmed = queue_status(connection.sync_client(s), s)["trimmed_backlog"]
     assert isinstance(trimmed, dict)
     assert trimmed["undelivered_trimmed"] == lost, trimmed
+
+
+def test_a_chunk_redis_never_answered_is_reported_unknown_not_lost(own_redis: Any) -> None:
+    """Redis stalls (SIGSTOP) while a chunk's script is on the wire: the producer cannot
+    know whether it ran, so the error says the chunk's jobs may have gone in, never
+    "0 of N went in" (a caller following that would send them twice unwittingly); and
+    after the stall they are all on the stream."""
+    s = Settings(redis_url=own_redis.url, socket_timeout=0.2)
+    client = connection.sync_client(s, timeout=0.2)
+    enqueue_sync(client, s, [make_job("render_tickets", 1, 1, "r", "t")])  # warm
+    jobs = [make_job("render_tickets", i, i, "r", "t") for i in range(2, 12)]
+    own_redis.pause()
+    try:
+        with pytest.raises(EnqueueError) as info:
+            enqueue_sync(client, s, jobs)
+    finally:
+        own_redis.resume()
+    e = info.value
+    assert (e.ids, e.total, e.unknown) == ([], 10, 10)
+    assert "0 of 10 jobs went in; the next 10 may have gone in too" in str(e), str(e)
+    assert "\n" not in str(e)
+    client.close()
+    checker = redis.Redis.from_url(own_redis.url, protocol=2)
+    assert checker.xlen(s.stream) == 11  # the script ran once Redis went on
+    checker.close()
+
+
+def test_a_refused_connection_is_reported_as_nothing_sent(tmp_path: Path) -> None:
+    from stagedoor.demo.embedded_redis import free_port
+
+    s = Settings(redis_url=f"redis://127.0.0.1:{free_port()}/0")
+    client = connection.sync_client(s, timeout=0.2)
+    with pytest.raises(EnqueueError) as info:
+        enqueue_sync(client, s, [make_job("render_tickets", 1, 1, "r", "t")])
+    assert info.value.unknown == 0 and "may have gone in" not in str(info.value)

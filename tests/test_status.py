@@ -20,7 +20,14 @@ from tests.servers import SERVER
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import free_port
-from stagedoor.ops.inspect import InspectError, aqueue_status, build_status, id_ms, queue_status
+from stagedoor.ops.inspect import (
+    InspectError,
+    aqueue_status,
+    build_status,
+    id_ms,
+    queue_gauges,
+    queue_status,
+)
 from stagedoor.stream.connection import async_client, sync_client
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -196,6 +203,29 @@ def test_trimmed_backlog_alarm(client: redis.Redis, settings: Settings) -> None:
     st = queue_status(client, settings)
     assert st["group"]["lag"] == LAG_AFTER_TRIM[SERVER.name][1]
     assert st["trimmed_backlog"]["alarm"] is False
+
+
+def test_an_id_ahead_of_the_clock_is_reported_not_clamped(client: redis.Redis,
+                                                          settings: Settings,
+                                                          redis_url: str) -> None:
+    """A foreign XADD with an id an hour ahead: every later id carries that hour, so
+    the entries' ids no longer say when they were queued.  The queue age is unknown
+    (never 0, which hid an old backlog from the 60 s and 600 s alarms), status warns,
+    --check warns, and the exporter has the gap."""
+    ensure_group(client, settings)
+    now_ms = int(client.time()[0]) * 1000
+    client.execute_command("XADD", "jobs", f"{now_ms + 3_600_000}-0", *job(1))
+    client.execute_command("XADD", "jobs", "*", *job(2))  # by Redis: the future hour
+    st = queue_status(client, settings)
+    assert st["queue_age_ms"] is None
+    assert 3_590_000 <= st["ids_ahead_ms"] <= 3_600_000
+    text = cli("status", "--redis-url", redis_url).stdout
+    assert "queue age UNKNOWN" in text and "IDS AHEAD WARNING" in text, text
+    check = cli("status", "--check", "--redis-url", redis_url)
+    assert check.returncode == 1, check.stdout  # WARNING
+    assert "queue age unknown: entry ids are" in check.stdout, check.stdout
+    assert queue_gauges(st)["stream_ids_ahead_seconds"] >= 3590
+    assert "queue_age_seconds" not in queue_gauges(st)
 
 
 def test_trimming_only_delivered_entries_is_no_alarm(client: redis.Redis,

@@ -47,7 +47,8 @@ def test_the_cli_does_not_import_the_console() -> None:
 
 def test_without_the_extra_one_line_and_exit_78(tmp_path: Path) -> None:
     pw = tmp_path / "pw"
-    pw.write_text("secret\n")
+    pw.write_text("a-secret-of-16ch\n")
+    pw.chmod(0o600)
     r = run(code="import sys\n"
                  "class Block:\n"
                  "    def find_spec(self, name, path=None, target=None):\n"
@@ -60,15 +61,23 @@ def test_without_the_extra_one_line_and_exit_78(tmp_path: Path) -> None:
     assert r.stderr.count("\n") == 1 and "pip install 'stagedoor[web]'" in r.stderr, r.stderr
 
 
-@pytest.mark.parametrize(("content", "why"), [
-    (None, "no password file given"), ("", "the file is empty"), ("\n", "the file is empty"),
-    ("one\ntwo\n", "on one line"), ("missing", "cannot read it")])
-def test_bad_password_files_refused(tmp_path: Path, content: str | None, why: str) -> None:
+@pytest.mark.parametrize(("content", "mode", "why"), [
+    (None, 0o600, "no password file given"), ("", 0o600, "the file is empty"),
+    ("\n", 0o600, "the file is empty"), ("one\ntwo\n", 0o600, "on one line"),
+    ("missing", 0o600, "cannot read it"),
+    ("x\n", 0o600, "1 characters, fewer than 12"),
+    ("eleven-char\n", 0o600, "11 characters, fewer than 12"),
+    ("long-enough-password\n", 0o644, "mode 0644 lets others read or change it"),
+    ("long-enough-password\n", 0o602, "mode 0602 lets others read or change it"),
+    ("long-enough-password\n", 0o620, "mode 0620 lets others read or change it")])
+def test_bad_password_files_refused(tmp_path: Path, content: str | None, mode: int,
+                                    why: str) -> None:
     args = ["web", "--redis-url", "redis://127.0.0.1:1/0", "--port", "0"]
     if content is not None:
         f = tmp_path / "operator-password"
         if content != "missing":
             f.write_text(content)
+            f.chmod(mode)
         args += ["--operator-password-file", str(f)]
     r = run(*args)
     assert r.returncode == 78, r.stderr
@@ -185,7 +194,7 @@ def test_tickets_are_confined_to_the_tickets_directory(tmp_path: Path, redis_url
     try:
         h = Http(c.url)
         assert h.request("GET", "/ticket/6")[:2][0] == 303  # not logged in: to the log-in
-        h.log_in("viewer")
+        h.log_in("operator")
         status, headers, body = h.request("GET", "/ticket/6")
         assert status == 200 and body.startswith(b"%PDF-1.4 a ticket")
         assert headers["content-type"] == "application/pdf"

@@ -4,9 +4,11 @@ Each test starts a real `stagedoor web` on a free port against the suite's Redis
 (tests/webkit.py); the browser is shared by the module (a fresh profile, cookies
 cleared between log-ins).  Asserted in the browser: log-in and wrong credentials, a
 backlog drained by a real supervisor seen live without a reload, job lookup and the
-ticket PDF, dead letters filtered, replayed and deleted, pause and resume, a viewer
-who cannot act (no button, POST refused), a POST without the CSRF token refused, and
-hostile field values shown as text with no injected script run.
+ticket PDF (the operator's only, each download on the audit page), dead letters
+filtered, replayed and deleted, pause and resume, a viewer who cannot act (no button,
+POST refused), a POST without the CSRF token refused, hostile field values shown as
+text with no injected script run, and a page of a name rebound to the console's
+address (DNS rebinding) served nothing.
 """
 
 from __future__ import annotations
@@ -23,18 +25,21 @@ import pytest
 import redis
 from tests.helpers_supervisor import Sup, enqueue
 from tests.paths import PACKAGE
+from tests.test_replay_backlog import add_dead_letters, audit, fill_backlog, unread
 from tests.webkit import chrome, console, log_in, post_from_page, wait
 
+from stagedoor.config import Settings
 from stagedoor.stream.job import Job
 from stagedoor.stream.queue import dead_letter_fields
 
 ORDER = PACKAGE / "demo" / "order.json"
+EVIL = "evil.example"  # an attacker's name, resolved to the console by the browser
 pytestmark = [pytest.mark.server, pytest.mark.timeout(120)]
 
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    driver = chrome(tmp_path_factory.mktemp("chromium-profile"))
+    driver = chrome(tmp_path_factory.mktemp("chromium-profile"), rebind=[EVIL])
     try:
         yield driver
     finally:
@@ -71,6 +76,45 @@ def test_log_in_wrong_credentials_refused(browser: Any, tmp_path: Path, redis_ur
         log = c.stderr()
         assert log.count("failed log-in for user 'operator'") == 2 and "log-in: operator" in log
         assert "Secret" not in log  # no password, right or wrong, is logged
+
+
+def test_a_page_of_a_rebound_name_gets_nothing(browser: Any, tmp_path: Path,
+                                               redis_url: str) -> None:
+    """DNS rebinding: evil.example's page, its name now resolving to the console, loads
+    the console's log-in form from its own origin, logs in with a guessed or phished
+    password and pauses the fleet; the console serves only its own host names."""
+    with console(tmp_path, redis_url) as c:
+        evil = c.url.replace("127.0.0.1", EVIL)
+        browser.delete_all_cookies()
+        browser.get(evil + "/login")
+        assert "unknown Host" in browser.find_element("css selector", "body").text
+        assert all_css(browser, "#login") == []  # no form to fill
+        # the page's own script, same origin as far as the browser knows: refused too
+        token = browser.execute_async_script("""
+            const done = arguments[0];
+            fetch('/login').then(r => r.text()).then(t => {
+              const m = t.match(/name="csrf" value="([^"]+)"/);
+              if (!m) return done([0, 'no form']);
+              return fetch('/login', {method: 'POST', redirect: 'manual', body:
+                  new URLSearchParams({csrf: m[1], username: 'operator',
+                                       password: 'operator-Secret-2'})})
+                .then(() => fetch('/fleet')).then(r => r.text()).then(f => {
+                  const t2 = f.match(/name="csrf" value="([^"]+)"/);
+                  return fetch('/pause', {method: 'POST', redirect: 'manual', body:
+                      new URLSearchParams({csrf: t2 ? t2[1] : '', reason: 'rebound'})})
+                    .then(r => done([r.status, 'posted']));
+                });
+            }).catch(e => done([0, String(e)]));
+        """)
+        assert token[1] == "no form", token
+        client = redis.Redis.from_url(redis_url, protocol=2)
+        try:
+            assert client.keys("stagedoor:paused:*") == []
+        finally:
+            client.close()
+        # the console's own name still works in the same browser
+        log_in(browser, c, "operator")
+        wait(lambda: browser.current_url.rstrip("/") == c.url, what="the overview")
 
 
 def test_backlog_drains_live(browser: Any, tmp_path: Path, redis_url: str) -> None:
@@ -186,6 +230,38 @@ def test_dead_letters_filter_replay_delete(browser: Any, tmp_path: Path, redis_u
         wait(lambda: "purged 1" in browser.find_element("css selector", ".flash").text)
         assert dead_ids(redis_url) == [ids["late0"], ids["late1"]]
         assert "action /dead/bulk by operator" in c.stderr()
+
+
+def test_bulk_replay_warns_and_stops_at_the_level(browser: Any, tmp_path: Path,
+                                                   settings: Settings, redis_url: str) -> None:
+    """Issue 36: a backlog 10 under the refusal level (maxlen 1000: 950) and 30 dead
+    letters.  The confirm page says only 10 fit; confirmed, 10 go back, 20 stay, the
+    message says why, and no unread job is trimmed."""
+    client = redis.Redis.from_url(redis_url, protocol=2)
+    try:
+        waiting = fill_backlog(client, settings, filled=940, read=0)
+        dead = add_dead_letters(client, settings, 30)
+        with console(tmp_path, redis_url, ["--maxlen", "1000"]) as c:
+            log_in(browser, c, "operator")
+            browser.get(c.url + "/dead")
+            by_id(browser, "bulk-replay").click()
+            warning = wait(lambda: by_id(browser, "backlog-warning").text)
+            assert warning.startswith("Only 10 of 30 fit now: the backlog of jobs is 940 "
+                                      "entries, and the refusal level is 950 (95% of maxlen "
+                                      "1000)"), warning
+            assert "leaves the other 20 as dead letters" in warning
+            assert client.xlen("jobs:dead") == 30  # the dry run touched nothing
+            by_id(browser, "confirm").click()
+            said = wait(lambda: [e.text for e in all_css(browser, ".flash")]
+                        if "/dead/bulk" not in browser.current_url else None)
+            assert said[0].startswith("replayed 10: "), said
+            assert said[1].startswith("20 of 30 not replayed, left as dead letters: the "
+                                      "backlog of jobs is 950 entries"), said
+        assert [i.decode() for i, _ in client.xrange("jobs:dead")] == dead[10:]
+        assert audit(client, settings) == (950, 0)
+        assert unread(client, settings)[:940] == waiting
+    finally:
+        client.close()
 
 
 def test_viewer_cannot_act(browser: Any, tmp_path: Path, redis_url: str) -> None:
@@ -332,7 +408,15 @@ def test_find_a_job_by_order_id_and_open_its_ticket(browser: Any, tmp_path: Path
                     str(tmp_path / "tickets" / "order-4471.pdf")], check=True, timeout=60,
                    capture_output=True)
     with console(tmp_path, redis_url) as c:
+        # the viewer finds the job, sees that there is a ticket, and cannot have it
         log_in(browser, c, "viewer")
+        browser.get(c.url + "/job?order_id=4471")
+        [span] = all_css(browser, "section.job .ticket")
+        assert span.tag_name == "span"  # no link
+        assert "only the operator downloads tickets" in all_css(browser, "main")[0].text
+        status, body = fetch_from_page(browser, "/ticket/4471")
+        assert status == 403 and "only the operator" in body
+        log_in(browser, c, "operator")
         browser.get(c.url + "/job")
         by_id(browser, "order_id").send_keys("4471")
         by_id(browser, "find").click()
@@ -356,6 +440,22 @@ def test_find_a_job_by_order_id_and_open_its_ticket(browser: Any, tmp_path: Path
         # an order nobody enqueued: found nothing, said so
         browser.get(c.url + "/job?order_id=4472")
         assert "Nothing found" in by_id(browser, "no-job").text
+        # the operator's two downloads (the fetch, the click) are on the audit page
+        browser.get(c.url + "/audit")
+        rows = all_css(browser, "#audit tbody tr[data-id]")
+        assert [r.find_element("css selector", ".action").text for r in rows] == [
+            "ticket download", "ticket download"]
+        assert "operator@127.0.0.1" in rows[0].text and "order-4471.pdf" in rows[0].text
+
+
+def fetch_from_page(driver: Any, path: str) -> tuple[int, str]:
+    """A GET by the page's own script (its cookies): (status, body)."""
+    result = driver.execute_async_script("""
+        const [path, done] = arguments;
+        fetch(path, {credentials: 'same-origin'}).then(r => r.text().then(t =>
+          done([r.status, t]))).catch(e => done([0, String(e)]));
+    """, path)
+    return int(result[0]), str(result[1])
 
 
 def test_every_action_works_without_javascript(tmp_path: Path, redis_url: str) -> None:

@@ -43,6 +43,7 @@ class Console:
         for role in roles:
             f = tmp_path / f"{role}-password"
             f.write_text(PASSWORDS[role] + "\n")
+            f.chmod(0o600)  # the console refuses a file others may read
             cmd += [f"--{role}-password-file", str(f)]
         self.cmd = [*cmd, *args]
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
@@ -89,9 +90,10 @@ def console(tmp_path: Path, redis_url: str, args: Sequence[str] = (),
         c.stop()
 
 
-def chrome(profile: Path, *, javascript: bool = True) -> Any:
+def chrome(profile: Path, *, javascript: bool = True, rebind: Sequence[str] = ()) -> Any:
     """Headless Chromium from Debian's packages, offline but for loopback (and with
-    scripts off for javascript=False)."""
+    scripts off for javascript=False).  rebind: host names the browser resolves to
+    127.0.0.1, as a DNS rebinding attacker's name would (reached without the proxy)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -112,6 +114,10 @@ def chrome(profile: Path, *, javascript: bool = True) -> Any:
                 "--proxy-server=http://127.0.0.1:9", "--window-size=1280,900",
                 f"--user-data-dir={profile}"):
         options.add_argument(arg)
+    if rebind:
+        options.add_argument("--host-resolver-rules=" + ", ".join(
+            f"MAP {name} 127.0.0.1" for name in rebind))
+        options.add_argument("--proxy-bypass-list=" + ";".join(rebind))
     if not javascript:
         options.add_experimental_option(
             "prefs", {"profile.managed_default_content_settings.javascript": 2})

@@ -11,6 +11,10 @@ import os
 
 EX_OK = 0
 EX_USAGE = 2  # argparse's code for a wrong argument, kept for every command
+# but `stagedoor doctor`, whose 2 is CRITICAL (the monitoring-plugin convention below):
+# its wrong argument is sysexits' EX_USAGE, so a typo in a check's command line does
+# not page anyone as a broken host
+EX_USAGE_DOCTOR = os.EX_USAGE  # 64
 EX_DATAERR = os.EX_DATAERR  # 65: input data (a job line, an order file) is wrong
 EX_NOINPUT = os.EX_NOINPUT  # 66: an input file cannot be read
 EX_UNAVAILABLE = os.EX_UNAVAILABLE  # 69: Redis cannot be reached

@@ -20,7 +20,14 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from ..exitcodes import EX_BROKEN_PIPE, EX_CONFIG, EX_TEMPFAIL, EX_UNAVAILABLE
+from ..exitcodes import (
+    EX_BROKEN_PIPE,
+    EX_CONFIG,
+    EX_TEMPFAIL,
+    EX_UNAVAILABLE,
+    EX_USAGE,
+    EX_USAGE_DOCTOR,
+)
 from ..redaction import install_excepthook, redact
 
 # name -> its line in `stagedoor --help`.  Only the command being run is imported (its
@@ -52,11 +59,17 @@ def module_of(command: str) -> str:
     return MODULES.get(command, command)
 
 
+# the exit code of a wrong argument, where it is not EX_USAGE (exitcodes.py)
+USAGE_CODES = {"doctor": EX_USAGE_DOCTOR}
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with a one-line error: what is wrong and where the help is."""
 
+    usage_code = EX_USAGE
+
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(self.usage_code, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def add_version(parser: argparse.ArgumentParser) -> None:
@@ -71,6 +84,8 @@ def build_parser(only: str | None = None) -> Parser:
     parser = Parser(prog="stagedoor", description="Stagedoor job queue tools: enqueue jobs, "
                     "run a worker, inspect the queue and the dead letters.")
     add_version(parser)
+    # an argument the command does not know is the top parser's error: the command's code
+    parser.usage_code = USAGE_CODES.get(only or "", EX_USAGE)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     wanted = None if only is None else module_of(only)

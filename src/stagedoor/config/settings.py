@@ -101,12 +101,16 @@ class Settings:
     reclaim_count: int = _opt(10, "XAUTOCLAIM COUNT.", lo=1, hi=10_000)
     maxlen: int = _opt(100_000, "MAXLEN ~ of the job stream on every XADD.", lo=1)
     dead_maxlen: int = _opt(10_000, "MAXLEN ~ of the dead-letter stream.", lo=1)
+    audit_maxlen: int = _opt(10_000, "MAXLEN ~ of the audit stream: the operator actions "
+                                     "(pause, resume, replay, delete, purge, ticket download) "
+                                     "of the console and the CLI, newest kept.", lo=1)
     backlog_warn_fraction: float = _opt(
         0.8, "A producer logs a warning once the group's backlog (undelivered + pending) "
              "reaches this fraction of maxlen.", lo=0.01, hi=1.0)
     backlog_refuse_fraction: float = _opt(
         0.95, "A producer refuses jobs beyond this fraction of maxlen (BacklogFull; exit "
-              "75 from `stagedoor enqueue`), before MAXLEN ~ would trim unread jobs.",
+              "75 from `stagedoor enqueue`), and `dead replay` stops there (exit 75), "
+              "before MAXLEN ~ would trim unread jobs.",
         lo=0.01, hi=1.0)
     max_deliveries: int = _opt(5, "A job delivered more often than this is poison: it is "
                                   "dead-lettered without running.", lo=1, hi=1_000_000)
@@ -159,8 +163,10 @@ class Settings:
         1, "1: derive the faces of every script from what the fonts in render_font_dirs "
            "cover (render_fonts first); 0: only the configured fonts.", lo=0, hi=1)
     tickets_dir: str = _opt("var/tickets", "Where ticket PDFs are written.")
-    idempotency_ttl: int = _opt(7 * 86_400, "Seconds a finished outbox_id is remembered.",
-                                lo=1)
+    idempotency_ttl: int = _opt(
+        7 * 86_400, "Longest a finished outbox_id is remembered, in s: a done mark lives "
+        "for the stream's window (the age of its oldest entry), never less than "
+        "claim_idle_ms + reclaim_interval, never more than this.", lo=1)
     max_field_bytes: int = _opt(256, "Largest accepted job field value in bytes.", lo=8,
                                 hi=65_536)
     # -- the process ---------------------------------------------------------------

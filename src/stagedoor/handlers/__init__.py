@@ -5,6 +5,7 @@
 - registry.py  Registry (kind -> handler), @handler, loading `module:attr` plugins
 - context.py   Context: what a handler gets besides its job (Redis, settings, the
                thread pool, idempotency by outbox_id)
+- marks.py     how long a done mark lives: the stream's window, read in the background
 - tickets.py   the built-in handlers, render_tickets and refund
 - files.py     atomic writes, paths confined to the tickets directory, stale-tmp sweep
 - orders.py    the order store they read (a Redis hash per order)

@@ -40,6 +40,7 @@ from ..ops.metrics import WorkerStats
 from ..stream import keys
 from ..stream.job import Job
 from ..stream.resp import FastConnection
+from .marks import MarkWindow
 
 T = TypeVar("T")
 
@@ -116,6 +117,11 @@ class Context:
         return await loop.run_in_executor(self.executor, call)
 
     def done_key(self, job: Job) -> str:
+        """The hash that holds the job's done mark (field: its outbox id)."""
+        return keys.marks_key(self.settings, job.order_id, job.outbox_id)
+
+    def old_done_key(self, job: Job) -> str:
+        """Its done mark as it was kept before issue 36 (a key of its own), read only."""
         return keys.done_key(self.settings, job.order_id, job.outbox_id)
 
     def lease_key(self, job: Job) -> str:
@@ -125,8 +131,9 @@ class Context:
         """True if this outbox id was handled; else take its lease (or TransientError)."""
         scripts = self._scripts()
         ms = lease_ms or int(self.settings.job_timeout * 1000)
-        state = await scripts[0](keys=[self.done_key(job), self.lease_key(job)],
-                                 args=[self.lease_holder(), ms])
+        state = await scripts[0](keys=[self.done_key(job), self.lease_key(job),
+                                       self.old_done_key(job)],
+                                 args=[self.lease_holder(), ms, job.outbox_id])
         if state == b"done":
             self.skipped_as_done(job)
             return True
@@ -175,7 +182,15 @@ class Context:
 
     async def mark_done(self, job: Job) -> None:
         await self._scripts()[1](keys=[self.done_key(job), self.lease_key(job)],
-                                 args=[job.kind, self.settings.idempotency_ttl])
+                                 args=[job.kind, self.mark_ttl(), job.outbox_id])
+
+    def mark_ttl(self) -> int:
+        """Seconds a done mark written now lives: the stream's window (marks.py), so the
+        marks alive are bounded by the entries the stream holds, not the jobs handled."""
+        window = self.state.get("mark_window")
+        if window is None:
+            window = self.state["mark_window"] = MarkWindow(self.redis, self.settings)
+        return int(window.ttl())
 
     def _scripts(self) -> tuple[Any, Any]:
         scripts = self.state.get("idempotency")
@@ -185,17 +200,21 @@ class Context:
         return scripts
 
 
-# KEYS: done mark, lease. ARGV: consumer, lease ms. -> 'done' | 'ok' | holder's name
+# KEYS: done marks hash, lease, the old done key. ARGV: consumer, lease ms, outbox id.
+# -> 'done' | 'ok' | holder's name
 _BEGIN = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 'done' end
+if redis.call('HGET', KEYS[1], ARGV[3]) or redis.call('EXISTS', KEYS[3]) == 1 then
+  return 'done'
+end
 local holder = redis.call('GET', KEYS[2])
 if holder and holder ~= ARGV[1] then return holder end
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
 return 'ok'
 """
-# KEYS: done mark, lease. ARGV: kind, ttl s.
+# KEYS: done marks hash, lease. ARGV: kind, ttl s, outbox id.
 _FINISH = """
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+redis.call('HSET', KEYS[1], ARGV[3], ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[2])
 redis.call('DEL', KEYS[2])
 return 1
 """

@@ -49,24 +49,28 @@ return {1, rendered}
 """
 
 
-# KEYS: done mark, lease, order hash. ARGV: consumer, lease ms.
+# KEYS: done marks hash, lease, order hash, the old done key. ARGV: consumer, lease ms,
+# outbox id.
 # -> {'done'} | {'held', holder} | {'ok', data, status, rendered} (nil fields as nil)
 # The lease is taken only after the order was read: a read error leaves no lease.
 BEGIN_RENDER = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return {'done'} end
+if redis.call('HGET', KEYS[1], ARGV[3]) or redis.call('EXISTS', KEYS[4]) == 1 then
+  return {'done'}
+end
 local holder = redis.call('GET', KEYS[2])
 if holder and holder ~= ARGV[1] then return {'held', holder} end
 local o = redis.call('HMGET', KEYS[3], 'data', 'status', 'rendered')
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
 return {'ok', o[1], o[2], o[3]}
 """
-# KEYS: order hash, done mark, lease. ARGV: path, kind, done ttl s.
+# KEYS: order hash, done marks hash, lease. ARGV: path, kind, done ttl s, outbox id.
 # Still placed: mark rendered, mark done, release the lease -> 1.  Refunded meanwhile:
 # nothing written -> 0 (the handler removes its PDF, then marks done itself).
 FINISH_RENDER = """
 if redis.call('HGET', KEYS[1], 'status') ~= 'placed' then return 0 end
 redis.call('HSET', KEYS[1], 'rendered', ARGV[1])
-redis.call('SET', KEYS[2], ARGV[2], 'EX', ARGV[3])
+redis.call('HSET', KEYS[2], ARGV[4], ARGV[2])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
 redis.call('DEL', KEYS[3])
 return 1
 """

@@ -166,8 +166,10 @@ async def render_tickets(job: Job, ctx: Context) -> None:
     store = _store(ctx)
     done_key, lease_key, order_key = (ctx.done_key(job), ctx.lease_key(job),
                                       store.key(job.order_id))
-    reply = await _order_script(ctx, begin, [done_key, lease_key, order_key],
-                                [ctx.lease_holder(), int(ctx.settings.job_timeout * 1000)])
+    reply = await _order_script(ctx, begin, [done_key, lease_key, order_key,
+                                             ctx.old_done_key(job)],
+                                [ctx.lease_holder(), int(ctx.settings.job_timeout * 1000),
+                                 job.outbox_id])
     if reply[0] == b"done":
         ctx.skipped_as_done(job)
         return
@@ -190,7 +192,7 @@ async def render_tickets(job: Job, ctx: Context) -> None:
         return
     _warn_uncovered(ctx, job, lost)
     if not await _order_script(ctx, finish, [order_key, done_key, lease_key],
-                               [str(path), job.kind, ctx.settings.idempotency_ttl]):
+                               [str(path), job.kind, ctx.mark_ttl(), job.outbox_id]):
         # A refund landed while we rendered: it could not see our file, so the
         # cancellation is ours to do.
         await ctx.to_thread(path.unlink, True)

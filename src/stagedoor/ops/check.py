@@ -103,6 +103,11 @@ def evaluate(status: Mapping[str, Any], maxlen: int, t: Thresholds | None = None
             r.add(CHECK_CRITICAL, f"queue age {_seconds(age_ms)} >= {t.crit_age:g}s")
         elif age_ms >= t.warn_age * 1000:
             r.add(CHECK_WARNING, f"queue age {_seconds(age_ms)} >= {t.warn_age:g}s")
+    ahead = int(status.get("ids_ahead_ms") or 0)
+    if ahead > 0:
+        what = ("queue age unknown: " if age_ms is None and status.get("oldest_undelivered_id")
+                else "")
+        r.add(CHECK_WARNING, f"{what}entry ids are {_seconds(ahead)} ahead of Redis' clock")
     if dead >= t.crit_dead:
         r.add(CHECK_CRITICAL, f"{dead} dead letters >= {t.crit_dead}")
     elif dead >= t.warn_dead:

@@ -13,11 +13,22 @@ outside it).  Listing reads newest first, one XREVRANGE page at a time, at most
 when they started, so a job dead-lettered meanwhile is not touched.
 
 Replay puts the original fields (all but dead:*) back on the job stream with a new id
-and deletes the dead entry, in one Lua script (REPLAY_LUA):
+and deletes the dead entry, REPLAY_BATCH entries to one Lua script (REPLAY_LUA), which
+is the enqueue script's backlog check (stream/backlog.py's account(), the same refusal
+level: queue.backlog_limits) in front of the replay:
 
-    ensure the group (XGROUP CREATE ... $ MKSTREAM, BUSYGROUP is fine)
-    XADD jobs MAXLEN ~ <maxlen> * <original fields>
-    XDEL jobs:dead <id>                 -- only reached if the XADD succeeded
+    count the group's backlog (and a loss of unread jobs) as enqueue does
+    ensure the group (as enqueue does: ENTRIESREAD, so its counter is exact)
+    for each id: stop if the backlog is at the refusal level
+                 XADD jobs MAXLEN ~ <maxlen> * <original fields>; backlog + 1
+                 XDEL jobs:dead <id>     -- only reached if the XADD succeeded
+
+Enqueue refuses before MAXLEN ~ could trim a job no worker has read; a replay that
+skipped the check trimmed them (issue 36: 10,009 dead letters replayed onto 95,000
+waiting jobs of a paused fleet lost 4,987 unread jobs).  So a replay stops at the
+level, and the entries it did not reach stay dead letters, untouched (status `full`):
+run it again when the workers caught up.  `room()` is the same count for a dry run
+and the confirm page: how many fit now.
 
 A script is atomic, so an entry is either replayed and gone or untouched: a replay
 interrupted half way (Ctrl-C, a lost connection) has replayed a prefix of the selection
@@ -37,8 +48,9 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ..config import Settings
-from ..stream.keys import JOB_INDEX_TTL_S, dead_trimmed_key, job_index_prefix
-from ..stream.queue import DEAD_FIELD_PREFIX
+from ..stream.backlog import ACCOUNT_LUA, trimmed_key
+from ..stream.keys import dead_trimmed_key
+from ..stream.queue import DEAD_FIELD_PREFIX, WARN_SCAN, backlog_limits
 from .records import Record, field, field_pairs, pipeline, text
 
 PAGE = 500
@@ -46,44 +58,81 @@ SCAN_LIMIT = 5_000  # entries one listing call reads at most (the web page's per
 ENTRY_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
 _DIGITS = re.compile(r"[0-9]{1,19}")
 
-REPLAY_LUA = """
-local e = redis.call('XRANGE', KEYS[2], ARGV[3], ARGV[3])
-if #e == 0 then return {'missing', ''} end
-local f = e[1][2]
-local args = {'XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*'}
-for i = 1, #f - 1, 2 do
-  if string.sub(f[i], 1, 5) ~= 'dead:' then
-    args[#args + 1] = f[i]
-    args[#args + 1] = f[i + 1]
+REPLAY_BATCH = 100  # dead letters one replay script takes (one backlog count each)
+
+# KEYS[1] the job stream, KEYS[2] the dead-letter stream.  ARGV: the group, maxlen, the
+# refusal level (refuse above), the trimmed-unread hash (in ARGV: see
+# backlog.AUDIT_LUA), the warning level, the scan cap, then the dead-letter ids.
+# -> {backlog before, lost now counted, {status, new id, kind, order id} per id
+# looked at}: it stops at the first id that would pass the level (`full`, untouched)
+# and says nothing of the ids after it.
+_REPLAY_LUA = """
+local stream, dead, group, maxlen = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
+local limit, counter = tonumber(ARGV[3]), ARGV[4]
+local n = #ARGV - 6
+local r = account(stream, group, counter, tonumber(ARGV[5]) - n, tonumber(ARGV[6]),
+                  limit - n, 'replay')
+local backlog, lost = 0, 0
+if r == nil then
+  -- No stream or no group: created as the enqueue script does (ENTRIESREAD: the
+  -- group's counter is exact from its first moment).
+  local added, info = 0, redis.pcall('XINFO', 'STREAM', stream)
+  if not info.err then added = fields(info)['entries-added'] end
+  redis.call('XGROUP', 'CREATE', stream, group, '$', 'MKSTREAM', 'ENTRIESREAD', added)
+else
+  backlog, lost = r[1], r[2]
+end
+local out = {backlog, lost}
+for k = 7, #ARGV do
+  -- -1: the backlog is unknown (no counter at all); enqueue adds then, and so do we.
+  if backlog >= 0 and backlog >= limit then
+    out[#out + 1] = {'full', ''}
+    break
+  end
+  local e = redis.call('XRANGE', dead, ARGV[k], ARGV[k])
+  if #e == 0 then
+    out[#out + 1] = {'missing', ''}
+  else
+    local f = e[1][2]
+    local args = {'XADD', stream, 'MAXLEN', '~', maxlen, '*'}
+    local kind, order = '', ''
+    for i = 1, #f - 1, 2 do
+      if string.sub(f[i], 1, 5) ~= 'dead:' then
+        args[#args + 1] = f[i]
+        args[#args + 1] = f[i + 1]
+        if f[i] == 'kind' and kind == '' then kind = f[i + 1] end
+        if f[i] == 'order_id' and order == '' then order = f[i + 1] end
+      end
+    end
+    if #args == 6 then
+      out[#out + 1] = {'empty', '', kind, order}
+    else
+      local id = redis.call(unpack(args))
+      redis.call('XDEL', dead, ARGV[k])
+      if backlog >= 0 then backlog = backlog + 1 end
+      out[#out + 1] = {'ok', id, kind, order}
+    end
   end
 end
-if #args == 6 then return {'empty', ''} end
-local g = redis.pcall('XGROUP', 'CREATE', KEYS[1], ARGV[1], '$', 'MKSTREAM')
-if type(g) == 'table' and g.err and string.sub(g.err, 1, 9) ~= 'BUSYGROUP' then
-  return redis.error_reply(g.err)
-end
-local id = redis.call(unpack(args))
-redis.call('XDEL', KEYS[2], ARGV[3])
--- The job index (ops/jobs.py), as the enqueue script writes it: the replayed job is
--- found by its order and outbox id too.  pcall: never costs the replay.
-if ARGV[4] and ARGV[4] ~= '' then
-  local key = ARGV[4] .. math.floor(tonumber(string.match(id, '^%d+')) / 3600000)
-  local order, outbox
-  for i = 7, #args - 1, 2 do
-    if args[i] == 'order_id' then order = args[i + 1] end
-    if args[i] == 'outbox_id' then outbox = args[i + 1] end
-  end
-  if order then
-    local prev = redis.pcall('HGET', key, 'o:' .. order)
-    if type(prev) ~= 'string' then prev = nil end
-    redis.pcall('HSET', key, 'o:' .. order,
-      (prev and (prev .. ' ') or '') .. id .. '=' .. (outbox or ''))
-  end
-  if outbox then redis.pcall('HSET', key, 'b:' .. outbox, id .. '=' .. (order or '')) end
-  redis.pcall('EXPIRE', key, ARGV[5])
-end
-return {'ok', id}
+return out
 """
+REPLAY_LUA = ACCOUNT_LUA + _REPLAY_LUA
+
+# The same count alone, for a dry run and the confirm page.  -> {backlog, lost}.
+ROOM_LUA = ACCOUNT_LUA + """
+local r = account(KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]),
+                  tonumber(ARGV[5]), 'replay')
+if r == nil then return {0, 0} end
+return {r[1], r[2]}
+"""
+
+
+def replay_args(settings: Settings, ids: list[str]) -> tuple[list[str], list[Any]]:
+    """(KEYS, ARGV) of REPLAY_LUA for these ids; the levels are enqueue's."""
+    s = settings
+    warn, limit = backlog_limits(s)
+    return [s.stream, s.dead_stream], [s.group, s.maxlen, limit, trimmed_key(s), warn,
+                                       WARN_SCAN, *ids]
 
 
 class BadBound(ValueError):
@@ -163,12 +212,50 @@ class Selection(Record):
 
 @dataclasses.dataclass
 class Outcome(Record):
-    """Per id: replayed (new id on the job stream), deleted, missing or empty."""
+    """Per id: replayed (new id on the job stream), deleted, missing, empty, or full
+    (not replayed, untouched: the job stream's backlog was at the refusal level)."""
     id: str
-    status: str  # ok | missing | empty
+    status: str  # ok | missing | empty | full
     new_id: str | None = None
     kind: str | None = None
     order_id: str | None = None
+
+
+@dataclasses.dataclass
+class Room(Record):
+    """How many more jobs the job stream takes before the backlog refusal level
+    (enqueue's: backlog_refuse_fraction of maxlen), counted as enqueue counts."""
+    backlog: int  # the group's backlog (undelivered + pending); -1: unknown
+    refuse_above: int
+    maxlen: int
+    fits: int | None  # max(0, refuse_above - backlog); None when the backlog is unknown
+
+    def short_of(self, wanted: int) -> int:
+        """How many of `wanted` jobs would not go in now."""
+        return 0 if self.fits is None else max(0, wanted - self.fits)
+
+    def why(self, settings: Settings) -> str:
+        """One line: the backlog against the level."""
+        return (f"the backlog of {settings.stream} is {self.backlog} entries, the refusal "
+                f"level {settings.backlog_refuse_fraction:.0%} of maxlen {self.maxlen} "
+                f"({self.refuse_above}): adding more would trim jobs no worker has read")
+
+
+@dataclasses.dataclass
+class Replayed(Record):
+    """What a replay did: every id's outcome (as given, deduplicated), and the backlog
+    at the end (`room`); `stopped`: it stopped at the refusal level (`full` ids)."""
+    outcomes: list[Outcome]
+    room: Room
+    lost: int = 0  # unread jobs found trimmed (by an earlier writer) and counted now
+
+    @property
+    def done(self) -> int:
+        return sum(o.status == "ok" for o in self.outcomes)
+
+    @property
+    def stopped(self) -> int:
+        return sum(o.status == "full" for o in self.outcomes)
 
 
 def _when(raw: str | None) -> str:
@@ -280,21 +367,53 @@ async def select(client: aioredis.Redis, settings: Settings, flt: DeadFilter) ->
         start = "(" + text(page[-1][0])
 
 
-async def replay(client: aioredis.Redis, settings: Settings, ids: list[str]) -> list[Outcome]:
-    """Replay each id (one script each, oldest first as given); see the module doc."""
+def _room(settings: Settings, backlog: int) -> Room:
+    _, limit = backlog_limits(settings)
+    return Room(backlog=backlog, refuse_above=limit, maxlen=settings.maxlen,
+                fits=max(0, limit - backlog) if backlog >= 0 else None)
+
+
+async def room(client: aioredis.Redis, settings: Settings, wanted: int = 1) -> Room:
+    """The backlog against the refusal level, counted as the replay (and enqueue) counts
+    it for `wanted` more jobs: exactly (the stream, not the counters) from the warning
+    level on.  Like the worker's audit, it may count a loss or repair the group's
+    counter (account() in stream/backlog.py); it adds nothing."""
+    s = settings
+    warn, limit = backlog_limits(s)
+    script = client.register_script(ROOM_LUA)
+    backlog, _lost = await script(keys=[s.stream], args=[
+        s.group, trimmed_key(s), warn - wanted, WARN_SCAN, limit - wanted])
+    return _room(s, int(backlog))
+
+
+def _outcome(dead_id: str, reply: Any) -> Outcome:
+    status, new_id, kind, order = ([text(x) for x in reply] + ["", "", ""])[:4]
+    number = _number(order or None)
+    return Outcome(id=dead_id, status=status, new_id=new_id or None, kind=kind or None,
+                   order_id=str(number) if number is not None else order or None)
+
+
+async def replay(client: aioredis.Redis, settings: Settings, ids: list[str]) -> Replayed:
+    """Replay each id, oldest first as given, REPLAY_BATCH to a script, until the backlog
+    reaches the refusal level; the rest are `full` and untouched.  See the module doc."""
     s = settings
     script = client.register_script(REPLAY_LUA)
+    unique = list(dict.fromkeys(ids))
+    if not unique:
+        return Replayed(outcomes=[], room=await room(client, s))
     out: list[Outcome] = []
-    for dead_id in dict.fromkeys(ids):
-        entry = await show_dead(client, s, dead_id)
-        status, new_id = await script(keys=[s.stream, s.dead_stream],
-                                      args=[s.group, s.maxlen, dead_id, job_index_prefix(s),
-                                            JOB_INDEX_TTL_S])
-        out.append(Outcome(id=dead_id, status=text(status), new_id=text(new_id) or None,
-                           kind=entry.kind if entry else None,
-                           order_id=(entry.order_id_raw if entry and entry.order_id is None
-                                     else str(entry.order_id) if entry else None)))
-    return out
+    backlog, lost = 0, 0
+    for start in range(0, len(unique), REPLAY_BATCH):
+        part = unique[start:start + REPLAY_BATCH]
+        keys, args = replay_args(s, part)
+        reply = await script(keys=keys, args=args)
+        backlog, lost = int(reply[0]), lost + int(reply[1])
+        out.extend(_outcome(i, r) for i, r in zip(part, reply[2:], strict=False))
+        backlog += sum(o.status == "ok" for o in out[start:]) if backlog >= 0 else 0
+        if len(out) < start + len(part) or out[-1].status == "full":
+            break
+    out.extend(Outcome(id=i, status="full") for i in unique[len(out):])
+    return Replayed(outcomes=out, room=_room(s, backlog), lost=lost)
 
 
 async def delete(client: aioredis.Redis, settings: Settings, ids: list[str]) -> list[Outcome]:

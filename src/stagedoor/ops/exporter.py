@@ -84,7 +84,12 @@ _COUNTER_HELP = {
 }
 _QUEUE_HELP = {
     "queue_age_seconds": "Age of the oldest undelivered entry, from its id, by Redis' clock; "
-                         "0 when none waits (seconds).",
+                         "0 when none waits, absent while its id is ahead of the clock "
+                         "(seconds).",
+    "stream_ids_ahead_seconds": "How far the stream's newest entry id is ahead of Redis' "
+                                "clock: another producer's or a master's clock ran ahead, "
+                                "and every later id keeps that time, so ids say nothing "
+                                "of queue age until the clock catches up (seconds).",
     "pending": "Entries delivered to the group and not yet acknowledged, XPENDING (entries).",
     "lag": "Entries not yet delivered to the group, counted from the stream after its "
            "cursor (XINFO GROUPS' lag only where too many to count) (entries).",

@@ -259,7 +259,11 @@ def build_status(settings: Settings, first: Sequence[Any], second: Sequence[Any]
         undelivered = group["lag"] if exact is None else exact
         if entries:
             undelivered_id = str(_text(entries[0][0]))
-            queue_age_ms = max(0, now - id_ms(undelivered_id))
+            # An id ahead of the server's clock (a producer's or a master's clock ran
+            # ahead: Redis keeps every later id at that time) says nothing of when the
+            # entry was queued: its age is unknown, never 0 (ids_ahead_ms says why).
+            age = now - id_ms(undelivered_id)
+            queue_age_ms = age if age >= 0 else None
     if graw is not None and stream_exists:
         counted = second[1] if len(second) > 1 else None
         fields = ("count", "gap_end", "skew", "unread_skew", "at", "at_read", "gap_at",
@@ -281,6 +285,9 @@ def build_status(settings: Settings, first: Sequence[Any], second: Sequence[Any]
         "oldest_undelivered_id": undelivered_id,
         "undelivered": undelivered,
         "queue_age_ms": queue_age_ms,
+        # How far the stream's newest id is ahead of the server's clock (0: not ahead).
+        "ids_ahead_ms": (max(0, id_ms(stream["last_generated_id"]) - now)
+                         if stream_exists and stream["last_generated_id"] else 0),
         "trimmed_backlog": trimmed,
         # trimmed: dead letters MAXLEN ~ maxlen dropped, counted by the dead-letter script
         "dead": {"name": s.dead_stream, "length": _int(first[6]) or 0,
@@ -378,6 +385,8 @@ def queue_gauges(status: Mapping[str, Any] | None) -> dict[str, float]:
         out["oldest_pending_age_seconds"] = (oldest or {}).get("age_ms", 0) / 1000
     if status.get("queue_age_ms") is not None:
         out["queue_age_seconds"] = float(status["queue_age_ms"]) / 1000
+    if stream.get("exists"):
+        out["stream_ids_ahead_seconds"] = float(status.get("ids_ahead_ms") or 0) / 1000
     out["trimmed_backlog"] = 1.0 if trimmed.get("alarm") else 0.0
     if trimmed.get("undelivered_trimmed") is not None:
         out["trimmed_undelivered_entries"] = float(trimmed["undelivered_trimmed"])

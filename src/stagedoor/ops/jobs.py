@@ -1,23 +1,25 @@
 """One job's whole story, from what Redis still holds: `stagedoor job` and the page.
 
-Finding the entries.  By entry id: directly.  By order id or outbox id: the job index,
-one hash per hour of entry ids on the stream's hash tag (keys.job_index_key), written
-by the enqueue script (`o:<order id>` -> the entry ids, `b:<outbox id>` -> the entry id)
-and by the dead-letter script (`d:<entry id>` -> the dead-letter id), each hash kept
-INDEX_TTL_S after its hour.  A lookup reads the last INDEX_HOURS hashes with one HGET
-each, in one round trip; never the stream or the dead-letter stream.
+Finding the entries.  By entry id: directly.  By order id or outbox id: a bounded scan
+of the job stream and of the dead-letter stream for entries with that field
+(ops/jobscan.py: XREVRANGE in slices of 500 entries, filtered here), newest first,
+stopping at MAX_ENTRIES.  Nothing is written for it: a job added
+by a bare XADD (the seed's relay) is found like one enqueue added, and stagedoor keeps
+no index whose memory grows with the jobs queued.  A dead letter carries its job's
+fields, so a job dead-lettered is found by its order or outbox id through its dead
+letter too, and linked to its source entry by dead:source_id; by entry id, the dead
+letter is found by a scan of the dead-letter stream for dead:source_id.
 
 Then, per entry found (at most MAX_ENTRIES, newest first), one round trip:
 XRANGE <stream> <id> <id>, XPENDING <stream> <group> <id> <id> 1, GET starts, settled
-and lasterr of the id, HGET d:<id> of its hour; and one more: GET the done mark and
-the lease of its outbox id, XRANGE of its dead letter.  Plus TIME and XINFO GROUPS
-(the group's last-delivered id: delivered or still queued).
+and lasterr of the id; and one more: HGET its done mark (keys.marks_key), GET its lease
+and GET the done mark as a key of its own (marks written before issue 36).
+Plus TIME and XINFO GROUPS (the group's last-delivered id: delivered or still queued).
 
-What it cannot know: a job written by something other than stagedoor's enqueue (a
-bare XADD) is found by entry id only; an index hour older than INDEX_TTL_S is gone, so
-an older job is found by entry id only; a job acked without a done mark (a handler
-that does not mark) shows as `acked`, done or not; the ticket file is
-looked for on this machine's tickets_dir (the page's host, not necessarily the worker's).
+What it cannot know: a job trimmed from the stream (MAXLEN ~) with no dead letter is
+found by entry id only; a job acked without a done mark (a handler that does not mark)
+shows as `acked`, done or not; the ticket file is looked for on this machine's
+tickets_dir (the page's host, not necessarily the worker's).
 """
 
 from __future__ import annotations
@@ -30,21 +32,13 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ..config import Settings
-from ..stream.keys import (
-    JOB_INDEX_TTL_S,
-    done_key,
-    job_index_key,
-    lease_key,
-    settled_key,
-    starts_key,
-)
-from .deadletters import ENTRY_ID, DeadEntry, dead_entry
+from ..stream.keys import done_key, lease_key, marks_key, settled_key, starts_key
+from ..stream.queue import DEAD_FIELD_PREFIX
+from .deadletters import DeadEntry, dead_entry
 from .inspect import id_ms, parse_id
+from .jobscan import ScanCost, find
 from .records import Command, Record, field, field_pairs, now_ms, pairs, pipeline, text
 
-HOUR_MS = 3_600_000
-INDEX_TTL_S = JOB_INDEX_TTL_S
-INDEX_HOURS = 26  # hours a lookup reads: every index hash that may still exist
 MAX_ENTRIES = 20
 
 
@@ -87,12 +81,10 @@ class JobEntry(Record):
 class JobStory(Record):
     query: dict[str, Any]
     entries: list[JobEntry]  # newest first
-    indexed: bool  # found through the job index (False: by entry id)
+    searched: bool  # found by scanning the streams for the id (False: by entry id)
+    scan_calls: int  # XREVRANGE calls (round trips) the scan took
+    scan_entries: int  # stream entries the scan read in Redis
     time_ms: int
-
-
-def _hour(entry_id: str) -> int:
-    return id_ms(entry_id) // HOUR_MS
 
 
 def _iso(ms: int) -> str:
@@ -110,22 +102,14 @@ def _ticket(settings: Settings, kind: str | None, order_id: str | None) -> Ticke
     return Ticket(path=path, exists=size is not None, size=size)
 
 
-async def _find(client: aioredis.Redis, settings: Settings, field_name: str, now: int
-                ) -> dict[str, str]:
-    """entry id -> the other id (the outbox id of an o: field, the order id of a b:
-    field), newest first: tokens `<entry id>=<other id>`, space-separated."""
-    hours = [now // HOUR_MS - i for i in range(INDEX_HOURS)]
-    replies = await pipeline(client, [("HGET", job_index_key(settings, h), field_name)
-                                      for h in hours])
-    found: dict[str, str] = {}
-    for r in replies:
-        if r is not None and not isinstance(r, Exception):
-            for token in text(r).split():
-                eid, _, other = token.partition("=")
-                if ENTRY_ID.fullmatch(eid):
-                    found[eid] = other
-    newest = sorted(found, key=parse_id, reverse=True)[:MAX_ENTRIES]
-    return {eid: found[eid] for eid in newest}
+def _newest_dead(hits: list[tuple[str, list[bytes]]]) -> dict[str, DeadEntry]:
+    """source entry id -> its newest dead letter (hits come newest first)."""
+    out: dict[str, DeadEntry] = {}
+    for dead_id, fields in hits:
+        d = dead_entry(dead_id, fields)
+        if d.source_id and d.source_id not in out:
+            out[d.source_id] = d
+    return out
 
 
 def _ok(reply: Any) -> Any:
@@ -159,61 +143,56 @@ async def lookup(client: aioredis.Redis, settings: Settings, *, order_id: int | 
         gp = pairs(g)
         if text(gp.get("name")) == s.group:
             last_delivered = text(gp.get("last-delivered-id")) or "0-0"
-    # What the index knows of each entry: (order id, outbox id), for an entry trimmed
-    # from the stream since (its done mark and lease are keyed by them).
-    known: dict[str, tuple[str | None, str | None]] = {}
+    cost = ScanCost()
     if entry_id is not None:
-        ids, indexed = [entry_id], False
-    elif order_id is not None:
-        found = await _find(client, s, f"o:{order_id}", now)
-        known = {e: (str(order_id), o or None) for e, o in found.items()}
-        ids, indexed = list(found), True
+        ids, searched = [entry_id], False
+        dead_by_source = _newest_dead(await find(
+            client, s.dead_stream, [(DEAD_FIELD_PREFIX.decode() + "source_id", entry_id)],
+            limit=1, cost=cost))
     else:
-        found = await _find(client, s, f"b:{outbox_id}", now)
-        known = {e: (o or None, str(outbox_id)) for e, o in found.items()}
-        ids, indexed = list(found), True
+        match = ([("order_id", str(order_id))] if order_id is not None
+                 else [("outbox_id", str(outbox_id))])
+        stream_hits = await find(client, s.stream, match, limit=MAX_ENTRIES, cost=cost)
+        dead_by_source = _newest_dead(await find(client, s.dead_stream, match,
+                                                 limit=MAX_ENTRIES, cost=cost))
+        found = {eid for eid, _ in stream_hits} | set(dead_by_source)
+        ids = sorted(found, key=parse_id, reverse=True)[:MAX_ENTRIES]
+        searched = True
     first: list[Command] = []
     for eid in ids:
         first += [("XRANGE", s.stream, eid, eid),
                   ("XPENDING", s.stream, s.group, eid, eid, 1),
                   ("GET", starts_key(s, eid)), ("GET", settled_key(s, eid)),
-                  ("GET", s.key("lasterr", eid)),
-                  ("HGET", job_index_key(s, _hour(eid)), f"d:{eid}")]
+                  ("GET", s.key("lasterr", eid))]
     r1 = await pipeline(client, first)
-    rows = [r1[i:i + 6] for i in range(0, len(r1), 6)]
+    rows = [r1[i:i + 5] for i in range(0, len(r1), 5)]
     second: list[Command] = []
     plans = []
-    for eid, (xr, xp, starts, settled, lasterr, dead_id) in zip(ids, rows, strict=True):
+    for eid, (xr, xp, starts, settled, lasterr) in zip(ids, rows, strict=True):
         entry_fields = list(_ok(xr)[0][1] or []) if _ok(xr) else None
-        order = field(entry_fields, b"order_id") if entry_fields else None
-        outbox = field(entry_fields, b"outbox_id") if entry_fields else None
-        if order is None:
-            order = known.get(eid, (None, None))[0]
-        if outbox is None:
-            outbox = known.get(eid, (None, None))[1]
+        dead = dead_by_source.get(eid)
+        order = outbox = None
+        if entry_fields is not None:
+            order, outbox = field(entry_fields, b"order_id"), field(entry_fields, b"outbox_id")
+        elif dead is not None:  # trimmed from the stream: its dead letter's copy says
+            order = dead.order_id_raw or (None if dead.order_id is None else str(dead.order_id))
+            outbox = None if dead.outbox_id is None else str(dead.outbox_id)
         n = len(second)
         marks = bool(order and outbox and order.isdigit() and outbox.isdigit())
         if marks:
-            second += [("GET", done_key(s, int(str(order)), int(str(outbox)))),
-                       ("GET", lease_key(s, int(str(order)), int(str(outbox))))]
-        dead_text = text(dead_id) if _ok(dead_id) is not None else None
-        if dead_text:
-            second.append(("XRANGE", s.dead_stream, dead_text, dead_text))
+            o, b = int(str(order)), int(str(outbox))
+            second += [("HGET", marks_key(s, o, b), b), ("GET", lease_key(s, o, b)),
+                       ("GET", done_key(s, o, b))]
         plans.append((eid, entry_fields, order, outbox, xp, starts, settled, lasterr,
-                      dead_text, n, marks))
+                      dead, n, marks))
     r2 = await pipeline(client, second)
     entries = []
-    for (eid, entry_fields, order, outbox, xp, starts, settled, lasterr, dead_text, n,
+    for (eid, entry_fields, order, outbox, xp, starts, settled, lasterr, dead, n,
          marks) in plans:
         done = lease = None
-        dead: DeadEntry | None = None
         if marks:
-            done, lease = _ok(r2[n]), _ok(r2[n + 1])
-            n += 2
-        if dead_text:
-            xr = _ok(r2[n])
-            if xr:
-                dead = dead_entry(xr[0][0], xr[0][1])
+            # the mark in its hash, else as the key of its own it was before issue 36
+            done, lease = _ok(r2[n]) or _ok(r2[n + 2]), _ok(r2[n + 1])
         p = _ok(xp)
         pending = bool(p)
         consumer, idle, deliveries = ((text(p[0][1]), int(p[0][2]), int(p[0][3]))
@@ -235,4 +214,5 @@ async def lookup(client: aioredis.Redis, settings: Settings, *, order_id: int | 
             dead_id=dead.id if dead else None, dead=dead,
             ticket=_ticket(s, kind, order)))
     query = {"order_id": order_id, "outbox_id": outbox_id, "entry_id": entry_id}
-    return JobStory(query=query, entries=entries, indexed=indexed, time_ms=now)
+    return JobStory(query=query, entries=entries, searched=searched, scan_calls=cost.calls,
+                    scan_entries=cost.entries, time_ms=now)

@@ -2,19 +2,20 @@
 
 Redis Cluster runs a script only when all its keys hash to one slot.  The queue's
 keys (the stream, the dead-letter stream, the start counts of its entries) share the
-stream's hash tag, and an order's keys (the order hash, the lease and the done mark
-of each of its jobs) share a tag of the order id, so orders spread over the cluster
+stream's hash tag, and an order's keys (the order hash, the lease of each of its jobs,
+the hash of their done marks) share a tag of the order id, so orders spread over the cluster
 and each script stays on one slot.  Nothing atomic spans the queue and an order.
 
     flat (stream `jobs`, the layout before Cluster; standalone and Sentinel default)
         jobs  jobs:dead  stagedoor:starts:<entry id>  stagedoor:settled:<entry id>
         stagedoor:dead-trimmed:jobs
-        stagedoor:order:<order id>  stagedoor:done:<outbox id>  stagedoor:running:<outbox id>
+        stagedoor:order:<order id>  stagedoor:marks:<outbox id // 128>
+        stagedoor:running:<outbox id>  (stagedoor:done:<outbox id>: read only, old marks)
     tagged (the stream's name has a hash tag, `{jobs}`: the redis+cluster:// default)
         {jobs}  {jobs}:dead  stagedoor:starts:{jobs}:<entry id>  (settled: the same)
         stagedoor:dead-trimmed:{jobs}
-        stagedoor:order:{<order id>}  stagedoor:done:{<order id>}:<outbox id>
-        stagedoor:running:{<order id>}:<outbox id>
+        stagedoor:order:{<order id>}  stagedoor:marks:{<order id>}
+        stagedoor:running:{<order id>}:<outbox id>  (stagedoor:done:{<order id>}:<outbox id>)
 
 The layout follows the stream's name, so an existing deployment keeps its keys until
 it renames its stream (docs/scaling.md, "Moving to Cluster", says how to move).
@@ -66,7 +67,24 @@ def order_key(settings: Settings, order_id: int) -> str:
     return settings.key("order", order_id)
 
 
+# Done marks by the MARK_BUCKET consecutive outbox ids share one hash (flat layout): a
+# mark is a ~25-byte field of a small hash instead of a ~104-byte key of its own.
+MARK_BUCKET = 128
+
+
+def marks_key(settings: Settings, order_id: int, outbox_id: int) -> str:
+    """The hash of done marks that holds outbox_id's (field: the outbox id, value: the
+    kind), with the TTL of its newest mark (handlers/marks.py).  On the order's hash tag
+    in the tagged layout, so the render script reaches it with the order; flat, by
+    outbox_id // MARK_BUCKET (a relay's outbox ids are consecutive)."""
+    if tagged(settings):
+        return settings.key("marks", f"{{{order_id}}}")
+    return settings.key("marks", outbox_id // MARK_BUCKET)
+
+
 def done_key(settings: Settings, order_id: int, outbox_id: int) -> str:
+    """A done mark as a key of its own: how marks were kept before issue 36 (7 days).
+    Read only, so a job done just before an upgrade is still skipped as done."""
     if tagged(settings):
         return settings.key("done", f"{{{order_id}}}", outbox_id)
     return settings.key("done", outbox_id)
@@ -96,18 +114,10 @@ def fleet_key(settings: Settings) -> str:
     return settings.key("fleet", settings.stream)
 
 
-JOB_INDEX_TTL_S = 86_400 + 3_600  # each hour's job index lives a day past its hour
-
-
-def job_index_prefix(settings: Settings) -> str:
-    """job_index_key without the hour: the scripts append it (ids' ms // 3600000)."""
-    return settings.key("jobidx", settings.stream, "")
-
-
-def job_index_key(settings: Settings, hour: int) -> str:
-    """The job index of one hour of entry ids (hash: o:<order id> -> entry ids,
-    b:<outbox id> -> entry id, d:<entry id> -> dead-letter id); `hour` is id ms // 3.6e6."""
-    return settings.key("jobidx", settings.stream, hour)
+def audit_key(settings: Settings) -> str:
+    """The audit stream: one entry per operator action, from the console or the CLI
+    (ops/audit.py), capped by MAXLEN ~ audit_maxlen; on the stream's hash tag."""
+    return settings.key("audit", settings.stream)
 
 
 def owner_key(settings: Settings, consumer: str) -> str:

@@ -54,7 +54,7 @@ from ..config import Settings
 from .backlog import ACCOUNT_LUA, AUDIT_SCAN_CAP, trimmed_key
 from .errors import OOM_ADVICE, first_line, is_oom, master_changed
 from .job import Job
-from .keys import JOB_INDEX_TTL_S, dead_trimmed_key, job_index_prefix
+from .keys import dead_trimmed_key
 
 log = logging.getLogger("stagedoor.queue")
 
@@ -73,17 +73,9 @@ if ARGV[3] == '1' then
 end
 local before = redis.call('XLEN', KEYS[2])
 local args = {'XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*'}
-for i = 8, #ARGV do args[#args + 1] = ARGV[i] end
+for i = 6, #ARGV do args[#args + 1] = ARGV[i] end
 local dead_id = redis.call(unpack(args))
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
--- The job index (ops/jobs.py): which dead letter this entry became, in the hash of the
--- entry id's hour; pcall, as the count below: it never costs the dead letter.
-local ms = string.match(ARGV[2], '^%d+')
-if ms and ARGV[6] ~= '' then
-  local key = ARGV[6] .. math.floor(tonumber(ms) / 3600000)
-  redis.pcall('HSET', key, 'd:' .. ARGV[2], dead_id)
-  redis.pcall('EXPIRE', key, ARGV[7])
-end
 -- What MAXLEN ~ took with this XADD, counted exactly; last, and with pcall, so that a
 -- count that cannot be written never costs the dead letter itself.
 local trimmed = before + 1 - redis.call('XLEN', KEYS[2])
@@ -149,17 +141,26 @@ def ensure_group_sync(client: redis.Redis, settings: Settings) -> bool:
 
 class EnqueueError(RuntimeError):
     """Not every job went in.  `ids` are those that did (in order: jobs[:len(ids)]),
-    so the caller can resume after the last one; the message is one line."""
+    so the caller can resume after the last one; the message is one line.
 
-    def __init__(self, message: str, ids: list[str], total: int) -> None:
+    `unknown`: the jobs after those whose fate nobody knows: their request was sent and
+    Redis did not answer (a timeout, a connection lost while reading), so they may be
+    on the stream.  Send them again: handlers dedupe on outbox_id."""
+
+    def __init__(self, message: str, ids: list[str], total: int, *, unknown: int = 0) -> None:
         super().__init__(message)
         self.ids = ids
         self.total = total
+        self.unknown = unknown
 
     @property
     def progress(self) -> str:
         last = f", last id {self.ids[-1]}" if self.ids else ""
-        return f"{len(self.ids)} of {self.total} jobs went in{last}"
+        text = f"{len(self.ids)} of {self.total} jobs went in{last}"
+        if self.unknown:
+            text += (f"; the next {self.unknown} may have gone in too (sent, and Redis did "
+                     f"not answer): send them again, deduped by outbox_id")
+        return text
 
 
 class BacklogFull(EnqueueError):
@@ -217,8 +218,7 @@ class RedisOutOfMemory(EnqueueError):
 _ENQUEUE_LUA = """
 local stream, group, counter = KEYS[1], ARGV[1], ARGV[5]
 local maxlen, limit, width = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local index, index_ttl = ARGV[8], ARGV[9]
-local jobs = (#ARGV - 9) / width
+local jobs = (#ARGV - 7) / width
 -- The stream is counted (not the group's counters) when the chunk would warn.
 local r = account(stream, group, counter, tonumber(ARGV[6]) - jobs, tonumber(ARGV[7]),
                   limit - jobs, 'enqueue')
@@ -235,39 +235,10 @@ end
 local n = jobs
 if backlog >= 0 then n = math.max(0, math.min(jobs, limit - backlog)) end
 local out = {backlog, lost}
-local touched = {}
 for j = 0, n - 1 do
   local args = {'XADD', stream, 'MAXLEN', '~', maxlen, '*'}
-  for i = 1, width do args[#args + 1] = ARGV[9 + j * width + i] end
-  local id = redis.call(unpack(args))
-  out[#out + 1] = id
-  -- The job index (ops/jobs.py): order id -> entry ids, outbox id -> entry id, in the
-  -- hash of the id's hour, on the stream's hash tag; pcall: never costs the job.
-  -- An empty prefix writes none (the bench's baseline, bench/measure_enqueue_index.py).
-  if index ~= '' then
-    local key = index .. math.floor(tonumber(string.match(id, '^%d+')) / 3600000)
-    local order, outbox
-    for i = 1, width - 1, 2 do
-      local name = ARGV[9 + j * width + i]
-      if name == 'order_id' then order = ARGV[10 + j * width + i] end
-      if name == 'outbox_id' then outbox = ARGV[10 + j * width + i] end
-    end
-    if order then
-      -- Most orders have one job an hour: HSETNX alone; a second one appends.
-      local token = id .. '=' .. (outbox or '')
-      if redis.pcall('HSETNX', key, 'o:' .. order, token) == 0 then
-        local prev = redis.pcall('HGET', key, 'o:' .. order)
-        if type(prev) ~= 'string' then prev = '' end
-        if #prev > 1000 then prev = string.match(string.sub(prev, -800), ' (.*)$') or '' end
-        redis.pcall('HSET', key, 'o:' .. order, prev .. ' ' .. token)
-      end
-    end
-    if outbox then redis.pcall('HSET', key, 'b:' .. outbox, id .. '=' .. (order or '')) end
-    if not touched[key] then
-      touched[key] = true
-      redis.pcall('EXPIRE', key, index_ttl)
-    end
-  end
+  for i = 1, width do args[#args + 1] = ARGV[7 + j * width + i] end
+  out[#out + 1] = redis.call(unpack(args))
 end
 return out
 """
@@ -294,9 +265,8 @@ def _chunks(settings: Settings, jobs: Iterable[Job], chunk: int
         # The counter hash goes in ARGV, not KEYS: see backlog.AUDIT_LUA.  From the
         # warning level on, the stream is counted, not the group's entries-read
         # trusted: up to WARN_SCAN entries for a warning, all of it before a refusal.
-        # Then the job index's prefix and time to live (ops/jobs.py).
         args: list[Any] = [s.group, s.maxlen, limit, JOB_WIDTH, trimmed_key(s), warn,
-                           WARN_SCAN, job_index_prefix(s), JOB_INDEX_TTL_S]
+                           WARN_SCAN]
         part = batch[start:start + chunk]
         for job in part:
             fields = job.fields()
@@ -330,13 +300,24 @@ def _settle(settings: Settings, reply: Any, wanted: int, ids: list[str], total: 
                     f"{settings.backlog_refuse_fraction:.0%}")
 
 
-def _failed(e: redis.RedisError, ids: list[str], total: int) -> EnqueueError:
-    last = f", last id {ids[-1]}" if ids else ""
+def _sent(e: redis.RedisError) -> bool:
+    """The request was written and no answer read: a timeout or a connection lost while
+    reading (not one refused or timed out while connecting: then nothing was sent)."""
+    if not isinstance(e, redis.TimeoutError | redis.ConnectionError):
+        return False
+    return "connecting to" not in str(e) and not isinstance(e.__cause__, ConnectionRefusedError)
+
+
+def _failed(e: redis.RedisError, ids: list[str], total: int, wanted: int = 0
+            ) -> EnqueueError:
+    """The error for a chunk of `wanted` jobs that failed after `ids` went in."""
     if is_oom(e):
+        last = f", last id {ids[-1]}" if ids else ""
         return RedisOutOfMemory(f"{OOM_ADVICE}; {len(ids)} of {total} jobs went in{last}",
                                 ids, total)
-    return EnqueueError(f"{first_line(e)}; {len(ids)} of {total} jobs went in{last}",
-                        ids, total)
+    error = EnqueueError("", ids, total, unknown=wanted if _sent(e) else 0)
+    error.args = (f"{first_line(e)}; {error.progress}",)
+    return error
 
 
 # Tries of one chunk whose script a replica refused (nothing written): a new connection
@@ -460,7 +441,7 @@ async def enqueue_many(client: aioredis.Redis, settings: Settings, jobs: Iterabl
                 if (lost := _lost_wait(e, settings, ids, len(batch), wanted)) is not None:
                     await _new_connections_async(client)
                     raise lost from None  # its text names the reply
-                raise _failed(e, ids, len(batch)) from e
+                raise _failed(e, ids, len(batch), wanted) from e
         _settle(settings, reply, wanted, ids, len(batch))
         if (error := _confirmed(settings, acked, ids, len(batch))) is not None:
             if isinstance(error, NotReplicated):
@@ -498,7 +479,7 @@ def enqueue_sync(client: redis.Redis, settings: Settings, jobs: Iterable[Job],
                 if (lost := _lost_wait(e, settings, ids, len(batch), wanted)) is not None:
                     _new_connections(client)
                     raise lost from None
-                raise _failed(e, ids, len(batch)) from e
+                raise _failed(e, ids, len(batch), wanted) from e
         _settle(settings, reply, wanted, ids, len(batch))
         if (error := _confirmed(settings, acked, ids, len(batch))) is not None:
             if isinstance(error, NotReplicated):
@@ -547,7 +528,7 @@ class DeadLetter:
         result = await self._script(
             keys=[s.stream, s.dead_stream],
             args=[s.group, eid, "1" if only_if_pending else "0", s.dead_maxlen,
-                  dead_trimmed_key(s), job_index_prefix(s), JOB_INDEX_TTL_S, *payload])
+                  dead_trimmed_key(s), *payload])
         if not isinstance(result, list | tuple) or len(result) != 3:
             return None  # false: the entry was no longer pending
         dead_id, trimmed, total = result[0], int(result[1]), int(result[2])

@@ -13,8 +13,9 @@ from aiohttp import web
 from ..cli.commands.status import human_ms
 from ..config import Settings
 from . import security
-from .credentials import Credentials
+from .credentials import PasswordFiles
 from .sampler import Sampler, human_bytes
+from .throttle import Throttle
 
 
 @dataclass
@@ -22,12 +23,17 @@ class Console:
     """Everything a request handler needs, one per process (app["console"])."""
 
     settings: Settings
-    credentials: Credentials
+    credentials: PasswordFiles
     client: Any  # the asyncio Redis client the ops functions are handed
     sampler: Sampler
     secure_cookies: bool = False
     public_origin: str | None = None
+    # the Host names served (security.py, "Hosts"): loopback, --allowed-host, and the
+    # name of --public-origin
+    allowed_hosts: frozenset[str] = security.LOOPBACK_HOSTS
     sessions: security.Sessions = field(default_factory=security.Sessions)
+    login_tokens: security.LoginTokens = field(default_factory=security.LoginTokens)
+    throttle: Throttle = field(default_factory=Throttle)
     templates: jinja2.Environment = field(default_factory=lambda: templates())
 
 

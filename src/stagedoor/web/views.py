@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import re
-import secrets
 import stat
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -22,7 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from ..handlers.files import OutsideTicketsDir, confined
-from ..ops import deadletters, fleet, jobs, pending
+from ..ops import audit, deadletters, fleet, jobs, pending
 from ..ops.deadletters import BadBound, DeadFilter
 from ..ops.inspect import parse_id
 from . import security
@@ -56,6 +56,19 @@ def tell(request: web.Request, kind: str, message: str) -> None:
     session.flash.append((kind, message))
 
 
+def who(request: web.Request) -> str:
+    """The audit's `who` for this request: the role and the client's address."""
+    session = request.get("session")
+    return f"{session.role if session else '?'}@{request.remote or '?'}"
+
+
+async def record(request: web.Request, action: str, count: int, detail: str = "") -> None:
+    """One audit entry for an action of this request (ops/audit.py)."""
+    console = console_of(request)
+    await audit.record(console.client, console.settings, who=who(request), via="web",
+                       action=action, count=count, detail=detail)
+
+
 def operator_only(view: View) -> View:
     async def guarded(request: web.Request) -> web.StreamResponse:
         session = request.get("session")
@@ -71,12 +84,13 @@ async def login_form(request: web.Request, error: str | None = None,
                      status: int = 200) -> web.StreamResponse:
     console = console_of(request)
     # one token per browser while it logs in: a second log-in page (another tab, a
-    # redirect) must not invalidate the form of the first
+    # redirect) must not invalidate the form of the first; only a token this console
+    # issued is kept (security.LoginTokens), one the client made up is replaced
     token = request.cookies.get(security.PRE_COOKIE) or ""
-    if not re.fullmatch(r"[A-Za-z0-9_-]{43}", token):
-        token = secrets.token_urlsafe(32)
+    if not console.login_tokens.valid(token):
+        token = console.login_tokens.issue()
     response = page(request, "login.html", status=status, login_csrf=token, error=error,
-                    roles=console.credentials.roles)
+                    roles=console.credentials.current().roles)
     response.set_cookie(security.PRE_COOKIE, token, httponly=True, samesite="Strict",
                         secure=_secure(request), path="/login", max_age=3600)
     return response
@@ -86,12 +100,23 @@ async def login(request: web.Request) -> web.StreamResponse:
     console = console_of(request)
     form = await request.post()
     user, password = str(form.get("username", "")), str(form.get("password", ""))
-    role = console.credentials.check(user, password)
+    source = request.remote or "?"
+    wait = console.throttle.acquire(source)  # web/throttle.py: per source and in all
+    if wait > 0:
+        if refused := console.throttle.refused(source):
+            log.warning("log-in throttled for %s (user %r): %d refused since the last line",
+                        source, user[:40], refused)
+        response = await login_form(request, "too many log-in attempts: try again in "
+                                    f"{math.ceil(wait)} s", status=429)
+        response.headers["Retry-After"] = str(math.ceil(wait))
+        return response
+    role = console.credentials.current().check(user, password)
     if role is None:
-        log.warning("failed log-in for user %r", user[:40])
+        log.warning("failed log-in for user %r from %s", user[:40], source)
         await asyncio.sleep(FAILED_LOGIN_DELAY)
         return await login_form(request, "wrong user name or password", status=401)
-    sid, _ = console.sessions.create(role)
+    console.throttle.refund(source)
+    sid, _ = console.sessions.create(role, console.credentials.stamp(role))
     log.info("log-in: %s", role)
     response = web.HTTPSeeOther("/")
     response.set_cookie(security.SESSION_COOKIE, sid, httponly=True, samesite="Strict",
@@ -134,6 +159,7 @@ async def pause_action(request: web.Request) -> web.StreamResponse:
     reason = str(form.get("reason", ""))[:200]
     state = await fleet.pause(console.client, console.settings, by="web operator",
                               reason=reason)
+    await record(request, "pause", 1, reason)
     await console.sampler.refresh()
     tell(request, "ok", "fleet paused: workers finish what they hold and read nothing new"
          if state.paused else "pause flag not set")
@@ -145,6 +171,7 @@ async def resume_action(request: web.Request) -> web.StreamResponse:
     console = console_of(request)
     form = await request.post()
     before = await fleet.resume(console.client, console.settings)
+    await record(request, "resume", 1 if before.paused else 0)
     await console.sampler.refresh()
     tell(request, "ok", "fleet resumed" if before.paused else "the fleet was not paused")
     raise web.HTTPSeeOther(_back(form, "/fleet"))
@@ -234,13 +261,23 @@ async def dead_entry_page(request: web.Request) -> web.StreamResponse:
 
 def _outcomes(what: str, outcomes: list[Any]) -> str:
     done = [o.id for o in outcomes if o.status == "ok"]
-    other = [f"{o.id} {o.status}" for o in outcomes if o.status != "ok"]
+    other = [f"{o.id} {o.status}" for o in outcomes if o.status not in ("ok", "full")]
     text = f"{what} {len(done)}"
     if done:
         text += ": " + ", ".join(done[:10]) + (" ..." if len(done) > 10 else "")
     if other:
         text += "; not touched: " + ", ".join(other[:10])
     return text
+
+
+def tell_replayed(request: web.Request, result: deadletters.Replayed) -> None:
+    """How many went back, and, stopped at the refusal level, how many did not and why."""
+    console = console_of(request)
+    tell(request, "ok", _outcomes("replayed", result.outcomes))
+    if result.stopped:
+        tell(request, "error", f"{result.stopped} of {len(result.outcomes)} not replayed, "
+                               f"left as dead letters: {result.room.why(console.settings)}; "
+                               "replay them when the workers caught up")
 
 
 @operator_only
@@ -252,8 +289,9 @@ async def dead_replay(request: web.Request) -> web.StreamResponse:
     if not ids:
         tell(request, "error", "nothing selected")
     else:
-        outcomes = await deadletters.replay(console.client, console.settings, ids)
-        tell(request, "ok", _outcomes("replayed", outcomes))
+        result = await deadletters.replay(console.client, console.settings, ids)
+        await record_outcomes(request, "replay", result.outcomes)
+        tell_replayed(request, result)
     raise web.HTTPSeeOther("/dead?" + _carry(form))
 
 
@@ -263,8 +301,19 @@ async def dead_delete(request: web.Request) -> web.StreamResponse:
     form = await request.post()
     ids = [_entry_id(str(v)) for v in form.getall("id", [])][:500]
     outcomes = await deadletters.delete(console.client, console.settings, ids)
+    await record_outcomes(request, "delete", outcomes)
     tell(request, "ok", _outcomes("deleted", outcomes))
     raise web.HTTPSeeOther("/dead?" + _carry(form))
+
+
+async def record_outcomes(request: web.Request, action: str, outcomes: list[Any]) -> None:
+    """The audit entry of a replay or delete: how many were done, and their ids."""
+    done = [o.id for o in outcomes if o.status == "ok"]
+    await record(request, action, len(done), " ".join(done))
+
+
+def _filter_text(given: dict[str, str], upto: str) -> str:
+    return " ".join([*(f"{k}={v}" for k, v in given.items() if v), f"upto={upto}"])
 
 
 def _carry(source: Any) -> str:
@@ -289,17 +338,22 @@ async def dead_bulk(request: web.Request) -> web.StreamResponse:
     upto = str(form.get("upto", ""))
     if not form.get("confirm"):
         selection = await deadletters.select(console.client, console.settings, flt)
+        # Replay stops at the backlog refusal level: say so before, with how many fit now.
+        room = (await deadletters.room(console.client, console.settings,
+                                       len(selection.ids)) if action == "replay" else None)
         return page(request, "dead_confirm.html", action=action, selection=selection,
-                    q=given, carry=_carry(form))
+                    room=room, q=given, carry=_carry(form))
     upto = _entry_id(upto)
     if flt.until is None or parse_id(upto) < parse_id(flt.until):
         flt.until = upto
     if action == "replay":
         selection = await deadletters.select(console.client, console.settings, flt)
-        outcomes = await deadletters.replay(console.client, console.settings, selection.ids)
-        tell(request, "ok", _outcomes("replayed", outcomes))
+        result = await deadletters.replay(console.client, console.settings, selection.ids)
+        await record_outcomes(request, "replay", result.outcomes)
+        tell_replayed(request, result)
     else:
         removed = await deadletters.purge(console.client, console.settings, flt, upto=upto)
+        await record(request, "purge", removed, _filter_text(given, upto))
         tell(request, "ok", f"purged {removed} dead letters")
     await console.sampler.refresh()
     raise web.HTTPSeeOther("/dead?" + _carry(form))
@@ -364,15 +418,27 @@ def read_ticket(path: Path) -> bytes:
         os.close(fd)
 
 
+@operator_only
 async def ticket(request: web.Request) -> web.StreamResponse:
+    """A buyer's ticket: its QR codes admit whoever holds them, so only the operator
+    downloads one, and each download is in the audit log (recorded before it is
+    served: a download the audit cannot record is refused, 503)."""
     console = console_of(request)
     path = ticket_path(console, request.match_info["order_id"])
     try:
         body = await asyncio.to_thread(read_ticket, path)
     except OSError:
         raise web.HTTPNotFound(text="no such ticket\n") from None
+    await record(request, "ticket download", 1, path.name)
     return web.Response(body=body, content_type="application/pdf", headers={
         "Content-Disposition": f'inline; filename="{path.name}"'})
+
+
+# -- the audit log ---------------------------------------------------------------------
+async def audit_page(request: web.Request) -> web.StreamResponse:
+    console = console_of(request)
+    entries = await audit.newest(console.client, console.settings, limit=200)
+    return page(request, "audit.html", entries=entries)
 
 
 def add_routes(app: web.Application) -> None:
@@ -393,3 +459,4 @@ def add_routes(app: web.Application) -> None:
     r.add_post("/dead/bulk", dead_bulk)
     r.add_get("/job", job_page)
     r.add_get("/ticket/{order_id}", ticket)
+    r.add_get("/audit", audit_page)

@@ -177,7 +177,10 @@ class Dispatcher:
                 self.stats.inc("deleted")
                 log.warning("entry %s was trimmed before it was handled",
                             entry_id.decode(), extra={"entry_id": entry_id.decode()})
-                self.acker.add(entry_id)
+                if prior is None:
+                    self.acker.add(entry_id)
+                else:
+                    await self._ack_and_forget(entry_id)
                 return
             if self.tracer is None or begun is not None:
                 await self._handle(entry_id, fields, deliveries, prior, run, begun)
@@ -232,7 +235,7 @@ class Dispatcher:
                     reason += f"; last error: {last}"
                 await self.release_lease_of(entry_id, fields)
                 await self.dead(entry_id, fields, deliveries, reason,
-                                metric_kind(fields, self.kinds))
+                                metric_kind(fields, self.kinds), forget=True)
                 return
             await self._count_start(entry_id)
         if job is None:
@@ -240,7 +243,7 @@ class Dispatcher:
                 job = parse_job(fields, self.kinds, max_field_bytes=s.max_field_bytes)
             except MalformedJob as e:
                 await self.dead(entry_id, fields, deliveries, f"malformed: {e}",
-                                metric_kind(fields, self.kinds))
+                                metric_kind(fields, self.kinds), forget=prior is not None)
                 return
         # Time since Redis added the entry (its id) to now, the handler's start.  The
         # worker's clock against Redis': both NTP-synced, or the histogram says so.
@@ -270,10 +273,14 @@ class Dispatcher:
                 begun=begun)
             if outcome.verdict is Verdict.DONE:
                 self.stats.inc("handled", job.kind)
-                self.acker.add(entry_id)
+                if prior is None:
+                    self.acker.add(entry_id)
+                else:
+                    await self._ack_and_forget(entry_id)
             elif outcome.verdict is Verdict.DEAD:
                 await self._release_lease(job, entry_id)
-                await self.dead(entry_id, fields, deliveries, outcome.reason, job.kind)
+                await self.dead(entry_id, fields, deliveries, outcome.reason, job.kind,
+                                forget=prior is not None)
             elif outcome.outage:
                 # No release: the own pending list runs it again under this same holder.
                 self.outage.enter(outcome.error, job_left=True)  # no line per job
@@ -292,8 +299,9 @@ class Dispatcher:
                     self.recover_soon()
 
     async def dead(self, entry_id: bytes, fields: list[bytes], deliveries: int,
-                   reason: str, kind: str) -> None:
-        """Dead-letter (and so ack) the entry, retrying while Redis is away."""
+                   reason: str, kind: str, *, forget: bool = False) -> None:
+        """Dead-letter (and so ack) the entry, retrying while Redis is away; forget: a
+        redelivered entry, whose start count and last error go once it is dead."""
         backoff = Backoff()
         for _attempt in range(max(3, self.settings.retries + 1)):
             try:
@@ -310,6 +318,8 @@ class Dispatcher:
                 self.outage.enter(e, job_left=True)  # jobs:dead refused: stays pending
                 return
             if dead_id is not None:
+                if forget:
+                    await self._forget(entry_id)
                 self.stats.inc("dead_lettered", kind)
                 if self.tracer is not None:
                     self.tracer.event("stagedoor.dead_letter", {
@@ -342,6 +352,35 @@ class Dispatcher:
         await self._release_lease(job, entry_id)
 
     # -- what a redelivered entry carries across deliveries ---------------------------
+    # Its start count, settled starts and last error live while it is pending and go
+    # when it is acked or dead-lettered, so they are bounded by the pending list (the
+    # stream's cap), not by the jobs ever redelivered; STARTS_TTL only reaps what a
+    # worker killed between the ack and the DEL left behind.
+    def _entry_keys(self, entry_id: bytes) -> tuple[str, str, str]:
+        eid = entry_id.decode()
+        return (starts_key(self.settings, eid), settled_key(self.settings, eid),
+                self.settings.key("lasterr", eid))
+
+    async def _ack_and_forget(self, entry_id: bytes) -> None:
+        """A redelivered entry done: XACK and DEL its keys in one write, the XACK first
+        (a redelivery is rare: the coalesced ack path is for first deliveries)."""
+        try:
+            pipe = self.cmd.pipeline(transaction=False)
+            pipe.execute_command("XACK", self.settings.stream, self.settings.group, entry_id)
+            pipe.delete(*self._entry_keys(entry_id))
+            await pipe.execute()
+        except _BEST_EFFORT as e:
+            # The acker retries the ack until it lands; the keys then run out (STARTS_TTL).
+            log.debug("could not ack %s with its keys (%s); acking alone",
+                      entry_id.decode(), e)
+            self.acker.add(entry_id)
+
+    async def _forget(self, entry_id: bytes) -> None:
+        try:
+            await self.cmd.delete(*self._entry_keys(entry_id))
+        except _BEST_EFFORT as e:
+            log.debug("could not delete the start count of %s: %s", entry_id.decode(), e)
+
     async def _count_start(self, entry_id: bytes) -> None:
         key = starts_key(self.settings, entry_id.decode())
         pipe = self.cmd.pipeline(transaction=False)

@@ -21,7 +21,7 @@ import redis
 import redis.asyncio as aioredis
 
 from ... import config
-from ...exitcodes import EX_USAGE
+from ...exitcodes import EX_TEMPFAIL, EX_USAGE
 from ..console_run import confirm, print_table, run_op, write_json
 from ..text import safe, short
 from .status import CONNECTION_SETTINGS
@@ -57,8 +57,11 @@ def register(subparsers: Any) -> None:
         "replay", help="put jobs back on the job stream (new id) and delete the dead entries",
         description="Put the original fields (all but dead:*) back on the job stream with a "
                     "new id (XADD MAXLEN ~ maxlen, group ensured), then delete the dead "
-                    "entry, atomically in one script per entry. Give IDs, --all, or "
-                    "filters; an entry replayed twice is found missing the second time.")
+                    "entry, atomically. Give IDs, --all, or filters; an entry replayed "
+                    "twice is found missing the second time. Like enqueue, it stops at "
+                    "the backlog refusal level (backlog_refuse_fraction of maxlen) and "
+                    "leaves the rest in place. Exit codes: 0 all replayed, 1 some not "
+                    "found or without fields, 75 stopped at the refusal level.")
     replay.add_argument("ids", nargs="*", default=[], type=_entry_id, metavar="ID",
                         help="dead-letter entry ids")
     replay.add_argument("--all", action="store_true",
@@ -93,8 +96,11 @@ def register(subparsers: Any) -> None:
                           help="print what would be touched, touch nothing")
         leaf.add_argument("--json", action="store_true", help="JSON out (for scripts)")
     replay.add_argument("--yes", "-y", action="store_true", help="do not ask")
-    for leaf in (ls, show, replay, delete, purge):
-        config.add_arguments(leaf, only=(*CONNECTION_SETTINGS, "maxlen"))
+    for leaf in (ls, show, delete, purge):
+        config.add_arguments(leaf, only=(*CONNECTION_SETTINGS, "maxlen", "audit_maxlen"))
+    # The producers' levels: a replay stops where enqueue refuses.
+    config.add_arguments(replay, only=(*CONNECTION_SETTINGS, "maxlen", "audit_maxlen",
+                                       "backlog_warn_fraction", "backlog_refuse_fraction"))
 
 
 def _positive(text: str) -> int:
@@ -214,53 +220,80 @@ def run_show(args: argparse.Namespace) -> int:
     return run_op("stagedoor dead show", s, action)
 
 
-def _print_selection(s: config.Settings, sel: dl.Selection, verb: str, as_json: bool) -> None:
+def _print_selection(s: config.Settings, sel: dl.Selection, verb: str, as_json: bool,
+                     room: dl.Room | None = None) -> None:
     if as_json:
-        write_json({"dry_run": True, "action": verb, "count": len(sel.ids), "ids": sel.ids,
-                    "scanned": sel.scanned})
+        doc: dict[str, Any] = {"dry_run": True, "action": verb, "count": len(sel.ids),
+                               "ids": sel.ids, "scanned": sel.scanned}
+        if room is not None:
+            doc["fit_now"] = len(sel.ids) - room.short_of(len(sel.ids))
+            doc["room"] = room.to_json()
+        write_json(doc)
         return
     for i in sel.ids:
         print(f"would {verb}  {i}")
     print(f"{len(sel.ids)} of {sel.scanned} entries in range would be {verb}d"
           if verb.endswith("e") else
           f"{len(sel.ids)} of {sel.scanned} entries in range would be {verb}ed")
+    if room is not None and room.short_of(len(sel.ids)):
+        print(_too_many(s, room, len(sel.ids)))
+
+
+def _too_many(s: config.Settings, room: dl.Room, wanted: int) -> str:
+    """The dry run's and the prompt's warning: the selection does not fit now."""
+    return (f"warning: only {room.fits} of {wanted} fit now: {room.why(s)}; a replay "
+            f"stops there (exit {EX_TEMPFAIL}) and leaves the other "
+            f"{room.short_of(wanted)} in {s.dead_stream}")
 
 
 def run_replay(args: argparse.Namespace) -> int:
+    """Exit 0 every entry replayed; 1 some missing or without fields; 75 (EX_TEMPFAIL)
+    stopped at the backlog refusal level, the rest left in place (run it again when the
+    workers caught up)."""
     from ...ops import deadletters as dl
     flt = _filter(args)
     bulk = args.all or not flt.empty
     if bulk == bool(args.ids):
         args.parser.error("give dead-letter entry IDs, or --all or filters (one of the two)")
     s = config.from_args(args)
+    prog = "stagedoor dead replay"
 
     async def action(client: aioredis.Redis) -> int:
         ids = list(dict.fromkeys(args.ids))
         if bulk:
             sel = await dl.select(client, s, flt)
             if args.dry_run:
-                _print_selection(s, sel, "replay", args.json)
+                _print_selection(s, sel, "replay", args.json,
+                                 await dl.room(client, s, len(sel.ids)))
                 return 0
             if not sel.ids:
                 print(f"{s.dead_stream}: nothing to replay")
                 return 0
-            if not args.yes and sys.stdin.isatty() and not confirm(
-                    f"Replay {len(sel.ids)} dead-letter entries from {s.dead_stream} "
-                    f"onto {s.stream}?"):
-                print("not replayed")
-                return 1
+            if not args.yes and sys.stdin.isatty():
+                room = await dl.room(client, s, len(sel.ids))
+                if room.short_of(len(sel.ids)):
+                    print(_too_many(s, room, len(sel.ids)))
+                if not confirm(f"Replay {len(sel.ids)} dead-letter entries from "
+                               f"{s.dead_stream} onto {s.stream}?"):
+                    print("not replayed")
+                    return 1
             ids = sel.ids
         elif args.dry_run:
             found = [i for i in ids if await dl.show_dead(client, s, i) is not None]
             _print_selection(s, dl.Selection(ids=found, scanned=len(ids), newest=None),
-                             "replay", args.json)
+                             "replay", args.json, await dl.room(client, s, len(found)))
             return 0
-        outcomes = await dl.replay(client, s, ids)
-        done = sum(o.status == "ok" for o in outcomes)
+        result = await dl.replay(client, s, ids)
+        outcomes, done, stopped = result.outcomes, result.done, result.stopped
+        await _audit(client, s, "replay", outcomes)
+        code = EX_TEMPFAIL if stopped else 0 if done == len(outcomes) else 1
         if args.json:
             write_json({"replayed": done, "of": len(outcomes),
+                        "not_replayed": len(outcomes) - done,
+                        "stopped_at_refusal_level": stopped, "room": result.room.to_json(),
+                        "trimmed_unread_found": result.lost,
                         "outcomes": [o.to_json() for o in outcomes]})
-            return 0 if done == len(outcomes) else 1
+            return code
         for o in outcomes:
             what = f"kind {short(o.kind, 24)}, order_id {short(_order(o), 20)}"
             if o.status == "ok":
@@ -268,16 +301,22 @@ def run_replay(args: argparse.Namespace) -> int:
             elif o.status == "empty":
                 print(f"skipped    {o.id}: no original fields to replay ({what}); "
                       "left in place")
-            elif o.kind is None and o.order_id is None:
+            elif o.status == "missing":
                 print(f"not found  {o.id} (no such entry in {s.dead_stream})")
-            else:
-                print(f"not found  {o.id} (gone from {s.dead_stream} meanwhile)")
         failed = len(outcomes) - done
         print(f"replayed {done} of {len(outcomes)}"
               + (f", {failed} not replayed" if failed else ""))
-        return 0 if failed == 0 else 1
+        if result.lost:
+            print(f"{prog}: {result.lost} jobs were trimmed from {s.stream} before any "
+                  f"worker read them (by an earlier writer; counted now)", file=sys.stderr)
+        if stopped:
+            left = [o.id for o in outcomes if o.status == "full"]
+            print(f"{prog}: stopped at the backlog refusal level: {result.room.why(s)}; "
+                  f"{stopped} dead letters left in {s.dead_stream}, untouched ({left[0]} "
+                  f"to {left[-1]}): replay them when the workers caught up", file=sys.stderr)
+        return code
 
-    return run_op("stagedoor dead replay", s, action)
+    return run_op(prog, s, action)
 
 
 def run_delete(args: argparse.Namespace) -> int:
@@ -286,6 +325,7 @@ def run_delete(args: argparse.Namespace) -> int:
 
     async def action(client: aioredis.Redis) -> int:
         outcomes = await dl.delete(client, s, list(args.ids))
+        await _audit(client, s, "delete", outcomes)
         if args.json:
             write_json([o.to_json() for o in outcomes])
         else:
@@ -298,6 +338,7 @@ def run_delete(args: argparse.Namespace) -> int:
 
 
 def run_purge(args: argparse.Namespace) -> int:
+    from ...ops import audit
     from ...ops import deadletters as dl
     prog = "stagedoor dead purge"
     interactive = sys.stdin.isatty()
@@ -342,6 +383,8 @@ def run_purge(args: argparse.Namespace) -> int:
             removed = await dl.purge(client, s, None, upto=sel.newest)
         else:
             removed = len([o for o in await dl.delete(client, s, sel.ids) if o.status == "ok"])
+        await audit.record(client, s, who=audit.cli_user(), via="cli", action="purge",
+                           count=removed, detail=f"upto={sel.newest}")
         if args.json:
             write_json({"purged": removed})
         else:
@@ -351,14 +394,26 @@ def run_purge(args: argparse.Namespace) -> int:
     return run_op(prog, s, action)
 
 
+async def _audit(client: aioredis.Redis, s: config.Settings, action: str,
+                 outcomes: list[Any]) -> None:
+    """The audit entry of a replay or delete (ops/audit.py): how many, which ids."""
+    from ...ops import audit
+
+    done = [o.id for o in outcomes if o.status == "ok"]
+    await audit.record(client, s, who=audit.cli_user(), via="cli", action=action,
+                       count=len(done), detail=" ".join(done))
+
+
 def replay_one(client: redis.Redis, settings: config.Settings, dead_id: str
                ) -> tuple[str, str | None]:
     """Replay one dead entry with a blocking client (tests, sync tools): ('ok', new id),
-    ('missing', None) or ('empty', None); the same script as ops.deadletters.replay."""
+    ('missing', None), ('empty', None) or ('full', None: the backlog is at the refusal
+    level); the same script as ops.deadletters.replay."""
     from ...ops import deadletters as dl
-    s = settings
     script = client.register_script(dl.REPLAY_LUA)
-    status, new_id = script(keys=[s.stream, s.dead_stream], args=[s.group, s.maxlen, dead_id])
+    keys, argv = dl.replay_args(settings, [dead_id])
+    reply = script(keys=keys, args=argv)
+    status, new_id = reply[2][:2]
     return _text(status), (_text(new_id) or None)
 
 

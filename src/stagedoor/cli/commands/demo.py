@@ -26,7 +26,7 @@ from ...demo.orders import demo_order, world_order
 from ...exitcodes import EX_SOFTWARE
 from ...handlers.orders import put_orders_sync
 from ...stream import connection
-from ...stream.job import make_job
+from ...stream.job import Job, make_job
 from ...stream.queue import enqueue_sync, ensure_group_sync
 
 
@@ -93,13 +93,23 @@ def _seed(args: argparse.Namespace, settings: config.Settings, client: Any) -> i
                      uuid.uuid4().hex[:16]) for i, o in enumerate(orders)]
     jobs += [make_job("refund", o.order_id, base + args.orders + i, uuid.uuid4().hex[:16],
                       uuid.uuid4().hex[:16]) for i, o in enumerate(orders[:args.refunds])]
+    # What the spring's incident looked like: a payload nobody parsed.
+    jobs.append(_Malformed("render_tickets", 0, base + 999, "demo", "demo"))
     ensure_group_sync(client, settings)
     enqueue_sync(client, settings, jobs)
-    # What the spring's incident looked like: a payload nobody parsed.
-    client.execute_command("XADD", settings.stream, "MAXLEN", "~", settings.maxlen, "*",
-                           "kind", "render_tickets", "order_id", "44x71", "outbox_id",
-                           str(base + 999), "request_id", "demo", "trace", "demo")
-    return len(jobs) + 1
+    return len(jobs)
+
+
+class _Malformed(Job):
+    """A job whose order_id is "44x71", enqueued like every other one: through the
+    enqueue script, under its backlog refusal level (no bare XADD to the job stream)."""
+
+    __slots__ = ()
+
+    def fields(self) -> list[bytes]:
+        raw = super().fields()
+        raw[raw.index(b"order_id") + 1] = b"44x71"
+        return raw
 
 
 def _run(args: argparse.Namespace, settings: config.Settings, tickets: Path) -> int:

@@ -3,8 +3,8 @@ about each thing missing (stagedoor.ops.doctor; docs/doctor.md lists the checks)
 
 One line per check, after a first line a monitoring plugin reads; exit code in the
 monitoring-plugin convention: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.  --json prints
-the same as one JSON object.  A wrong argument is exit 2; a bad setting is a CRITICAL
-finding, not a traceback.
+the same as one JSON object.  A wrong argument is exit 64 (EX_USAGE_DOCTOR: 2 is
+CRITICAL here); a bad setting is a CRITICAL finding, not a traceback.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from ... import config
-from ...exitcodes import CHECK_CRITICAL
+from ...exitcodes import CHECK_CRITICAL, EX_USAGE_DOCTOR
 from ...ops.doctor import Finding, overall, report_json, report_text
 from ...redaction import redact
 
@@ -30,7 +30,8 @@ def register(sub: Any) -> None:
         "(reachable, version >= 7.0.5, the ACL of the workers' user, maxmemory-policy, "
         "persistence, replication), the clock against Redis's, the installed systemd "
         "units' paths and the metrics port. Each failure says what to do. Exit status "
-        "0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (the monitoring-plugin convention).")
+        "0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (the monitoring-plugin convention); 64 for a "
+        "wrong argument.")
     p.add_argument("--json", action="store_true", help="One JSON object instead of lines.")
     p.add_argument("--admin-url", metavar="URL",
                    help="Redis URL of a user allowed INFO, CONFIG GET and ACL DRYRUN, for "
@@ -42,6 +43,7 @@ def register(sub: Any) -> None:
                    help="Where the systemd units are installed. [default: /etc/systemd/system]")
     p.add_argument("--no-redis", action="store_true", help="Check the host only.")
     config.add_arguments(p)
+    p.usage_code = EX_USAGE_DOCTOR  # a value the command's own options refuse
     p.set_defaults(func=run, parser=p)
 
 
@@ -63,7 +65,23 @@ def findings(args: argparse.Namespace) -> list[Finding]:
     return out
 
 
+def flag_error(args: argparse.Namespace) -> str | None:
+    """A flag whose value is not of its type (`--metrics-port abc`): a usage error, as
+    argparse's own are; a setting out of bounds, or a bad one from the environment or
+    a config file, stays a CRITICAL finding (the host's configuration is broken)."""
+    try:
+        config.from_args(args)
+    except config.ConfigError as e:
+        return str(e) if str(e).startswith("flag: ") else None
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
+    bad = flag_error(args)
+    if bad is not None:
+        print(redact(f"stagedoor doctor: error: {bad} (see stagedoor doctor --help)"),
+              file=sys.stderr)
+        return EX_USAGE_DOCTOR
     found = findings(args)
     if args.json:
         text = orjson.dumps(report_json(found), option=orjson.OPT_INDENT_2).decode() + "\n"

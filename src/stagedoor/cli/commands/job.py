@@ -23,7 +23,8 @@ def register(subparsers: Any) -> None:
         "job", help="Where is a job: queued, pending, retrying, done, dead or trimmed.",
         description="Find a job by order id, outbox id or stream entry id and tell its "
                     "story from what Redis still holds. Order and outbox ids are found "
-                    "through the job index the enqueue script writes (the last 26 hours).")
+                    "by scanning the job stream and the dead-letter stream, in slices "
+                    "of 500 entries (any job still on either, however it was added).")
     p.add_argument("order_id", nargs="?", type=_positive, metavar="ORDER_ID",
                    help="the order id")
     p.add_argument("--outbox-id", type=_positive, metavar="N", help="the outbox id instead")
@@ -77,8 +78,10 @@ def run(args: argparse.Namespace) -> int:
                 f"outbox {args.outbox_id}" if args.outbox_id is not None
                 else f"entry {args.entry_id}")
         if not story.entries:
-            print(f"{what}: nothing found in the job index of the last "
-                  f"{jobs.INDEX_HOURS} hours (try --entry-id)")
+            print(f"{what}: not found on {s.stream} or {s.dead_stream} "
+                  f"({story.scan_entries} entries read; a job trimmed from the stream "
+                  f"is found by --entry-id only)" if story.searched
+                  else f"{what}: not found on {s.stream} or {s.dead_stream}")
             return 1
         print(f"{what}: {len(story.entries)} "
               + ("entry" if len(story.entries) == 1 else "entries") + ", newest first")

@@ -4,14 +4,13 @@ Paused, every worker of the stream finishes the jobs it holds, reads and reclaim
 nothing new from its next heartbeat on, and keeps heartbeating; the supervisors stay
 up and say `paused` in /readyz and the status file.  Resume writes a resumed record in
 the flag's place (not a delete: a flag lost with Redis's data keeps the workers paused,
-an operator's resume does not); the workers read again at their next heartbeat.
+an operator's resume does not); the workers read again at their next heartbeat.  Both
+are one entry of the audit log (ops/audit.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import getpass
-import socket
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -44,15 +43,7 @@ def register(subparsers: Any) -> None:
     r.add_argument("--json", action="store_true", help="one JSON object (for scripts)")
     r.set_defaults(func=run_resume)
     for leaf in (p, r):
-        config.add_arguments(leaf, only=CONNECTION_SETTINGS)
-
-
-def _who() -> str:
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "?"
-    return f"{user}@{socket.gethostname()}"
+        config.add_arguments(leaf, only=(*CONNECTION_SETTINGS, "audit_maxlen"))
 
 
 def _since(state: fleet.PauseState) -> str:
@@ -62,11 +53,13 @@ def _since(state: fleet.PauseState) -> str:
 
 
 def run_pause(args: argparse.Namespace) -> int:
-    from ...ops import fleet
+    from ...ops import audit, fleet
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:
-        state = await fleet.pause(client, s, by=_who(), reason=args.reason)
+        state = await fleet.pause(client, s, by=audit.cli_user(), reason=args.reason)
+        await audit.record(client, s, who=audit.cli_user(), via="cli", action="pause", count=1,
+                           detail=args.reason)
         if args.json:
             write_json(state.to_json())
         else:
@@ -79,11 +72,13 @@ def run_pause(args: argparse.Namespace) -> int:
 
 
 def run_resume(args: argparse.Namespace) -> int:
-    from ...ops import fleet
+    from ...ops import audit, fleet
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:
-        state = await fleet.resume(client, s, by=_who())
+        state = await fleet.resume(client, s, by=audit.cli_user())
+        await audit.record(client, s, who=audit.cli_user(), via="cli", action="resume",
+                           count=1 if state.paused else 0)
         if args.json:
             write_json(state.to_json())
         elif state.paused:

@@ -357,12 +357,21 @@ def format_status(st: dict[str, Any]) -> str:
                      f"{human_ms(oldest['idle_ms'])}, delivered {oldest['deliveries']}x")
     else:
         lines.append(f"pending   {pending['count']}")
-    if st["oldest_undelivered_id"]:
+    if st["oldest_undelivered_id"] and st["queue_age_ms"] is None:
+        lines.append(f"queue age UNKNOWN (oldest undelivered {st['oldest_undelivered_id']} "
+                     f"is ahead of the server's clock)")
+    elif st["oldest_undelivered_id"]:
         lines.append(f"queue age {human_ms(st['queue_age_ms'])} (oldest undelivered "
                      f"{st['oldest_undelivered_id']})")
     else:
         lines.append("queue age " + ("0 (nothing waiting)" if st["queue_age_ms"] is not None
                                      else "-"))
+    if st.get("ids_ahead_ms"):
+        lines.append(f"IDS AHEAD WARNING: the stream's newest id is "
+                     f"{human_ms(st['ids_ahead_ms'])} ahead of the server's clock (a "
+                     f"producer's or a master's clock ran ahead); every id added since "
+                     f"carries that time, so queue age is unknown until the clock "
+                     f"catches up")
     if trimmed["alarm"]:
         n = trimmed["undelivered_trimmed"]
         what = f"{n} entries" if n is not None else "entries"

@@ -31,19 +31,28 @@ def register(subparsers: Any) -> None:
                     "lookup, tickets) on 127.0.0.1 by default. Needs the web extra: "
                     "pip install 'stagedoor[web]'. Log in as viewer or operator with the "
                     "password in the role's file; only the operator acts.")
-    config.add_arguments(p, only=(*CONNECTION_SETTINGS, "maxlen", "dead_maxlen", "tickets_dir",
-                                  "log_format", "log_level"))
+    # maxlen and the backlog fractions: a replay stops where enqueue refuses.
+    config.add_arguments(p, only=(*CONNECTION_SETTINGS, "maxlen", "backlog_warn_fraction",
+                                  "backlog_refuse_fraction", "dead_maxlen", "audit_maxlen",
+                                  "tickets_dir", "log_format", "log_level"))
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on [default: 127.0.0.1: loopback only; put a TLS "
                    "reverse proxy in front, docs/console.md]")
     p.add_argument("--port", type=_port, default=DEFAULT_PORT,
                    help=f"port to listen on (0: any free one, printed) [default: {DEFAULT_PORT}]")
+    p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   help="a host name browsers reach the console by (the Host header), "
+                   "beside loopback's (127.0.0.1, localhost, ::1); repeat for more. Any "
+                   "other Host is refused (DNS rebinding) [default: loopback, --host's "
+                   "address and --public-origin's name]")
     p.add_argument("--viewer-password-file", metavar="FILE",
-                   help="file holding the viewer's password on its one line (the viewer "
-                   "sees everything, acts on nothing)")
+                   help="file holding the viewer's password on its one line, at least 12 "
+                   "characters, not readable by others (the viewer sees everything, acts on "
+                   "nothing)")
     p.add_argument("--operator-password-file", metavar="FILE",
-                   help="file holding the operator's password on its one line (the "
-                   "operator replays, deletes, purges, pauses and resumes)")
+                   help="file holding the operator's password on its one line, at least 12 "
+                   "characters, not readable by others (the operator replays, deletes, "
+                   "purges, pauses, resumes and downloads tickets)")
     p.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate "
                    "chain (PEM); with --tls-key")
     p.add_argument("--tls-key", metavar="FILE", help="the private key of --tls-cert (PEM)")
@@ -88,11 +97,50 @@ def _loopback(host: str) -> bool:
         return False
 
 
+def _host_name(text: str) -> str:
+    name = text.strip().lower().removeprefix("[").removesuffix("]").rstrip(".")
+    if not name or any(c in name for c in "/@ \t") or (":" in name and not _is_ip(name)):
+        raise argparse.ArgumentTypeError(f"not a host name: {text!r}")
+    return name
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def allowed_hosts(args: argparse.Namespace) -> frozenset[str]:
+    """Loopback's names, --allowed-host, --host when it names one address (not a
+    wildcard) and the name of --public-origin."""
+    from urllib.parse import urlsplit
+
+    from ...web.security import LOOPBACK_HOSTS
+
+    names = set(LOOPBACK_HOSTS)
+    for text in args.allowed_host:
+        try:
+            names.add(_host_name(text))
+        except argparse.ArgumentTypeError as e:
+            args.parser.error(f"--allowed-host: {e}")
+    if args.host not in ("0.0.0.0", "::", ""):
+        names.add(args.host.lower().strip("[]"))
+    if args.public_origin:
+        name = urlsplit(args.public_origin).hostname
+        if not name:
+            args.parser.error(f"--public-origin: not an origin: {args.public_origin!r}")
+        names.add(name.lower())
+    return frozenset(names)
+
+
 def run(args: argparse.Namespace) -> int:
     if not args.tls_cert:
         refuse(args.parser, given(args, ("tls_key",)), "only with --tls-cert")
     if args.tls_cert and not args.tls_key:
         args.parser.error("--tls-cert needs --tls-key")
+    hosts = allowed_hosts(args)
     settings = config.from_args(args)
     try:  # the extra: absent, one line and EX_CONFIG (installing it is the fix)
         from ...web import app as web_app
@@ -103,8 +151,8 @@ def run(args: argparse.Namespace) -> int:
     from ...ops.logs import setup_logging
 
     setup_logging(settings)  # log-ins, failed log-ins and every action, as the workers log
-    creds = credentials.load({"viewer": args.viewer_password_file,
-                              "operator": args.operator_password_file})
+    creds = credentials.PasswordFiles({"viewer": args.viewer_password_file,
+                                       "operator": args.operator_password_file})
     tls = None
     if args.tls_cert:
         try:
@@ -115,11 +163,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"stagedoor web: warning: serving plain HTTP on {args.host}: passwords and "
               "cookies cross the network in clear; use --tls-cert or a TLS proxy",
               file=sys.stderr)
-    return asyncio.run(_serve(web_app, settings, creds, tls, args))
+    return asyncio.run(_serve(web_app, settings, creds, tls, args, hosts))
 
 
 async def _serve(web_app: Any, settings: config.Settings, creds: Any, tls: Any,
-                 args: argparse.Namespace) -> int:
+                 args: argparse.Namespace, hosts: frozenset[str]) -> int:
     from ...ops.records import console_client
     from ...web.sampler import Sampler, paused
 
@@ -128,6 +176,6 @@ async def _serve(web_app: Any, settings: config.Settings, creds: Any, tls: Any,
     console = web_app.Console(settings=settings, credentials=creds, client=client,
                               sampler=sampler,
                               secure_cookies=bool(tls) or args.secure_cookies,
-                              public_origin=args.public_origin)
+                              public_origin=args.public_origin, allowed_hosts=hosts)
     await web_app.serve(web_app.build(console), args.host, args.port, tls)
     return 0

@@ -83,7 +83,34 @@ def thai() -> Finding:
     return Finding("Thai dictionary", CHECK_OK, f"{path} ({source})")
 
 
-def fonts_check(settings: Settings) -> Finding:
+LIST_MAX = 12  # scripts named in one finding; the rest counted ("and 140 more")
+
+
+def _some(items: list[str]) -> str:
+    shown = ", ".join(items[:LIST_MAX])
+    return shown + (f" and {len(items) - LIST_MAX} more" if len(items) > LIST_MAX else "")
+
+
+def font_dirs(settings: Settings) -> Finding | None:
+    """The font directories: one that is not there is named (the coverage line alone
+    would only list every script as lacking); None when they all exist."""
+    dirs = list(settings.render_font_dirs)
+    gone = [d for d in dirs if not os.path.isdir(d)]
+    if not gone:
+        return None
+    state = CHECK_CRITICAL if len(gone) == len(dirs) else CHECK_WARNING
+    return Finding("font directories", state, "not a directory: " + ", ".join(gone)
+                   + ("" if state == CHECK_CRITICAL else
+                      f" (the other {len(dirs) - len(gone)} are searched)"),
+                   f"fix --render-font-dirs (STAGEDOOR_RENDER_FONT_DIRS), or {FONT_PACKAGES}")
+
+
+def fonts_check(settings: Settings) -> list[Finding]:
+    dirs = font_dirs(settings)
+    return ([dirs] if dirs else []) + [_fonts(settings)]
+
+
+def _fonts(settings: Settings) -> Finding:
     from ...render import fonts, native_available
 
     try:
@@ -114,8 +141,8 @@ def fonts_check(settings: Settings) -> Finding:
                        + " ".join(tag for tag, _ in lacking))
     state = CHECK_CRITICAL if any(tag == "Latn" for tag, _ in lacking) else CHECK_WARNING
     return Finding("fonts", state, f"{files} font files; no glyph for "
-                   + ", ".join(f"{tag} ({miss})" for tag, miss in lacking)
-                   + f"; covered: {' '.join(covered) or 'nothing'}",
+                   + _some([f"{tag} ({miss})" for tag, miss in lacking])
+                   + f"; covered: {_some(covered) or 'nothing'}",
                    f"{FONT_PACKAGES}, or name fonts that have them (--render-fonts, "
                    "--render-font-dirs; `stagedoor render --check-fonts`)")
 
@@ -162,12 +189,19 @@ def tickets_dir(settings: Settings) -> list[Finding]:
     name = "tickets directory"
     if not d.exists():
         parent = next(p for p in d.parents if p.exists())
-        if os.access(parent, os.W_OK | os.X_OK):
-            return [Finding(name, CHECK_OK, f"{d} does not exist yet; the worker makes it "
-                            f"({parent} is writable)")]
-        return [Finding(name, CHECK_CRITICAL, f"{d} does not exist and {parent} is not "
-                        f"writable by uid {os.getuid()}",
-                        f"mkdir -p {d} && chown <worker user> {d}, or --tickets-dir")]
+        if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+            return [Finding(name, CHECK_CRITICAL, f"{d} does not exist and {parent} is not "
+                            f"a directory writable by uid {os.getuid()}",
+                            f"mkdir -p {d} && chown <worker user> {d}, or --tickets-dir")]
+        if parent != d.parent:
+            # more than the last component missing: a typo, or a volume not mounted;
+            # the worker would make the whole path on the disk under it
+            return [Finding(name, CHECK_WARNING, f"{d} does not exist, nor does its parent "
+                            f"{d.parent}: the nearest that does is {parent}",
+                            f"check --tickets-dir (a typo? a volume not mounted?), then "
+                            f"mkdir -p {d} && chown <worker user> {d}")]
+        return [Finding(name, CHECK_OK, f"{d} does not exist yet; the worker makes it "
+                        f"({parent} is writable)")]
     if not d.is_dir():
         return [Finding(name, CHECK_CRITICAL, f"{d} is not a directory", "--tickets-dir")]
     try:
@@ -260,5 +294,5 @@ def metrics_port(settings: Settings) -> Finding:
 
 
 def checks(settings: Settings, unit_dir: str) -> list[Finding]:
-    return [*native(), thai(), fonts_check(settings), *tickets_dir(settings),
+    return [*native(), thai(), *fonts_check(settings), *tickets_dir(settings),
             *systemd_units(unit_dir), metrics_port(settings)]

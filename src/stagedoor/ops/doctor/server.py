@@ -28,6 +28,8 @@ from . import Finding
 
 CLOCK_WARN, CLOCK_CRIT = 2.0, 60.0          # seconds between Redis TIME and ours
 SHA = "0" * 40                              # any script hash: DRYRUN checks, never runs
+AUTH_FIX = ("Redis is up: check the user name and the password (the URL's, or "
+            "--redis-password-file) against its ACL (docs/security.md)")
 ADMIN_HINT = ("pass --admin-url redis://<admin user>:<password>@host:port/0 (a user "
               "allowed INFO, CONFIG GET and ACL DRYRUN), or run the check there")
 
@@ -47,6 +49,8 @@ def worker_commands(settings: Settings) -> list[list[str]]:
            ["HMGET", order, "data"], ["HGET", order, "f"], ["HSET", order, "f", "v"],
            ["HDEL", order, "f"], ["HINCRBY", order, "f", "1"],
            ["EXISTS", f"{p}done:1"], ["GET", f"{p}done:1"], ["SET", f"{p}done:1", "1"],
+           ["HGET", f"{p}marks:0", "1"], ["HSET", f"{p}marks:0", "1", "v"],
+           ["EXPIRE", f"{p}marks:0", "1"],
            ["DEL", f"{p}done:1"], ["INCRBY", f"{p}starts:1", "1"],
            ["EXPIRE", f"{p}starts:1", "1"]]
     if cluster.is_cluster_url(settings.redis_url):
@@ -186,12 +190,16 @@ def checks(settings: Settings, admin_url: str | None, producer_user: str | None
     try:
         client = sync_client(settings, timeout=5.0)
         hello = client.execute_command("HELLO", "2")
+    except (redis.AuthenticationError, redis.exceptions.AuthorizationError) as e:
+        # ConnectionErrors to redis-py, but Redis is up and said no: not "start Redis"
+        return [Finding("redis", CHECK_CRITICAL, f"{shown} refused the credentials: "
+                        f"{first_line(e)}", AUTH_FIX)]
     except OUTAGE_ERRORS as e:
         return [Finding("redis", CHECK_CRITICAL, f"{shown} unreachable: {first_line(e)}",
                         "start Redis, or point --redis-url (STAGEDOOR_REDIS_URL) at it")]
     except redis.ResponseError as e:  # WRONGPASS, NOAUTH, NOPERM on HELLO
         return [Finding("redis", CHECK_CRITICAL, f"{shown} refused: {first_line(e)}",
-                        "check the user and --redis-password-file (docs/security.md)")]
+                        AUTH_FIX)]
     info = dict(zip(hello[::2], hello[1::2], strict=True)) if isinstance(hello, list) else hello
     out = []
     try:
