@@ -182,7 +182,7 @@ class NameClaim:
 
     def _on_ours(self, status: int, sent: float) -> None:
         self.renewed_at = sent
-        if status == 2 and self.acquired:
+        if status == 2 and self.owned:  # ours until now, and no one else took it
             log.warning("worker %s: its claim on the consumer name had vanished from Redis "
                         "(restarted empty, flushed, failed over or evicted); taken back",
                         self.consumer, extra={"consumer": self.consumer})
