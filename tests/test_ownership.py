@@ -35,3 +35,18 @@ def test_a_holder_on_another_machine_or_namespace_is_waited_for() -> None:
     assert not holder_gone(me(pid=child.pid, machine="other-boot/pid:[1]"), machine_id())
     assert not holder_gone(me(pid=child.pid), "")
     assert not holder_gone({"pid": "x", "machine": machine_id()}, machine_id())
+
+
+def test_an_exited_holder_not_yet_reaped_is_gone() -> None:
+    """A zombie: its parent (a supervisor, a shell, a test) has not waited for it yet;
+    /proc still shows its pid and start time, and kill(pid, 0) still succeeds."""
+    child = subprocess.Popen(["true"])
+    try:
+        holder = {"pid": child.pid, "start": None, "machine": machine_id()}
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped
+        holder["start"] = start_ticks(child.pid)
+        assert holder["start"] == -1
+        holder["start"] = 12345  # what it recorded while it ran
+        assert holder_gone(holder, machine_id())
+    finally:
+        child.wait()

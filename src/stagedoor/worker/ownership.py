@@ -56,7 +56,7 @@ from ..stream.keys import owner_key
 log = logging.getLogger("stagedoor.worker")
 
 OVERDUE = 0.8  # a claim not renewed for this share of its TTL no longer lets us read
-POLL_MIN, POLL_MAX = 0.05, 1.0  # seconds between two attempts while the name is held
+POLL_MIN, POLL_MAX = 0.05, 0.25  # seconds between two attempts while the name is held
 _ERRORS: tuple[type[BaseException], ...] = (redis.RedisError, *connection.TRANSIENT_ERRORS)
 
 # KEYS: the claim.  ARGV: our value, TTL ms, a dead holder's value we may replace ('').
@@ -88,10 +88,12 @@ def machine_id() -> str:
 
 def start_ticks(pid: int) -> int | None:
     """The process' start time (clock ticks after boot, /proc/<pid>/stat field 22), or
-    None if no such process runs: with the pid, it names one process for good."""
+    None if no such process runs: with the pid, it names one process for good.  A
+    zombie (exited, not yet reaped by its parent) runs no more: -1."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-        return int(stat[stat.rindex(")") + 2:].split()[19])
+        fields = stat[stat.rindex(")") + 2:].split()
+        return -1 if fields[0] in ("Z", "X", "x") else int(fields[19])
     except (OSError, ValueError, IndexError):
         return None
 
