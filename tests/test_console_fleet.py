@@ -35,7 +35,7 @@ from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import free_port
 from stagedoor.ops import fleet, jobs
 from stagedoor.ops.records import console_client
-from stagedoor.stream.keys import fleet_key, paused_key, presence_key
+from stagedoor.stream.keys import fleet_key, owner_key, paused_key, presence_key
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.server
@@ -169,7 +169,8 @@ def test_console_keys_share_the_queue_slot_on_a_cluster(tmp_path: Path) -> None:
         s = Settings(redis_url=cluster.url, consumer="c", heartbeat_interval=0.1,
                      block_ms=5000, tickets_dir=str(tmp_path / "tickets"))
         slot = key_slot(s.stream.encode())
-        for key in (paused_key(s), presence_key(s, "c-00"), fleet_key(s)):
+        for key in (paused_key(s), presence_key(s, "c-00"), fleet_key(s),
+                    owner_key(s, "c-00")):
             assert key_slot(key.encode()) == slot, key
         reg = Registry()
         done: list[int] = []

@@ -151,3 +151,22 @@ def test_a_reload_keeps_the_pool_shape() -> None:
     merged = rules.keep_pool_shape(running, reread)
     assert (merged.workers, merged.consumer, merged.metrics_port, merged.concurrency) == (
         4, "a", 9464, 16)
+
+
+def test_the_loops_own_lateness_is_counted_only_beyond_its_jitter() -> None:
+    assert rules.loop_lateness(0.25, asked=0.2) == 0.0
+    assert rules.loop_lateness(0.2 + rules.STALL_AFTER, asked=0.2) == 0.0
+    assert rules.loop_lateness(90.2, asked=0.2) == pytest.approx(90.0)
+    assert rules.loop_lateness(5.0, asked=0.0) == 5.0
+
+
+def test_a_stall_moves_a_workers_last_sign_of_life_on_but_never_past_now() -> None:
+    # heard 1 s before a 90 s stall: silent for 1 s, not 91, when the loop resumes
+    assert rules.forgiven(100.0, late=90.0, now=191.0) == 190.0
+    # heard during the stall (its pipe was read after it): as it was, at most now
+    assert rules.forgiven(191.0, late=90.0, now=191.0) == 191.0
+    # a worker hung before the stall is still judged, only later
+    act, _why = rules.watch(191.0, started=0.0, last_hb=rules.forgiven(95.0, 90.0, 191.0),
+                            stop_deadline=None, abort_deadline=None,
+                            heartbeat_timeout=5.0, boot_timeout=10.0)
+    assert act is Act.ABORT

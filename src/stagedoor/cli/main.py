@@ -47,7 +47,7 @@ COMMANDS = {
     "pending": "List or show pending entries (delivered, not acked yet).",
     "job": "Where is a job: queued, pending, retrying, done, dead or trimmed.",
     "pause": "Stop the whole fleet taking new jobs (the processes stay up).",
-    "resume": "Let the fleet take new jobs again (deletes the pause flag).",
+    "resume": "Let the fleet take new jobs again (ends the pause).",
     "web": "Serve the operator's console: an authenticated web page.",
 }
 # a command registered by another command's module (it registers both)

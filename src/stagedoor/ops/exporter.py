@@ -115,6 +115,10 @@ _WORKER_GAUGE_HELP = {
                  "(maxmemory reached) (processes).",
     "paused": "Live workers that see the fleet-wide pause flag and read nothing new "
               "(stagedoor pause / resume) (processes).",
+    "pause_lost": "Live workers that stay paused because the pause flag disappeared "
+                  "(lost with Redis's data, not resumed) (processes).",
+    "name_held_elsewhere": "Live workers that read nothing because another process "
+                           "holds their consumer name (processes).",
 }
 
 

@@ -3,9 +3,12 @@
 Pause.  One key, `stagedoor:paused:<stream>` (keys.paused_key, on the stream's hash tag),
 holds {"since", "by", "reason"} as JSON while the fleet is paused.  Each worker reads it
 at its heartbeat (worker/presence.py): paused, it finishes what it holds, reads and
-reclaims nothing, and keeps heartbeating; the key deleted, it reads again at its next
-heartbeat.  `pause` sets it with NX (a second pause keeps the first one's time),
-`resume` deletes it.
+reclaims nothing, and keeps heartbeating.  `resume` does not delete the key: it writes
+{"resumed", "by"} in its place, so that a worker can tell an operator's resume from a
+flag lost with Redis's data (FLUSHDB, a restart without persistence, an eviction): it
+reads again at its next heartbeat after a resume, and stays paused, saying "pause flag
+disappeared", when the key is gone.  `pause` sets it with NX (a second pause keeps the
+first one's time) or over a resumed record.  One key per stream either way.
 
 Registry.  Each worker, at each presence beat (worker/presence.py: its heartbeat,
 at least a second apart), in the pipeline that reads the flag:
@@ -60,9 +63,12 @@ class PauseState(Record):
     # pause(): the fleet was paused already, and that pause (its time, who, its reason)
     # is kept: a second pause changes nothing, and says so
     kept_earlier: bool = False
+    resumed: float | None = None  # epoch seconds of the resume the flag records, if so
 
 
 def parse_pause(raw: Any, key: str) -> PauseState:
+    """The flag's value -> its state: absent (never paused, or lost), a resumed record,
+    or a pause (any other value: a flag that cannot be read still pauses)."""
     if raw is None:
         return PauseState(paused=False, key=key)
     try:
@@ -71,6 +77,10 @@ def parse_pause(raw: Any, key: str) -> PauseState:
         doc = {}
     if not isinstance(doc, dict):
         doc = {}
+    by = str(doc["by"]) if doc.get("by") is not None else None
+    resumed = doc.get("resumed")
+    if isinstance(resumed, int | float) and not isinstance(resumed, bool):
+        return PauseState(paused=False, by=by, key=key, resumed=float(resumed))
     since = doc.get("since")
     return PauseState(paused=True, since=float(since) if isinstance(since, int | float) else None,
                       by=str(doc["by"]) if doc.get("by") is not None else None,
@@ -86,20 +96,27 @@ async def pause_state(client: aioredis.Redis, settings: Settings) -> PauseState:
 
 async def pause(client: aioredis.Redis, settings: Settings, *, by: str = "",
                 reason: str = "") -> PauseState:
-    """Set the flag (SET NX: an earlier pause keeps its time); returns the state now."""
+    """Set the flag (SET NX: an earlier pause keeps its time; over a resumed record,
+    SET); returns the state now."""
     key = paused_key(settings)
     doc = orjson.dumps({"since": round(time.time(), 3), "by": by or None,
                         "reason": reason or None})
     set_, raw = await pipeline(client, [("SET", key, doc, "NX"), ("GET", key)])
     state = parse_pause(raw, key)
     state.kept_earlier = set_ is None and state.paused
+    if not state.paused:  # a resumed record (or the key went meanwhile): pause over it
+        _set, raw = await pipeline(client, [("SET", key, doc), ("GET", key)])
+        state = parse_pause(raw, key)
     return state
 
 
-async def resume(client: aioredis.Redis, settings: Settings) -> PauseState:
-    """Delete the flag; returns the state it had (paused False if it was not set)."""
+async def resume(client: aioredis.Redis, settings: Settings, *, by: str = "") -> PauseState:
+    """Record a resume in the flag's place (not a DEL: a lost flag stays paused, an
+    operator's resume does not); returns the state the flag had (paused False if it
+    was not set).  Also when the flag is gone: workers that saw it disappear read again."""
     key = paused_key(settings)
-    raw, _deleted = await pipeline(client, [("GET", key), ("DEL", key)])
+    doc = orjson.dumps({"resumed": round(time.time(), 3), "by": by or None})
+    raw, _set = await pipeline(client, [("GET", key), ("SET", key, doc)])
     return parse_pause(raw, key)
 
 

@@ -126,3 +126,9 @@ def dead_gone_key(settings: Settings) -> str:
     dead-lettered is still told DEAD after its dead letter went (ops/deadletters.py).
     On the stream's hash tag: the replay and delete scripts write it with the streams."""
     return settings.key("dead-gone", settings.stream)
+
+
+def owner_key(settings: Settings, consumer: str) -> str:
+    """Who reads under a consumer name now (worker/ownership.py): one small key per live
+    name, with an expiry, on the stream's hash tag like the presence record."""
+    return settings.key("owner", settings.stream, consumer)

@@ -16,6 +16,9 @@ show the loop applies them.
 - hang detection and kill deadlines: silent past heartbeat_timeout (or no sign of
   life boot_timeout + 5 s after the fork) -> SIGABRT; still alive ABORT_GRACE later,
   or past its graceful stop deadline -> SIGKILL;
+- the loop's own lateness: back more than STALL_AFTER later than it asked to sleep
+  (SIGSTOP, a blocked stderr or journald, a frozen cgroup, a debugger), the
+  supervisor stalled, not its workers: the time is not charged to their silence;
 - recycling: a ready worker over max_worker_memory gets a replacement, one at a time;
 - rolling restart (SIGHUP): one slot at a time, in slot order, each replaced once its
   current process is ready; settings that shape the pool are kept.
@@ -40,6 +43,7 @@ ABORT_GRACE = 2.0       # SIGABRT (thread dump) -> SIGKILL, at most this long
 STOP_MARGIN = 2.0       # graceful_timeout + this, then SIGKILL (the acks need a moment)
 NO_LIFE_MARGIN = 5.0    # boot_timeout + this without a line on the pipe: hung at boot
 FORK_RETRY = 1.0        # a failed fork (EAGAIN, ENOMEM) is retried this much later
+STALL_AFTER = 1.0       # the loop back this much later than it asked: it stalled
 # Settings that shape the pool: a SIGHUP cannot change them (that takes a restart).
 POOL_SHAPE = ("workers", "consumer", "metrics_port", "metrics_host")
 
@@ -147,6 +151,21 @@ def watch(now: float, *, started: float, last_hb: float | None,
     elif now - started > boot_timeout + NO_LIFE_MARGIN:
         return Act.ABORT, f"no sign of life {now - started:.1f}s after fork"
     return Act.NOTHING, ""
+
+
+def loop_lateness(gap: float, asked: float) -> float:
+    """How long the loop itself stalled: `gap` seconds passed since it last judged the
+    workers, when it asked to sleep at most `asked` (its tick) in between.  0 for the
+    usual jitter; beyond STALL_AFTER, the whole excess: nobody read the workers'
+    heartbeats in that time, so their silence in it is the supervisor's, not theirs."""
+    late = gap - asked
+    return late if late > STALL_AFTER else 0.0
+
+
+def forgiven(t: float, late: float, now: float) -> float:
+    """A worker's last sign of life (or its fork time), moved on by the loop's stall:
+    silence is counted as if the loop had not stopped, never beyond now."""
+    return min(now, t + late)
 
 
 def abort_deadline(now: float, heartbeat_timeout: float) -> float:

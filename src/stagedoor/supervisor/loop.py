@@ -8,7 +8,9 @@ Shape (gunicorn's arbiter, uvicorn's Process wrapper, circus' flapping limit):
         a pidfd                 per worker, readable when it exits (else waitpid polling)
         the metrics endpoint    when --metrics-port > 0: the listener and each client
                                 connection, non-blocking (ops/endpoint.py)
-    every tick: reap, check heartbeats and deadlines, respawn, ping systemd.
+    every tick: reap, read every heartbeat pipe, check heartbeats and deadlines (the
+    loop's own lateness, a stall of the supervisor, is not charged to the workers),
+    respawn, ping systemd.
 
 The supervisor never has a thread, an event loop, a Redis connection or a DNS lookup
 at fork time (it checks the first two before every fork and refuses otherwise): what
@@ -103,6 +105,7 @@ class Supervisor:
         self.boot_deadline = self.started + settings.boot_timeout
         self.next_extend = 0.0
         self.next_watchdog = self.started
+        self.judged = self.started  # monotonic time the loop last judged the workers
         self.metrics: Any = None
         self.reporter = Reporter(self, self.started)
 
@@ -183,7 +186,8 @@ class Supervisor:
         pool = self.pool
         now = time.monotonic()
         pool.spawn_due(now)
-        for key, mask in self.selector.select(self._timeout(now)):
+        asked = self._timeout(now)
+        for key, mask in self.selector.select(asked):
             kind, handle = key.data
             if kind == "wake":
                 self.signals.clear_wakeups()
@@ -198,12 +202,28 @@ class Supervisor:
         while self.signals.pending:
             self._on_signal(self.signals.pending.popleft())
         pool.reap_all()
+        pool.read_all()  # heartbeats are read before they are judged
         now = time.monotonic()
+        self._forgive_stall(now, asked)
         self._check(now)
+        self.judged = now
         self._advance_reload()
         self.reporter.report(now)
         if self.stopping and not pool.handles and self.exit_code is None:
             self.exit_code = EX_OK
+
+    def _forgive_stall(self, now: float, asked: float) -> None:
+        """The loop's own lateness is never charged to a worker: a supervisor stopped
+        (SIGSTOP, a blocked stderr or journald, a frozen cgroup, a debugger) longer than
+        heartbeat_timeout would otherwise abort every healthy worker when it resumes."""
+        late = rules.loop_lateness(now - self.judged, asked)
+        if not late:
+            return
+        log.warning("the supervisor's loop stalled for %.1fs (stopped, or blocked on a "
+                    "write); that time is not counted against the workers' heartbeats",
+                    late)
+        self.pool.forgive(late, now)
+        self.boot_deadline += late
 
     def _timeout(self, now: float) -> float:
         due = [s.next_spawn for s in self.pool.slots.values()

@@ -176,6 +176,21 @@ class Pool:
                 continue
             self._on_message(h, msg)
 
+    def read_all(self) -> None:
+        """Every heartbeat pipe, whatever the select said: after a stall of the loop a
+        restarted epoll_wait can come back with no events although every pipe is full,
+        and heartbeats are read before they are judged."""
+        for h in list(self.handles.values()):
+            if h.proc.heartbeat_fd >= 0:
+                self.read(h)
+
+    def forgive(self, late: float, now: float) -> None:
+        """The loop stalled `late` seconds: that silence is not the workers'."""
+        for h in self.handles.values():
+            if h.last_hb is not None:
+                h.last_hb = rules.forgiven(h.last_hb, late, now)
+            h.started = rules.forgiven(h.started, late, now)
+
     def _on_message(self, h: Handle, msg: dict[str, Any]) -> None:
         now = time.monotonic()
         h.last_hb = now

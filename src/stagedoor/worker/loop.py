@@ -37,6 +37,7 @@ from . import lifecycle
 from .acks import Acker
 from .dispatch import Dispatcher
 from .outage import Outage
+from .ownership import NameClaim
 from .policy import Deadlines
 from .presence import Pause, Presence
 from .reader import Reader
@@ -104,9 +105,13 @@ class Worker:
             dispatcher=self.dispatcher, redelivery=self.redelivery, stats=self.stats,
             stop=self._stopping, outage=self.outage, pause=self.pause, burst=burst)
         self.dispatcher.recover_soon = reader.recover_soon
+        # One consumer name, one reading process, whoever started the others
+        # (ownership.py): nothing is read, own pending list included, before it is ours.
+        self.claim = NameClaim(s, self.cmd, consumer=self.consumer, stats=self.stats,
+                               on_lost=self._name_lost, on_back=self._name_back)
         self.presence = Presence(s, self.cmd, consumer=self.consumer, slot=slot,
                                  stats=self.stats, slots=self.slots, pause=self.pause,
-                                 unblock=self._unblock_read)
+                                 unblock=self._unblock_read, claim=self.claim)
         self.killer = killer
 
     def request_stop(self) -> None:
@@ -120,6 +125,17 @@ class Worker:
         if r.reading and r.blocking and r.conn.client_id is not None:
             with contextlib.suppress(Exception):
                 await self.acker.conn.call("CLIENT", "UNBLOCK", r.conn.client_id)
+
+    async def _name_lost(self) -> None:
+        """Another process holds our consumer name now: read nothing more."""
+        self.pause.name(False)
+        await self._unblock_read()
+
+    def _name_back(self) -> None:
+        """The name is ours again: read on, our own pending list first (the other
+        process may have left entries on it)."""
+        self.reader.recover_soon()
+        self.pause.name(True)
 
     @property
     def stopping(self) -> bool:
@@ -154,6 +170,10 @@ class Worker:
             # and reads nothing (lifecycle.unless_stopped).
             if not await lifecycle.unless_stopped(self._boot(), self._stopping, "booting"):
                 return
+            go = self._go
+            if go is None or go.is_set():  # the usual case: the name is ours by READY
+                with contextlib.suppress(Exception):
+                    await self.claim.attempt()
             # The fleet registry and the pause flag, before the first read: a worker
             # that starts while the fleet is paused reads nothing.
             with contextlib.suppress(Exception):
@@ -165,13 +185,15 @@ class Worker:
             lifecycle.warn_at_start(s, self.registry, self.consumer)
             log.info("worker %s ready (concurrency %d, count %d, block %d ms)", self.consumer,
                      s.concurrency, s.count, s.block_ms, extra={"consumer": self.consumer})
-            go = self._go
             if go is not None and not go.is_set():
                 log.info("worker %s waits to read: another process of this name is still "
                          "finishing its jobs", self.consumer, extra={"consumer": self.consumer})
                 if not await lifecycle.unless_stopped(go.wait(), self._stopping,
                                                       "waiting for the consumer name"):
                     return
+            if not self.claim.owned and not await lifecycle.unless_stopped(
+                    self.claim.acquire(), self._stopping, "waiting for the consumer name"):
+                return
             # Everything alive now lives for the whole process: keep the collector off it.
             gc.freeze()
             consume = asyncio.create_task(self.reader.consume(), name="consume")
@@ -192,6 +214,7 @@ class Worker:
                                   consume, reclaim)
         finally:
             await lifecycle.cancel_and_wait([*tasks, *self.slots.running.values()])
+            await self.claim.release()  # after the drain and its acks: the name is free
             self.executor.shutdown(wait=False, cancel_futures=True)
             await self.reader.conn.aclose()
             await self.acker.aclose()

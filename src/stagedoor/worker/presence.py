@@ -1,12 +1,15 @@
-"""The worker's heartbeat to Redis: its presence in the fleet registry, and the pause flag.
+"""The worker's heartbeat to Redis: its claim on its consumer name, its presence in the
+fleet registry, and the pause flag.
 
 Once a presence interval (heartbeat_interval, but at least PRESENCE_MIN_INTERVAL: a
 sub-second heartbeat, for fast hang detection, must not multiply the Redis traffic of
-a fleet), one pipelined round trip on the worker's command client (ops/fleet.py
-describes the keys):
+a fleet), the renewal of the claim on the consumer name (one EVALSHA: ownership.py),
+then one pipelined round trip on the worker's command client (ops/fleet.py describes
+the keys):
 
     GET stagedoor:paused:<stream>
     SET stagedoor:worker:<stream>:<consumer> <json> PX <presence_ttl_ms>
+                                           (only while the name is ours)
 
 and at the first beat and once every NAMES_EVERY seconds, in the same round trip:
 
@@ -14,11 +17,15 @@ and at the first beat and once every NAMES_EVERY seconds, in the same round trip
     EXPIRE stagedoor:fleet:<stream> 86400
 
 Nothing here is on the read path: the reader only looks at `Pause.active` (an
-attribute) before each read, so a running fleet pays two commands a second a worker,
+attribute) before each read, so a running fleet pays three commands a second a worker,
 and a pause is seen within one such beat (one heartbeat at the default 1 s).  Seen,
 the worker ends a blocking read that waits (CLIENT UNBLOCK, as at a stop: a reply
 already sent is still dispatched), finishes what it holds, reads and reclaims
-nothing, and keeps heartbeating; the flag gone, it reads again at once.
+nothing, and keeps heartbeating; a resume seen (the flag holds a resumed record:
+ops/fleet.py), it reads again at once.  The flag gone while it pauses us is not a
+resume but a key lost with Redis's data: the worker logs "pause flag disappeared",
+sets its pause_lost gauge (alert StagedoorPauseFlagLost) and stays paused until an
+operator's resume.
 
 A failed round trip (Redis away, OOM refusing the SET) changes nothing: the worker
 keeps the pause state it had and tries again at the next beat.
@@ -45,6 +52,7 @@ from ..stream import connection
 from ..stream.keys import fleet_key, paused_key, presence_key
 from ..version import __version__
 from .family import ProcessFamily
+from .ownership import NameClaim
 from .slots import Slots
 
 log = logging.getLogger("stagedoor.worker")
@@ -54,34 +62,72 @@ _BEST_EFFORT: tuple[type[BaseException], ...] = (redis.RedisError, *connection.T
 
 
 class Pause:
-    """Whether the fleet is paused, as this worker last saw the flag."""
+    """Whether this worker may read, as it last saw: the fleet's pause flag, and its
+    consumer name held by another process (ownership.py).  The reader looks only at
+    `active` (an attribute) and waits on `wait_clear()`."""
 
     def __init__(self, stats: WorkerStats, consumer: str) -> None:
         self.stats = stats
         self.consumer = consumer
-        self.state: PauseState | None = None
+        self.state: PauseState | None = None  # the fleet's pause, while it holds us
+        self.name_out = False  # our consumer name is not ours now
+        self.lost = False  # the flag vanished while it paused us (flag_gone)
         self._clear = asyncio.Event()
         self._clear.set()
         stats.gauges["paused"] = 0
+        stats.gauges["pause_lost"] = 0
 
     @property
     def active(self) -> bool:
         return not self._clear.is_set()
 
+    @property
+    def fleet(self) -> bool:
+        """The fleet's pause holds this worker."""
+        return self.state is not None
+
+    def _update(self) -> None:
+        if self.state is not None or self.name_out:
+            self._clear.clear()
+        else:
+            self._clear.set()
+
     def enter(self, state: PauseState) -> None:
         self.state = state
-        self._clear.clear()
+        self.lost = False
+        self._update()
         self.stats.gauges["paused"] = 1
+        self.stats.gauges["pause_lost"] = 0
         log.warning("fleet paused%s%s: finishing the jobs held, reading nothing new",
                     f" by {state.by}" if state.by else "",
                     f" ({state.reason})" if state.reason else "",
                     extra={"consumer": self.consumer})
 
-    def leave(self) -> None:
+    def leave(self, state: PauseState) -> None:
+        """An operator's resume (the flag holds a resumed record)."""
         self.state = None
-        self._clear.set()
+        self.lost = False
+        self._update()
         self.stats.gauges["paused"] = 0
-        log.warning("fleet resumed: reading again", extra={"consumer": self.consumer})
+        self.stats.gauges["pause_lost"] = 0
+        log.warning("fleet resumed%s: reading again",
+                    f" by {state.by}" if state.by else "", extra={"consumer": self.consumer})
+
+    def flag_gone(self) -> None:
+        """The flag is absent while this worker is paused: not a resume (that leaves a
+        resumed record), the key was lost with Redis's data.  Stay paused, loudly."""
+        if self.lost:
+            return
+        self.lost = True
+        self.stats.gauges["pause_lost"] = 1
+        log.error("pause flag disappeared (Redis flushed, restarted without persistence "
+                  "or evicted it), not resumed: staying paused until `stagedoor resume`",
+                  extra={"consumer": self.consumer})
+
+    def name(self, ours: bool) -> None:
+        """The consumer name is ours again (read on), or held by another process."""
+        self.name_out = not ours
+        self._update()
 
     async def wait_clear(self) -> None:
         await self._clear.wait()
@@ -92,8 +138,10 @@ class Presence:
 
     def __init__(self, settings: Settings, cmd: aioredis.Redis, *, consumer: str, slot: int,
                  stats: WorkerStats, slots: Slots, pause: Pause,
-                 unblock: Callable[[], Awaitable[None]]) -> None:
+                 unblock: Callable[[], Awaitable[None]],
+                 claim: NameClaim | None = None) -> None:
         self.settings = settings
+        self.claim = claim
         self.cmd = cmd
         self.consumer = consumer
         self.slot = slot
@@ -119,31 +167,43 @@ class Presence:
                 "started": round(self.started, 3),
                 "handled": int(sum(self.stats.counters.get("handled", {}).values())),
                 "in_flight": len(self.slots.running),
-                "rss_bytes": self._family.rss(), "paused": self.pause.active,
+                "rss_bytes": self._family.rss(), "paused": self.pause.fleet,
                 "seen_ms": int(time.time() * 1000)}
 
     async def beat(self) -> None:
         paused, presence, names = self._keys
+        claim = self.claim
+        # Renewed once a beat (not again right after the boot's attempt took it); never
+        # raises for Redis, and may stop the reading (ownership.py).
+        if claim is not None and claim.acquired and \
+                time.monotonic() - claim.renewed_at >= self.interval / 2:
+            await claim.renew()
         pipe = self.cmd.pipeline(transaction=False)
         pipe.execute_command("GET", paused)
-        pipe.execute_command("SET", presence, orjson.dumps(self.record()), "PX", self._ttl)
+        if claim is None or claim.owned:  # the name's record is its reading process's
+            pipe.execute_command("SET", presence, orjson.dumps(self.record()), "PX",
+                                 self._ttl)
         now = time.monotonic()
         if now >= self._names_due:
             pipe.execute_command("HSET", names, self.consumer, int(time.time() * 1000))
             pipe.execute_command("EXPIRE", names, FLEET_TTL_S)
         replies = await pipe.execute(raise_on_error=False)
         if now >= self._names_due and not any(isinstance(r, BaseException)
-                                              for r in replies[2:]):
+                                              for r in replies[-2:]):
             self._names_due = now + NAMES_EVERY
         flag = replies[0]
         if isinstance(flag, BaseException):
             raise flag
         state = parse_pause(flag, paused)
-        if state.paused and not self.pause.active:
-            self.pause.enter(state)
-            await self.unblock()
-        elif not state.paused and self.pause.active:
-            self.pause.leave()
+        if state.paused:
+            if not self.pause.fleet or self.pause.lost:  # a pause, or a new one
+                self.pause.enter(state)
+                await self.unblock()
+        elif self.pause.fleet:
+            if state.resumed is not None:
+                self.pause.leave(state)
+            else:
+                self.pause.flag_gone()
 
     async def run(self) -> None:
         while True:

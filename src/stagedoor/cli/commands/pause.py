@@ -2,9 +2,10 @@
 
 Paused, every worker of the stream finishes the jobs it holds, reads and reclaims
 nothing new from its next heartbeat on, and keeps heartbeating; the supervisors stay
-up and say `paused` in /readyz and the status file.  Resume deletes the flag; the
-workers read again at their next heartbeat.  Both are one entry of the audit log
-(ops/audit.py).
+up and say `paused` in /readyz and the status file.  Resume writes a resumed record in
+the flag's place (not a delete: a flag lost with Redis's data keeps the workers paused,
+an operator's resume does not); the workers read again at their next heartbeat.  Both
+are one entry of the audit log (ops/audit.py).
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object (for scripts)")
     p.set_defaults(func=run_pause)
     r = subparsers.add_parser(
-        "resume", help="Let the fleet take new jobs again (deletes the pause flag).",
-        description="Delete the fleet-wide pause flag: the workers read again at their "
-                    "next heartbeat.")
+        "resume", help="Let the fleet take new jobs again (ends the pause).",
+        description="Record a resume in the fleet-wide pause flag's place: the workers "
+                    "read again at their next heartbeat, also those that stayed paused "
+                    "because the flag disappeared.")
     r.add_argument("--json", action="store_true", help="one JSON object (for scripts)")
     r.set_defaults(func=run_resume)
     for leaf in (p, r):
@@ -79,7 +81,7 @@ def run_resume(args: argparse.Namespace) -> int:
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:
-        state = await fleet.resume(client, s)
+        state = await fleet.resume(client, s, by=audit.cli_user())
         await audit.record(client, s, who=audit.cli_user(), via="cli", action="resume",
                            count=1 if state.paused else 0)
         if args.json:
@@ -88,7 +90,8 @@ def run_resume(args: argparse.Namespace) -> int:
             print(f"resumed {s.stream} (paused since {_since(state)}); workers read again "
                   "within one heartbeat")
         else:
-            print(f"{s.stream} was not paused")
+            print(f"{s.stream} was not paused (resume recorded: workers whose pause flag "
+                  "disappeared read again)")
         return 0
 
     return run_op("stagedoor resume", s, action)
