@@ -9,6 +9,9 @@ CLI and the workers pay nothing for it.
     sampler      the overview's numbers, sampled from Redis into a bounded history
     views        the pages and actions; every query and action is an ops/ function
     app          the aiohttp application: routes, middlewares, TLS, start and stop
+    throttle     the log-in throttle: token buckets per source address and in all
+    admission    how many requests reach Redis at once (503 "busy, retry" past it)
+    quietlog     repeated errors logged once a minute, with a count
 
 The pages are server-rendered (Jinja2, autoescape on) and every action is a plain
 HTML form; static/console.js only refreshes the overview's numbers and chart.
