@@ -228,6 +228,30 @@ def test_an_id_ahead_of_the_clock_is_reported_not_clamped(client: redis.Redis,
     assert "queue_age_seconds" not in queue_gauges(st)
 
 
+def test_status_shows_what_stagedoor_keeps_besides_the_streams(client: redis.Redis,
+                                                               settings: Settings,
+                                                               redis_url: str) -> None:
+    """Per-job keys by family against the stream (issue 37 item 7): the done marks' hashes
+    and a redelivered entry's start count are counted, and more than the stream's own
+    memory (here 2,000 marks as keys of their own, the layout before issue 36) warns."""
+    ensure_group(client, settings)
+    client.execute_command("XADD", "jobs", "*", *job(1))
+    client.hset("stagedoor:marks:0", mapping={"1": "render_tickets"})
+    client.set("stagedoor:starts:1-0", 2)
+    doc = orjson.loads(cli("status", "--json", "--redis-url", redis_url).stdout)
+    assert doc["kept"]["state"] == "OK", doc["kept"]
+    assert "stagedoor:marks:<n> 1 keys" in doc["kept"]["found"]
+    assert "stagedoor:starts:<n> 1 keys" in doc["kept"]["found"]
+    pipe = client.pipeline(transaction=False)
+    for n in range(2000):
+        pipe.set(f"stagedoor:done:{n}", "render_tickets", ex=600)
+    pipe.execute()
+    text = cli("status", "--redis-url", redis_url).stdout
+    line = next(ln for ln in text.splitlines() if ln.startswith("kept "))
+    assert line.startswith("kept      WARNING: ") and "stagedoor:done:<n> 2,000 keys" in line
+    assert "expire on their own" in line, line
+
+
 def test_trimming_only_delivered_entries_is_no_alarm(client: redis.Redis,
                                                       settings: Settings) -> None:
     # Ids far apart, so the first entry left is newer than "the id after the cursor".

@@ -26,7 +26,7 @@ import redis
 
 from ... import config
 from ...exitcodes import EX_UNAVAILABLE
-from ...ops.check import Thresholds, evaluate, unknown
+from ...ops.check import STATE_NAMES, Thresholds, evaluate, unknown
 from ...ops.inspect import InspectError, queue_status, redis_memory
 from ...redaction import redact
 from ...stream.connection import sync_client
@@ -132,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
         status = queue_status(client, settings)
         status["redis_memory"] = redis_memory(client)
         status["fleet"] = fleet_status(settings)
+        status["kept"] = kept_status(client, settings)
     except OUTAGE_ERRORS as e:
         return unreachable("stagedoor status", settings, e)
     except InspectError as e:
@@ -141,6 +142,20 @@ def run(args: argparse.Namespace) -> int:
         client.close()
     _write(status, args.json)
     return 0
+
+
+def kept_status(client: Any, settings: config.Settings) -> dict[str, Any] | None:
+    """What stagedoor keeps in Redis besides the streams, by family, against the job
+    stream's memory (the doctor's bounded SCAN, ops/doctor/keys.py): only here, in the
+    one-off `stagedoor status`, never in --watch or the supervisor's reports.  None on a
+    Cluster (a SCAN is one node's: `stagedoor doctor` against each node)."""
+    from ...ops.doctor.keys import kept
+    from ...stream import cluster
+
+    if cluster.is_cluster_url(settings.redis_url):
+        return None
+    finding = kept(client, settings)
+    return {"state": STATE_NAMES[finding.state], "found": finding.found, "fix": finding.fix}
 
 
 def fleet_status(settings: config.Settings) -> dict[str, Any] | None:
@@ -392,6 +407,11 @@ def format_status(st: dict[str, Any]) -> str:
             text += (": FULL, Redis refuses writes; workers take no new entries until it "
                      "clears (free memory or raise maxmemory)")
         lines.append(text)
+    kept = st.get("kept")
+    if kept:
+        state = "" if kept["state"] == "OK" else f"{kept['state']}: "
+        lines.append(f"kept      {state}{kept['found']}"
+                     + (f" ({kept['fix']})" if kept["fix"] else ""))
     text = f"dead      {dead['name']}: {dead['length']} entries"
     if dead.get("maxlen"):
         text += f" of ~{dead['maxlen']} (dead_maxlen)"
