@@ -25,7 +25,7 @@ import psutil
 import redis
 from tests.aclmode import worker_url
 from tests.paths import SRC
-from tests.workerkit import kill_all_of, poll
+from tests.workerkit import kill_all_of, live_children, poll
 
 from stagedoor.config import Settings
 from stagedoor.stream.job import Job
@@ -126,11 +126,7 @@ class Sup:
         return wait_for(ok, timeout, what=f"{n} ready workers")
 
     def children(self) -> list[int]:
-        try:
-            return [c.pid for c in psutil.Process(self.pid).children()
-                    if c.status() != psutil.STATUS_ZOMBIE]
-        except psutil.NoSuchProcess:
-            return []
+        return [c.pid for c in live_children(self.pid)]
 
     def stderr(self) -> str:
         return self.err_path.read_text(errors="replace")

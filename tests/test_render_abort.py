@@ -34,7 +34,7 @@ import pytest
 import redis
 from tests.helpers_supervisor import enqueue, supervisor, wait_for
 from tests.test_exporter import value
-from tests.workerkit import dead_entries, gone, read_fleet
+from tests.workerkit import dead_entries, gone, live_children, read_fleet
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import free_port
@@ -116,8 +116,7 @@ def _scrape(port: int) -> str:
 
 
 def _render_processes(worker: int) -> list[int]:
-    return [c.pid for c in psutil.Process(worker).children()
-            if c.status() != psutil.STATUS_ZOMBIE]
+    return [c.pid for c in live_children(worker)]
 
 
 @pytest.mark.server

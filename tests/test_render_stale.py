@@ -26,7 +26,7 @@ import orjson
 import psutil
 import pytest
 import redis
-from tests.workerkit import add_jobs, eventually, gone, running
+from tests.workerkit import add_jobs, eventually, gone, live_children, running
 
 from stagedoor.config import Settings
 from stagedoor.demo.orders import demo_order
@@ -43,8 +43,7 @@ HANG = "HANG-IN-RENDER-91c4"
 
 
 def _render_processes() -> list[psutil.Process]:
-    return [p for p in psutil.Process().children()
-            if "render process of worker" in " ".join(p.cmdline())]
+    return live_children(os.getpid(), "render process of worker")
 
 
 async def test_a_render_of_a_timed_out_job_never_lands_after_the_refund(

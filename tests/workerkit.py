@@ -125,6 +125,30 @@ def gone(pids: Iterable[int]) -> bool:
     return True
 
 
+def live_children(pid: int, cmdline: str | None = None) -> list[Any]:
+    """The children of pid that are running (not zombies), as psutil processes; those
+    whose command line holds `cmdline` if given.  A child that exits between the
+    listing and the look at it is gone, not an error (the render tests kill and reap
+    them while they look)."""
+    import psutil
+
+    try:
+        children = psutil.Process(pid).children()
+    except psutil.NoSuchProcess:
+        return []
+    out = []
+    for c in children:
+        try:
+            if c.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if cmdline is not None and cmdline not in " ".join(c.cmdline()):
+                continue
+        except psutil.NoSuchProcess:
+            continue
+        out.append(c)
+    return out
+
+
 def read_fleet(settings: Settings) -> fleet.Fleet:
     """The fleet registry as `stagedoor status` and the console read it."""
     async def go() -> fleet.Fleet:
