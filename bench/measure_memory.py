@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import time
 from collections import defaultdict
 
@@ -25,6 +24,7 @@ import redis
 
 from stagedoor.config import Settings
 from stagedoor.handlers import Context, Registry
+from stagedoor.ops.doctor.keys import family as doctor_family
 from stagedoor.stream import connection
 from stagedoor.stream.job import Job, make_job
 from stagedoor.stream.queue import enqueue_sync
@@ -33,12 +33,11 @@ from stagedoor.worker.loop import Worker
 from . import measure_common as mc
 
 CHUNK = 1_000
-_ID = re.compile(r"(\{[^}]*\}|[0-9]+-[0-9]+|[0-9]+)")
 
 
 def family(key: str) -> str:
-    """stagedoor:done:4471 -> stagedoor:done:<n>; hash tags and entry ids alike."""
-    return _ID.sub("<n>", key)
+    """stagedoor:done:4471 -> stagedoor:done:<n>: the doctor's families, prefix kept."""
+    return doctor_family("", key)
 
 
 def registry(done_marks: bool) -> Registry:

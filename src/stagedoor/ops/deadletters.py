@@ -334,7 +334,7 @@ def dead_entry(entry_id: Any, fields: Any) -> DeadEntry:
         consumer=field(f, DEAD_FIELD_PREFIX + b"consumer"), fields=field_pairs(f))
 
 
-def _before(entry_id: str) -> str:
+def before_id(entry_id: str) -> str:
     return "(" + entry_id
 
 
@@ -345,7 +345,7 @@ async def list_dead(client: aioredis.Redis, settings: Settings,
     s, flt = settings, flt or DeadFilter()
     total, trimmed = await pipeline(client, [("XLEN", s.dead_stream),
                                              ("GET", dead_trimmed_key(s))])
-    hi = _before(before) if before else (flt.until or "+")
+    hi = before_id(before) if before else (flt.until or "+")
     lo = flt.since or "-"
     out: list[DeadEntry] = []
     scanned = 0
@@ -371,7 +371,7 @@ async def list_dead(client: aioredis.Redis, settings: Settings,
         if len(page) < count or last is None:
             exhausted = True
             break
-        hi = _before(last)
+        hi = before_id(last)
     more = last is not None and not exhausted
     return DeadPage(total=int(total) if not isinstance(total, Exception) else 0,
                     trimmed=int(trimmed) if trimmed and not isinstance(trimmed, Exception)
@@ -451,7 +451,7 @@ async def by_error(client: aioredis.Redis, settings: Settings, *,
         if len(page) < count:
             complete = True
             break
-        hi = _before(text(page[-1][0]))
+        hi = before_id(text(page[-1][0]))
     for g in groups.values():
         g.kinds.sort()
     complete = complete or (not isinstance(total, Exception) and scanned >= int(total))

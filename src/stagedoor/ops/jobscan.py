@@ -27,6 +27,7 @@ import dataclasses
 
 import redis.asyncio as aioredis
 
+from .deadletters import before_id
 from .records import pipeline, text
 
 # Entries one XREVRANGE reads: ~0.3-0.6 ms of Redis for the seed's five fields.
@@ -38,11 +39,6 @@ class ScanCost:
     """What one lookup cost Redis: XREVRANGE calls (round trips) and entries read."""
     calls: int = 0
     entries: int = 0
-
-
-def _before(entry_id: str) -> str:
-    """The exclusive upper bound just below an id, for XREVRANGE's next slice."""
-    return "(" + entry_id
 
 
 def _matches(fields: list[bytes], match: list[tuple[bytes, bytes]]) -> bool:
@@ -79,5 +75,5 @@ async def find(client: aioredis.Redis, stream: str, match: list[tuple[str, str]]
                     break
         if len(page) < SLICE:
             break  # the slice reached the stream's start
-        hi = _before(text(page[-1][0]))
+        hi = before_id(text(page[-1][0]))
     return found
