@@ -155,12 +155,17 @@ class EnqueueError(RuntimeError):
 
     @property
     def progress(self) -> str:
-        last = f", last id {self.ids[-1]}" if self.ids else ""
-        text = f"{len(self.ids)} of {self.total} jobs went in{last}"
-        if self.unknown:
-            text += (f"; the next {self.unknown} may have gone in too (sent, and Redis did "
-                     f"not answer): send them again, deduped by outbox_id")
-        return text
+        return _progress(self.ids, self.total, self.unknown)
+
+
+def _progress(ids: list[str], total: int, unknown: int = 0) -> str:
+    """'N of M jobs went in, last id X', and the jobs that may have gone in too."""
+    last = f", last id {ids[-1]}" if ids else ""
+    text = f"{len(ids)} of {total} jobs went in{last}"
+    if unknown:
+        text += (f"; the next {unknown} may have gone in too (sent, and Redis did not "
+                 f"answer): send them again, deduped by outbox_id")
+    return text
 
 
 class BacklogFull(EnqueueError):
@@ -289,9 +294,7 @@ def _settle(settings: Settings, reply: Any, wanted: int, ids: list[str], total: 
         raise BacklogFull(
             f"backlog of {settings.stream} is {backlog} entries, the refusal level "
             f"{settings.backlog_refuse_fraction:.0%} of maxlen {settings.maxlen} ({limit}): "
-            f"adding more would trim jobs no worker has read; "
-            f"{len(ids)} of {total} jobs went in"
-            + (f", last id {ids[-1]}" if ids else ""),
+            f"adding more would trim jobs no worker has read; {_progress(ids, total)}",
             ids, total, backlog=backlog, limit=limit)
     if backlog >= 0 and now >= warn:
         log.warning("backlog of %s is %d entries, %d%% of maxlen %d (warns at %s, refuses "
@@ -312,12 +315,10 @@ def _failed(e: redis.RedisError, ids: list[str], total: int, wanted: int = 0
             ) -> EnqueueError:
     """The error for a chunk of `wanted` jobs that failed after `ids` went in."""
     if is_oom(e):
-        last = f", last id {ids[-1]}" if ids else ""
-        return RedisOutOfMemory(f"{OOM_ADVICE}; {len(ids)} of {total} jobs went in{last}",
-                                ids, total)
-    error = EnqueueError("", ids, total, unknown=wanted if _sent(e) else 0)
-    error.args = (f"{first_line(e)}; {error.progress}",)
-    return error
+        return RedisOutOfMemory(f"{OOM_ADVICE}; {_progress(ids, total)}", ids, total)
+    unknown = wanted if _sent(e) else 0
+    return EnqueueError(f"{first_line(e)}; {_progress(ids, total, unknown)}", ids, total,
+                        unknown=unknown)
 
 
 # Tries of one chunk whose script a replica refused (nothing written): a new connection
@@ -347,11 +348,9 @@ def _wrote_nothing(e: redis.RedisError) -> bool:
 
 def _no_master(e: redis.RedisError, ids: list[str], total: int) -> EnqueueError:
     """Every try of a chunk refused by a replica: nothing of it went in."""
-    last = f", last id {ids[-1]}" if ids else ""
     return EnqueueError(f"Redis answered as a replica {MASTER_TRIES} times: the master "
                         f"changed (a failover) and no new master took the jobs yet "
-                        f"({_replica_said(e)}); {len(ids)} of {total} jobs "
-                        f"went in{last}", ids, total)
+                        f"({_replica_said(e)}); {_progress(ids, total)}", ids, total)
 
 
 def _new_connections(client: redis.Redis) -> None:
