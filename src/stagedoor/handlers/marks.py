@@ -46,6 +46,8 @@ import time
 import redis.asyncio as aioredis
 
 from ..config import Settings
+from ..ops.inspect import id_ms
+from ..ops.records import now_ms
 
 log = logging.getLogger("stagedoor.handlers")
 
@@ -91,12 +93,7 @@ class MarkWindow:
         except Exception as e:  # best effort: the last TTL stands
             log.debug("could not read the stream's window: %s", e)
             return
-        seconds, micros = (int(x) for x in list(clock)[:2])
-        oldest_ms = None
-        if oldest:
-            first = oldest[0][0]
-            first = first.decode() if isinstance(first, bytes) else str(first)
-            oldest_ms = int(first.partition("-")[0])
-        ttl = turnover_ttl(s, seconds * 1000 + micros // 1000, oldest_ms, int(length))
+        oldest_ms = id_ms(oldest[0][0]) if oldest else None
+        ttl = turnover_ttl(s, now_ms(clock), oldest_ms, int(length))
         if ttl is not None:
             self._ttl = ttl
