@@ -22,10 +22,10 @@ from typing import Any
 from aiohttp import web
 
 from ..handlers.files import OutsideTicketsDir, confined
-from ..ops import audit, deadletters, fleet, jobs, pending
+from ..ops import audit, deadletters, fleet, jobs, kindstats, pending
 from ..ops.deadletters import BadBound, DeadFilter
 from ..ops.inspect import BadEntryId, check_id, parse_id
-from . import security
+from . import kindchart, security
 from .console import Console, console_of
 from .credentials import ACTS
 
@@ -508,6 +508,14 @@ async def audit_page(request: web.Request) -> web.StreamResponse:
     return page(request, "audit.html", entries=entries)
 
 
+# -- metrics by kind ----------------------------------------------------------------------
+async def kinds_page(request: web.Request) -> web.StreamResponse:
+    """The last hour by kind (ops/kindstats.py): one round trip, read by any role."""
+    console = console_of(request)
+    w = await kindstats.window(console.client, console.settings)
+    return page(request, "kinds.html", w=w, charts=kindchart.charts(w))
+
+
 def add_routes(app: web.Application) -> None:
     r = app.router
     r.add_get("/login", login_form)
@@ -529,3 +537,4 @@ def add_routes(app: web.Application) -> None:
     r.add_get("/job", job_page)
     r.add_get("/ticket/{order_id}", ticket)
     r.add_get("/audit", audit_page)
+    r.add_get("/kinds", kinds_page)  # not /metrics: the supervisor's exporter has that

@@ -18,7 +18,9 @@ and at the first beat and once every NAMES_EVERY seconds, in the same round trip
 
 Nothing here is on the read path: the reader only looks at `Pause.active` (an
 attribute) before each read, so a running fleet pays three commands a second a worker,
-and a pause is seen within one such beat (one heartbeat at the default 1 s).  Seen,
+and a pause is seen within one such beat (one heartbeat at the default 1 s).  After
+it, when the worker handled anything since the last beat, one EVALSHA adds its
+per-kind counts to the console's per-minute ring (ops/kindstats.py).  Seen,
 the worker ends a blocking read that waits (CLIENT UNBLOCK, as at a stop: a reply
 already sent is still dispatched), finishes what it holds, reads and reclaims
 nothing, and keeps heartbeating; a resume seen (the flag holds a resumed record:
@@ -47,6 +49,7 @@ import redis.asyncio as aioredis
 
 from ..config import Settings
 from ..ops.fleet import FLEET_TTL_S, PauseState, parse_pause, presence_ttl_ms
+from ..ops.kindstats import Flusher
 from ..ops.metrics import WorkerStats
 from ..stream import connection
 from ..stream.keys import fleet_key, paused_key, presence_key
@@ -157,6 +160,9 @@ class Presence:
         self._ttl = presence_ttl_ms(settings)
         self.interval = max(settings.heartbeat_interval, PRESENCE_MIN_INTERVAL)
         self._names_due = 0.0  # monotonic time the name hash is next written
+        # what this worker counted by kind since the last beat, into the console's
+        # per-minute ring (ops/kindstats.py): one EVALSHA, only when it counted something
+        self.kinds = Flusher(settings, stats)
 
     def record(self) -> dict[str, Any]:
         gauges = self.stats.gauges
@@ -204,6 +210,15 @@ class Presence:
                 self.pause.leave(state)
             else:
                 self.pause.flag_gone()
+        await self.flush_kinds()  # after the pause is seen: it waits for nothing
+
+    async def flush_kinds(self) -> None:
+        """The per-kind counts since the last flush (ops/kindstats.py); best effort:
+        a failure keeps them for the next beat."""
+        try:
+            await self.kinds.flush(self.cmd, time.time())
+        except _BEST_EFFORT as e:
+            log.debug("per-kind counts not written: %s", e)
 
     async def run(self) -> None:
         while True:
