@@ -584,3 +584,49 @@ def test_every_action_works_without_javascript(tmp_path: Path, redis_url: str) -
             wait(lambda: by_id(driver, "fleet-state").text == "running")
     finally:
         driver.quit()
+
+
+# -- metrics by kind -----------------------------------------------------------------------
+def test_metrics_by_kind_opened_from_the_nav(browser: Any, tmp_path: Path,
+                                             redis_url: str) -> None:
+    """A viewer opens the Metrics tab from the nav after a worker drained two kinds, one
+    of which fails for good: the table counts them and the plots are drawn."""
+    enqueue(redis_url, "noop", range(1, 31))
+    enqueue(redis_url, "refuse", range(1001, 1005))
+    sup = Sup(tmp_path, redis_url, ["--workers", "1"], env={"SUP_TEST_SLOW": "0.02"}).start()
+    try:
+        def ran() -> bool:
+            text = "".join(p.read_text() for p in sup.marks.glob("*.log"))
+            return text.count("done ") == 30 and text.count("refused ") == 4
+        wait(ran, 60, "30 jobs done and 4 refused")
+        (tmp_path / "web").mkdir()
+        with console(tmp_path / "web", redis_url) as c:
+            log_in(browser, c, "viewer")
+            browser.find_element("link text", "Metrics").click()
+            wait(lambda: browser.current_url.endswith("/kinds"), 10, "the Metrics tab")
+
+            def cell(kind: str, name: str) -> str:
+                return str(browser.find_element(
+                    "css selector", f'tr[data-kind="{kind}"] td.{name}').text)
+
+            def counted() -> bool:
+                if cell("noop", "handled") == "30" and cell("refuse", "dead") == "4":
+                    return True
+                browser.refresh()  # the tab is not live: a person reloads
+                return False
+            wait(counted, 20, "the tab to count every job")
+            assert cell("noop", "failed") == "0" and cell("refuse", "handled") == "0"
+            for kind in ("noop", "refuse"):
+                for name in ("run-p50", "run-p95", "run-p99", "wait-p50", "wait-p99"):
+                    assert cell(kind, name) != "-", (kind, name)
+            chart = by_id(browser, "chart-jobs")
+            assert chart.size["width"] == 600 and chart.is_displayed()
+            lines = all_css(browser, "#chart-jobs polyline.handled")
+            assert len(lines) == 2
+            # the last minute of noop's line is up from the floor (30 jobs)
+            tops = [min(float(p.split(",")[1]) for p in line.get_attribute("points").split())
+                    for line in lines]
+            assert min(tops) < 10
+            assert all_css(browser, "#chart-p95 polyline")
+    finally:
+        sup.kill_all()
