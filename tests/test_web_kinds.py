@@ -10,6 +10,7 @@ histogram_quantile on hand-made buckets, and the ring's bound by writing two hou
 from __future__ import annotations
 
 import bisect
+import json
 import math
 import re
 import time
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 import redis
 import redis.asyncio as aioredis
+from tests.clikit import cli
 from tests.helpers_supervisor import Sup, enqueue, wait_for
 from tests.test_web import Http
 from tests.webkit import console
@@ -130,6 +132,9 @@ def test_the_page_shows_what_two_kinds_did(tmp_path: Path, redis_url: str) -> No
             page = wait_for(shown, 20, what="the page to count every job")
             # the nav links the tab
             assert '<a href="/kinds"' in page
+            # the CLI twin reads the same ring: the same figures, as text and JSON
+            text = cli("status", "--kinds", "--redis-url", redis_url)
+            as_json = cli("status", "--kinds", "--json", "--redis-url", redis_url)
     finally:
         sup.kill_all()
         client.close()
@@ -149,6 +154,13 @@ def test_the_page_shows_what_two_kinds_did(tmp_path: Path, redis_url: str) -> No
         end = float(events["done" if kind == "slow" else "refused"])
         runs[kind].append(end - float(events["start"]))
         waits[kind].append(float(events["start"]) - int(entry_id.split("-")[0]) / 1000)
+    assert text.returncode == 0 and as_json.returncode == 0, text.stderr + as_json.stderr
+    doc = {k["kind"]: k for k in json.loads(as_json.stdout)["kinds"]}
+    assert (doc["slow"]["handled"], doc["refuse"]["dead_lettered"]) == (40, 7)
+    rows = {line.split()[0]: line.split() for line in text.stdout.splitlines()[2:]}
+    assert rows["slow"][1:5] == ["40", "0", "0", "0"]
+    assert rows["refuse"][1:5] == ["0", "0", "0", "7"]
+    assert " ".join(rows["slow"][5:7]) == slow["run-p50"]
     for kind, cells in (("slow", slow), ("refuse", refuse)):
         for q, tag in ((0.5, "p50"), (0.95, "p95"), (0.99, "p99")):
             for what, bounds, measured, slack in (
