@@ -18,9 +18,7 @@ and at the first beat and once every NAMES_EVERY seconds, in the same round trip
 
 Nothing here is on the read path: the reader only looks at `Pause.active` (an
 attribute) before each read, so a running fleet pays three commands a second a worker,
-and a pause is seen within one such beat (one heartbeat at the default 1 s).  After
-it, when the worker handled anything since the last beat, one EVALSHA adds its
-per-kind counts to the console's per-minute ring (ops/kindstats.py).  Seen,
+and a pause is seen within one such beat (one heartbeat at the default 1 s).  Seen,
 the worker ends a blocking read that waits (CLIENT UNBLOCK, as at a stop: a reply
 already sent is still dispatched), finishes what it holds, reads and reclaims
 nothing, and keeps heartbeating; a resume seen (the flag holds a resumed record:
@@ -28,6 +26,10 @@ ops/fleet.py), it reads again at once.  The flag gone while it pauses us is not 
 resume but a key lost with Redis's data: the worker logs "pause flag disappeared",
 sets its pause_lost gauge (alert StagedoorPauseFlagLost) and stays paused until an
 operator's resume.
+
+After the pause is looked at, when the worker handled anything since its last beat,
+a fourth command: one EVALSHA adds its per-kind counts to the console's per-minute
+ring (ops/kindstats.py; best effort, what fails is sent at the next beat).
 
 A failed round trip (Redis away, OOM refusing the SET) changes nothing: the worker
 keeps the pause state it had and tries again at the next beat.
