@@ -172,3 +172,30 @@ def test_the_page_shows_what_two_kinds_did(tmp_path: Path, redis_url: str) -> No
                     (kind, what, tag, value, actual)
         assert _seconds(cells["run-mean"]) == pytest.approx(
             sum(runs[kind]) / len(runs[kind]), abs=0.004)
+
+
+def test_a_stopping_worker_adds_what_it_did_since_its_last_beat(tmp_path: Path,
+                                                               redis_url: str) -> None:
+    """A beat every 30 s: the jobs handled after the boot's beat reach the ring only
+    through the flush after the drain, at a graceful stop (worker/loop.py)."""
+    import signal
+
+    settings = Settings(redis_url=redis_url)
+    sup = Sup(tmp_path, redis_url, ["--workers", "1", "--heartbeat-interval", "30",
+                                    "--heartbeat-timeout", "120"]).start()
+    client = redis.Redis.from_url(redis_url, protocol=2)
+    try:
+        sup.wait_ready(1, timeout=30)
+        enqueue(redis_url, "noop", range(1, 6))
+        wait_for(lambda: len(list(sup.marks.glob("*.log"))) == 5, 30, what="5 jobs done")
+
+        def handled() -> int:
+            return sum(int(client.hget(kindstats.slot_key(settings, i), "noop|h") or 0)
+                       for i in range(SLOTS))
+        assert handled() == 0  # no beat since the jobs ran
+        sup.signal(signal.SIGTERM)
+        assert sup.wait(60) == 0, sup.stderr()[-3000:]
+        assert handled() == 5
+    finally:
+        sup.kill_all()
+        client.close()
