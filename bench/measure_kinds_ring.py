@@ -35,12 +35,12 @@ def fill(stats: WorkerStats, kinds: list[str], every_bucket: bool) -> None:
             stats.observe_wait(kind, s)
 
 
-async def one(url: str, n_kinds: int, every_bucket: bool) -> int:
+async def seed(url: str, n_kinds: int, every_bucket: bool) -> None:
+    """A full hour of `n_kinds` kinds in the ring, a flush a minute (bench.measure_console
+    seeds its queue with it too)."""
     settings = Settings(redis_url=url)
     client = connection.async_client(settings, name="measure")
-    sync = redis.Redis.from_url(url, protocol=2)
     try:
-        sync.flushall()
         kinds = [f"kind_{i:02d}" for i in range(n_kinds)]
         stats = WorkerStats(kinds)
         flusher = Flusher(settings, stats)
@@ -48,10 +48,19 @@ async def one(url: str, n_kinds: int, every_bucket: bool) -> int:
         for ago in range(SLOTS - 1, -1, -1):
             fill(stats, kinds, every_bucket)
             await flusher.flush(client, now - ago * 60)
+    finally:
+        await client.aclose()
+
+
+async def one(url: str, n_kinds: int, every_bucket: bool) -> int:
+    settings = Settings(redis_url=url)
+    sync = redis.Redis.from_url(url, protocol=2)
+    try:
+        sync.flushall()
+        await seed(url, n_kinds, every_bucket)
         return sum(int(sync.memory_usage(slot_key(settings, i), samples=0) or 0)
                    for i in range(SLOTS))
     finally:
-        await client.aclose()
         sync.close()
 
 

@@ -226,7 +226,10 @@ def summarise(now: int, hashes: Sequence[Mapping[str, Any]]) -> KindWindow:
                 n = int(raw)
             except ValueError:
                 continue
-            _add(accs.setdefault(kind, _Acc()), at, code, n)
+            acc = accs.get(kind)
+            if acc is None:  # not setdefault: an _Acc is 60 rows of buckets to build
+                acc = accs[kind] = _Acc()
+            _add(acc, at, code, n)
     kinds = []
     for kind in sorted(accs):
         a = accs[kind]
