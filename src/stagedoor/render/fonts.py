@@ -28,7 +28,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from .. import config
-from . import fontplan, installed
+from . import emoji, fontplan, installed
 from .fontplan import FontPlan as FontPlan
 from .fontplan import han_faces as han_faces
 from .fontplan import language_faces as language_faces
@@ -150,8 +150,11 @@ def plan(dirs: Sequence[str] = config.FONT_DIRS,
                 n = face(name, tag)
                 if n is not None and n not in nums and len(nums) < MAX_SCRIPT_FACES:
                     nums.append(n)
+    # the colour emoji font: not a missing font when absent (the doctor says so)
+    colour = [n for name in emoji.COLOUR_FONTS if _find(name, dirs) is not None
+              and (n := face(name, "emoji")) is not None]
     return FontPlan(tuple(faces), scripts, fb, han_faces, order, missing, lang_faces,
-                    frozenset(fonts))
+                    frozenset(fonts), colour)
 
 
 def missing_warning(p: FontPlan) -> str | None:
