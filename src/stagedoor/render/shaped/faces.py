@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import fonts
+from . import emoji
 from .libs import draw_glyph, harfbuzz, hb_font
 
 HAN_SCRIPTS = ("Hani", "Hira", "Kana", "Bopo")
@@ -52,6 +53,8 @@ class Face:
     font: Any = None
     state: int = 0
     nglyphs: int = 0
+    colour: bool = False        # its glyphs are PNGs: only emoji sequences use it
+    images: dict[int, emoji.Image] = field(default_factory=dict)
     procs: dict[int, tuple[bytes, int]] = field(default_factory=dict)
     inks: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
 
@@ -62,6 +65,7 @@ class Face:
             if self.font is not None:
                 hb = harfbuzz()
                 self.nglyphs = hb.hb_face_get_glyph_count(hb.hb_font_get_face(self.font))
+                self.colour = emoji.has_png(self.font)
         return self.state > 0
 
     @functools.cached_property
@@ -109,6 +113,75 @@ class Fonts:
 
     def has(self, i: int, cp: int) -> int | None:
         return self.faces[i].glyph(cp)
+
+    def text(self, i: int, cp: int) -> int | None:
+        """face_text in fonts.pxi: has, but never a colour emoji face."""
+        gid = self.faces[i].glyph(cp)
+        return None if self.faces[i].colour else gid
+
+    def colour_face(self) -> int:
+        """colour_face in emoji.pxi: the first colour emoji face of the plan that opens."""
+        for n in self.plan.emoji[:8]:
+            if self.faces[n].open() and self.faces[n].colour:
+                return n
+        return -1
+
+    def psname(self) -> bytes:
+        """face_psname in fonts.pxi: the PostScript name (read here by fontTools), only
+        [A-Za-z0-9._-] kept, at most 63 bytes of the name as HarfBuzz copies it."""
+        from fontTools.ttLib import TTFont
+
+        with TTFont(self.path, fontNumber=self.index, lazy=True) as tt:
+            raw = (tt["name"].getDebugName(6) or "").encode()[:PS_NAME_MAX]
+        return bytes(ch for ch in raw if chr(ch) in _PS_CHARS)
+
+    def glyph(self, cp: int) -> int | None:
+        if not self.open():
+            return None
+        gid = ctypes.c_uint32()
+        return gid.value if harfbuzz().hb_font_get_nominal_glyph(self.font, cp,
+                                                            ctypes.byref(gid)) else None
+
+
+@dataclass(frozen=True)
+class OrderFonts:
+    """An order's choice of faces and shaping language (han_array in _render.pyx):
+    the Han faces by its locale, its language's faces per script, its BCP 47 tag."""
+    han: list[int]
+    pref: list[tuple[str, int]] = field(default_factory=list)
+    lang: str = ""
+
+    @classmethod
+    def of(cls, plan: fonts.FontPlan, locale: str, kana: bool) -> OrderFonts:
+        pref = fonts.language_faces(plan, locale)
+        return cls(fonts.han_faces(plan, locale, kana),
+                   [(pref[i].to_bytes(4, "big").decode(), pref[i + 1])
+                    for i in range(0, len(pref), 2)],
+                   fonts.shaping_language(locale))
+
+
+class Fonts:
+    """The configured faces (a fonts.FontPlan), opened on first use."""
+
+    def __init__(self, plan: fonts.FontPlan) -> None:
+        self.plan = plan
+        self.faces = [Face(path, index, bold) for path, index, bold in plan.faces]
+        self.repl: tuple[int, int] | None = None
+
+    def has(self, i: int, cp: int) -> int | None:
+        return self.faces[i].glyph(cp)
+
+    def text(self, i: int, cp: int) -> int | None:
+        """face_text in fonts.pxi: has, but never a colour emoji face."""
+        gid = self.faces[i].glyph(cp)
+        return None if self.faces[i].colour else gid
+
+    def colour_face(self) -> int:
+        """colour_face in emoji.pxi: the first colour emoji face of the plan that opens."""
+        for n in self.plan.emoji[:8]:
+            if self.faces[n].open() and self.faces[n].colour:
+                return n
+        return -1
 
     def pick(self, cp: int, script: str, prev: int, of: OrderFonts,
              bold: int) -> tuple[int, int]:
@@ -158,7 +231,7 @@ class Fonts:
         if self.repl is None:
             found = None
             for n in [*self.plan.fallback[:8], *range(len(self.faces))]:
-                gid = self.has(n, 0xFFFD)
+                gid = self.text(n, 0xFFFD)
                 if gid is not None:
                     found = (n, gid)
                     break
@@ -175,7 +248,11 @@ class Fonts:
             gid = 0
         cached = f.procs.get(gid)
         if cached is None:
-            obj, width, f.inks[gid] = _make_proc(f.font, gid)
+            made = emoji.colour_proc(f.font, face, gid) if f.colour else None
+            if made is not None:
+                obj, width, f.inks[gid], f.images[gid] = made
+            else:
+                obj, width, f.inks[gid] = _make_proc(f.font, gid)
             cached = f.procs[gid] = obj, width
         return cached
 
@@ -188,6 +265,14 @@ class Fonts:
         if gid not in f.inks:
             self.proc(face, gid)
         return f.inks[gid]
+
+    def image(self, face: int, gid: int) -> emoji.Image | None:
+        """The image a colour glyph's procedure paints (None: an outline glyph)."""
+        f = self.faces[face]
+        if gid >= f.nglyphs:
+            gid = 0
+        self.proc(face, gid)
+        return f.images.get(gid)
 
 
 class Pen:
