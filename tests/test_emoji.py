@@ -2,17 +2,20 @@
 
 With the colour font (fonts-noto-color-emoji) each sequence -- a flag of two regional
 indicators, England and Scotland (tag sequences), a skin tone, a ZWJ family, a keycap --
-is one glyph of the font, drawn in colour (the family in the font's greys): poppler's pdftoppm shows coloured pixels
-where it stands and its ink is one emoji wide; pdftotext gives the whole sequence back;
-qpdf --check is clean; both renderers give the same bytes.  Without the colour font the
-sequence prints as its base emoji (a flag as U+1F3F3), as wide as the base alone: no
-hatched square beside a face, no letters in boxes, no row of four faces.
+is one glyph of the font, drawn in colour (the family in the font's greys): poppler's
+pdftoppm shows coloured pixels where it stands and its ink is one emoji wide;
+pdftotext gives the whole sequence back; qpdf --check is clean; both renderers give
+the same bytes.  Without the colour font the sequence prints as its base emoji (a flag
+as U+1F3F3), as wide as the base alone: no hatched square beside a face, no letters in
+boxes, no row of four faces; the doctor says which of the two it is.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -185,3 +188,33 @@ def test_without_the_colour_font_a_sequence_prints_as_its_base(mono_plan: fonts.
         assert ink_width(seq_band) > 0
         assert abs(ink_width(seq_band) - ink_width(base_band)) <= 2, \
             f"{name}: not printed as its base alone"
+
+
+def doctor_line(tmp_path: Path, *args: str) -> str:
+    (tmp_path / "tickets").mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
+    proc = subprocess.run([sys.executable, "-m", "stagedoor", "doctor", "--no-redis",
+                           "--tickets-dir", str(tmp_path / "tickets"), "--unit-dir",
+                           str(tmp_path), *args], capture_output=True, text=True,
+                          timeout=60, env=env, cwd=tmp_path)
+    found = [ln for ln in proc.stdout.splitlines() if " colour emoji: " in ln]
+    assert len(found) == 1, proc.stdout + proc.stderr
+    k = proc.stdout.splitlines().index(found[0])
+    return "\n".join(proc.stdout.splitlines()[k:k + 2])
+
+
+def test_the_doctor_says_whether_emoji_print_in_colour(tmp_path: Path) -> None:
+    assert doctor_line(tmp_path).startswith(
+        "OK       colour emoji: NotoColorEmoji.ttf: flags, skin tones and joined emoji "
+        "print in colour")
+    # the same fonts but the colour one
+    fonts_dir = tmp_path / "fonts"
+    fonts_dir.mkdir()
+    for path in ("/usr/share/fonts/truetype/noto/NotoSans-Regular.ttf",
+                 "/usr/share/fonts/truetype/ancient-scripts/Symbola_hint.ttf"):
+        (fonts_dir / os.path.basename(path)).symlink_to(path)
+    line = doctor_line(tmp_path, "--render-font-dirs", str(fonts_dir))
+    assert line.startswith("WARNING  colour emoji: no colour emoji font (NotoColorEmoji.ttf) "
+                           "in render_font_dirs: flags, skin tones and joined emoji print "
+                           "as their base emoji, in black"), line
+    assert line.endswith("-> apt-get install fonts-noto-color-emoji"), line

@@ -127,10 +127,10 @@ def apply(u: Sequence[int], face: list[int], gid: list[int], colour_face: Callab
           glyph: Callable[[int, int], int | None],
           pick: Callable[[int, int], tuple[int, int]]) -> list[int] | None:
     """emoji_faces in emoji.pxi: give each sequence the colour face (colour_face(), asked
-    at the first sequence, >= 0 and it has the base), else its base's face with the rest hidden (a flag as FLAG).  glyph
-    (face, cp) is a face's glyph of cp (None: none); pick(cp, prev) picks a monochrome
-    face.  Returns the text to shape (u with the hidden characters replaced), or None
-    when nothing is replaced."""
+    at the first sequence, when >= 0 and it has the base), else its base's face with the
+    rest hidden (a flag as FLAG).  glyph(face, cp) is a face's glyph of cp (None: none);
+    pick(cp, prev) picks a monochrome face.  Returns the text to shape (u with the
+    hidden characters replaced), or None when nothing is replaced."""
     su: list[int] | None = None
     colour = -2
     for lo, hi in spans(u):

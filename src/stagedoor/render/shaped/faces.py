@@ -126,63 +126,6 @@ class Fonts:
                 return n
         return -1
 
-    def psname(self) -> bytes:
-        """face_psname in fonts.pxi: the PostScript name (read here by fontTools), only
-        [A-Za-z0-9._-] kept, at most 63 bytes of the name as HarfBuzz copies it."""
-        from fontTools.ttLib import TTFont
-
-        with TTFont(self.path, fontNumber=self.index, lazy=True) as tt:
-            raw = (tt["name"].getDebugName(6) or "").encode()[:PS_NAME_MAX]
-        return bytes(ch for ch in raw if chr(ch) in _PS_CHARS)
-
-    def glyph(self, cp: int) -> int | None:
-        if not self.open():
-            return None
-        gid = ctypes.c_uint32()
-        return gid.value if harfbuzz().hb_font_get_nominal_glyph(self.font, cp,
-                                                            ctypes.byref(gid)) else None
-
-
-@dataclass(frozen=True)
-class OrderFonts:
-    """An order's choice of faces and shaping language (han_array in _render.pyx):
-    the Han faces by its locale, its language's faces per script, its BCP 47 tag."""
-    han: list[int]
-    pref: list[tuple[str, int]] = field(default_factory=list)
-    lang: str = ""
-
-    @classmethod
-    def of(cls, plan: fonts.FontPlan, locale: str, kana: bool) -> OrderFonts:
-        pref = fonts.language_faces(plan, locale)
-        return cls(fonts.han_faces(plan, locale, kana),
-                   [(pref[i].to_bytes(4, "big").decode(), pref[i + 1])
-                    for i in range(0, len(pref), 2)],
-                   fonts.shaping_language(locale))
-
-
-class Fonts:
-    """The configured faces (a fonts.FontPlan), opened on first use."""
-
-    def __init__(self, plan: fonts.FontPlan) -> None:
-        self.plan = plan
-        self.faces = [Face(path, index, bold) for path, index, bold in plan.faces]
-        self.repl: tuple[int, int] | None = None
-
-    def has(self, i: int, cp: int) -> int | None:
-        return self.faces[i].glyph(cp)
-
-    def text(self, i: int, cp: int) -> int | None:
-        """face_text in fonts.pxi: has, but never a colour emoji face."""
-        gid = self.faces[i].glyph(cp)
-        return None if self.faces[i].colour else gid
-
-    def colour_face(self) -> int:
-        """colour_face in emoji.pxi: the first colour emoji face of the plan that opens."""
-        for n in self.plan.emoji[:8]:
-            if self.faces[n].open() and self.faces[n].colour:
-                return n
-        return -1
-
     def pick(self, cp: int, script: str, prev: int, of: OrderFonts,
              bold: int) -> tuple[int, int]:
         """pick_face in fonts.pxi."""
@@ -193,23 +136,23 @@ class Fonts:
         for tag, n in of.pref:
             if tag == script:
                 f = self.faces[n].bold if bold else n
-                gid = self.has(f, cp)
+                gid = self.text(f, cp)
                 if gid is not None:
                     return f, gid
         if script in HAN_SCRIPTS:
             for n in of.han:
                 f = self.faces[n].bold if bold else n
-                gid = self.has(f, cp)
+                gid = self.text(f, cp)
                 if gid is not None:
                     return f, gid
         for n in self.plan.scripts.get(script, [])[:8]:
             f = self.faces[n].bold if bold else n
-            gid = self.has(f, cp)
+            gid = self.text(f, cp)
             if gid is not None:
                 return f, gid
         for n in self.plan.fallback[:8]:
             f = self.faces[n].bold if bold else n
-            gid = self.has(f, cp)
+            gid = self.text(f, cp)
             if gid is not None:
                 return f, gid
         if prev >= 0:
@@ -219,7 +162,7 @@ class Fonts:
             if default_ignorable(cp):
                 return prev, 0
         for f in range(len(self.faces)):
-            gid = self.has(f, cp)
+            gid = self.text(f, cp)
             if gid is not None:
                 return f, gid
         return -1, 0
