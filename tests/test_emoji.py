@@ -218,3 +218,21 @@ def test_the_doctor_says_whether_emoji_print_in_colour(tmp_path: Path) -> None:
                            "in render_font_dirs: flags, skin tones and joined emoji print "
                            "as their base emoji, in black"), line
     assert line.endswith("-> apt-get install fonts-noto-color-emoji"), line
+
+
+def test_in_a_right_to_left_line_the_sequence_stays_whole(colour_plan: fonts.FontPlan,
+                                                          tmp_path: Path) -> None:
+    """pdfminer.six reads the field exactly: each emoji glyph carries its whole sequence
+    (no character moved onto an invisible glyph as a right-to-left ligature's are, which
+    split a skin tone over two lines of pdftotext).  poppler keeps the sequence on its
+    glyph but, reordering the right-to-left line character by character, writes its
+    characters backwards (docs/text-layer.md)."""
+    from pdfminer.high_level import extract_text
+
+    value = "محمد " + SEQUENCES["flag-jp"][0] + " " + SEQUENCES["skin-tone"][0] + " علي"
+    data = render_both([value])
+    pdf = tmp_path / "rtl.pdf"
+    pdf.write_bytes(data)
+    assert value in extract_text(str(pdf)).splitlines()
+    lines = [ln for ln in extract(data, tmp_path)[0].splitlines() if "علي" in ln]
+    assert len(lines) == 1 and sorted(lines[0].strip("\u202b\u202c")) == sorted(value), lines

@@ -230,7 +230,10 @@ cdef int shape_run(Para* p, hb_buffer_t* hb, int lo, int hi, int level,
         g.yoff = pos[k].y_offset
         g.ci = c
         g.cn = end - c
-        g.rtl = rtl
+        # an emoji's glyph stands for its whole sequence in logical order, as a
+        # left-to-right glyph does: no character moved off it (moved in type3.pxi), which
+        # split a skin tone or a family between two glyphs in a right-to-left line
+        g.rtl = 0 if FACES[face].colour else rtl
         # the first glyph of a cluster (in the order drawn) stands for its text
         if k > 0 and <int>info[k - 1].cluster == c:
             g.cn = 0

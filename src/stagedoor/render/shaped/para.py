@@ -167,7 +167,8 @@ def shape_run(fs: Fonts, p: Para, lo: int, hi: int, level: int) -> list[Glyph]:
             if i < n:
                 end = shaped[i][1]
         cn = 0 if k > 0 and shaped[k - 1][1] == c else end - c
-        g = Glyph(face, gid, adv, xoff, yoff, c, cn, rtl)
+        # an emoji's glyph keeps its whole sequence (shape_run in shape.pxi)
+        g = Glyph(face, gid, adv, xoff, yoff, c, cn, 0 if fs.faces[face].colour else rtl)
         p.adv[c] += g.adv
         out.append(g)
     return out
