@@ -15,6 +15,8 @@ locale; kana in an order moves the Japanese face first).  The defaults are Noto
 (fonts-noto-core, fonts-noto-cjk) and Symbola (fonts-symbola), which scripts/setup.sh
 installs; nothing is ever downloaded.  A file name may end in `#N` for face N of a
 collection (.ttc).  Bold fields use the file with `-Bold` for `-Regular` when it exists.
+The colour emoji font (emoji.COLOUR_FONTS: NotoColorEmoji.ttf, fonts-noto-color-emoji)
+is FontPlan.emoji when a directory has it: only emoji sequences go to it (emoji.py).
 
 Nothing is opened here: the native renderer memory-maps a face the first time a
 character needs it (see render/_native/fonts.pxi).  `check()` says which configured files are
