@@ -16,6 +16,7 @@ import dataclasses
 import os
 import subprocess
 import sys
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -236,3 +237,47 @@ def test_in_a_right_to_left_line_the_sequence_stays_whole(colour_plan: fonts.Fon
     assert value in extract_text(str(pdf)).splitlines()
     lines = [ln for ln in extract(data, tmp_path)[0].splitlines() if "علي" in ln]
     assert len(lines) == 1 and sorted(lines[0].strip("\u202b\u202c")) == sorted(value), lines
+
+
+def synthetic_pngs() -> Iterator[tuple[str, bytes]]:
+    """PNGs of every kind png_decode reads (and a few it refuses), with Pillow's
+    adaptive filters (each row its own: None, Sub, Up, Average, Paeth)."""
+    import io
+    import random
+
+    rnd = random.Random(39)
+    w, h = 37, 23     # odd sizes: rows of 1-4 bit palettes end mid-byte
+    rgba = bytes(rnd.randrange(256) if i % 7 else (i * 13) % 256 for i in range(w * h * 4))
+    base = Image.frombytes("RGBA", (w, h), rgba)
+
+    def png(im: Image.Image, **kw: object) -> bytes:
+        out = io.BytesIO()
+        im.save(out, "PNG", **kw)
+        return out.getvalue()
+
+    yield "rgba", png(base)
+    yield "rgb", png(base.convert("RGB"))
+    yield "rgb-trns", png(base.convert("RGB"), transparency=(rgba[0], rgba[1], rgba[2]))
+    for colours, bits in ((2, 1), (4, 2), (16, 4), (256, 8)):
+        pal = base.convert("RGB").quantize(colours)
+        yield f"palette-{bits}bit", png(pal, bits=bits)
+        alphas = bytes((i * 97) % 256 for i in range(colours))
+        yield f"palette-{bits}bit-trns", png(pal, bits=bits, transparency=alphas)
+    yield "grey (refused)", png(base.convert("L"))
+    # Pillow writes no interlaced PNG: the IHDR's flag set by hand (and its CRC)
+    rgb = bytearray(png(base.convert("RGB")))
+    rgb[28] = 1
+    rgb[29:33] = zlib.crc32(bytes(rgb[12:29])).to_bytes(4, "big")
+    yield "interlaced (refused)", bytes(rgb)
+    yield "not a png", b"GIF89a" + bytes(40)
+
+
+def test_the_png_decoder_reads_what_pillow_reads() -> None:
+    from stagedoor.render.shaped import emoji as shaped_emoji
+
+    for name, data in synthetic_pngs():
+        ours = _render.png_planes(data)
+        theirs = shaped_emoji.planes(data)
+        assert ours == theirs, name
+        if "refused" not in name and "not a png" not in name:
+            assert ours is not None, name

@@ -24,6 +24,9 @@ def configure_emoji(faces: object) -> None:
 def emoji_face_path() -> str | None:
     """The file of the colour emoji face in use, None without one (the doctor)."""
 
+def png_planes(data: bytes) -> tuple[int, int, bytes, bytes] | None:
+    """(width, height, RGB, alpha) of a PNG as the colour glyph path decodes it."""
+
 def missing_glyphs() -> int:
     """Characters drawn as replacement marks in this process so far (every thread)."""
 

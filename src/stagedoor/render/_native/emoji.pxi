@@ -221,13 +221,15 @@ cdef inline int paeth(int a, int b, int c) noexcept nogil:
 
 cdef int png_decode(const unsigned char* d, Py_ssize_t n, int* w, int* h,
                     unsigned char** rgb, unsigned char** alpha) noexcept nogil:
-    """An 8-bit truecolour (2), RGBA (6) or palette (3, 1-8 bits, tRNS) PNG without
-    interlace into RGB and alpha planes (malloc'd); -1 for anything else."""
+    """An 8-bit truecolour (2, tRNS), RGBA (6) or palette (3, 1-8 bits, tRNS) PNG
+    without interlace into RGB and alpha planes (malloc'd); -1 for anything else
+    (shaped/emoji.py accepts the same, from the IHDR, before Pillow decodes it)."""
     cdef Py_ssize_t pos = 8
     cdef unsigned int clen, x, y, k
     cdef int depth = 0, ctype = -1, bpp, rowlen, nplte = 0, ok = 0, rc
     cdef unsigned char plte[768]
     cdef unsigned char trns[256]
+    cdef int key_r = -1, key_g = -1, key_b = -1     # truecolour tRNS: that colour clear
     cdef Buf idat
     cdef unsigned char* raw = NULL
     cdef unsigned char* row
@@ -254,6 +256,10 @@ cdef int png_decode(const unsigned char* d, Py_ssize_t n, int* w, int* h,
             nplte = clen // 3
         elif memcmp(d + pos + 4, b"tRNS", 4) == 0 and clen <= 256:
             memcpy(trns, d + pos + 8, clen)
+            if clen == 6:
+                key_r = d[pos + 9]
+                key_g = d[pos + 11]
+                key_b = d[pos + 13]
         elif memcmp(d + pos + 4, b"IDAT", 4) == 0:
             buf_put(&idat, <const char*>(d + pos + 8), clen)
         elif memcmp(d + pos + 4, b"IEND", 4) == 0:
@@ -325,7 +331,12 @@ cdef int png_decode(const unsigned char* d, Py_ssize_t n, int* w, int* h,
                     rgb[0][3 * k] = row[v]
                     rgb[0][3 * k + 1] = row[v + 1]
                     rgb[0][3 * k + 2] = row[v + 2]
-                    alpha[0][k] = row[v + 3] if bpp == 4 else 255
+                    if bpp == 4:
+                        alpha[0][k] = row[v + 3]
+                    elif row[v] == key_r and row[v + 1] == key_g and row[v + 2] == key_b:
+                        alpha[0][k] = 0
+                    else:
+                        alpha[0][k] = 255
     free(raw)
     if not ok:
         free(rgb[0])
@@ -435,6 +446,26 @@ cdef GlyphProc* make_colour_proc(Face* f, int face, unsigned int gid) noexcept n
         free(g)
         return NULL
     return g
+
+
+def png_planes(bytes data):
+    """(width, height, RGB bytes, alpha bytes) of a PNG as png_decode reads it, None when
+    it does not (tests/test_emoji.py holds it to Pillow's reading)."""
+    cdef int w = 0, h = 0, rc
+    cdef unsigned char* rgb = NULL
+    cdef unsigned char* alpha = NULL
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t n = len(data)
+    with nogil:
+        rc = png_decode(p, n, &w, &h, &rgb, &alpha)
+    if rc != 0:
+        return None
+    try:
+        return (w, h, PyBytes_FromStringAndSize(<char*>rgb, w * h * 3),
+                PyBytes_FromStringAndSize(<char*>alpha, w * h))
+    finally:
+        free(rgb)
+        free(alpha)
 
 
 # -- the order's images (put_text_objects in type3.pxi) -----------------------------------

@@ -50,31 +50,49 @@ def _deflate(data: bytes) -> bytes:
     return z.compress(data) + z.flush()
 
 
+def readable(png: bytes) -> bool:
+    """png_decode in emoji.pxi reads it: 8-bit RGB or RGBA, or palette of 1-8 bits, not
+    interlaced (from the IHDR, which a PNG has first)."""
+    if len(png) < 29 or png[:8] != b"\x89PNG\r\n\x1a\n" or png[12:16] != b"IHDR":
+        return False
+    depth, ctype, interlace = png[24], png[25], png[28]
+    return interlace == 0 and ((ctype == 3 and depth in (1, 2, 4, 8))
+                               or (ctype in (2, 6) and depth == 8))
+
+
+def planes(png: bytes) -> tuple[int, int, bytes, bytes] | None:
+    """(width, height, RGB, alpha) of a PNG the extension reads, by Pillow; else None."""
+    from PIL import Image as PILImage
+
+    if not readable(png):
+        return None
+    try:
+        im = PILImage.open(io.BytesIO(png))
+        if not (0 < im.width <= PNG_MAX_SIDE and 0 < im.height <= PNG_MAX_SIDE):
+            return None
+        rgba = im.convert("RGBA").tobytes()
+    except (OSError, ValueError):
+        return None
+    rgb = bytearray(len(rgba) // 4 * 3)
+    rgb[0::3], rgb[1::3], rgb[2::3] = rgba[0::4], rgba[1::4], rgba[2::4]
+    return im.width, im.height, bytes(rgb), rgba[3::4]
+
+
 def colour_proc(font: Any, face: int, gid: int
                 ) -> tuple[bytes, int, tuple[int, int, int, int], Image] | None:
     """(stream object body, advance, image box, image) of a colour glyph; None when it
     has no PNG the extension reads (8-bit RGB/RGBA or palette, not interlaced)."""
-    from PIL import Image as PILImage
-
     png = _png(font, gid)
-    if not png:
-        return None
-    try:
-        im = PILImage.open(io.BytesIO(png))
-        ok = (im.mode in ("P", "RGB", "RGBA") and not im.info.get("interlace")
-              and 0 < im.width <= PNG_MAX_SIDE and 0 < im.height <= PNG_MAX_SIDE)
-        rgba = im.convert("RGBA").tobytes() if ok else b""
-    except (OSError, ValueError):
-        return None
+    got = planes(png) if png else None
     ext = _Extents()
     hb = harfbuzz()
-    if not ok or not hb.hb_font_get_glyph_extents(font, gid, ctypes.byref(ext)):
+    if got is None or not hb.hb_font_get_glyph_extents(font, gid, ctypes.byref(ext)):
         return None
+    w, h, rgb, alpha = got
     width = hb.hb_font_get_glyph_h_advance(font, gid)
     x0, y1 = ext.x_bearing, ext.y_bearing
     x1, y0 = ext.x_bearing + ext.width, ext.y_bearing + ext.height
-    rgb = bytes(b for i, b in enumerate(rgba) if i % 4 != 3)
-    image = Image(im.width, im.height, _deflate(rgb), _deflate(rgba[3::4]))
+    image = Image(w, h, _deflate(rgb), _deflate(alpha))
     head = (b"%d 0 d0\nq %d 0 0 %d %d %d cm /E%d_%d Do Q\n"
             % (width, x1 - x0, y1 - y0, x0, y0, face, gid))
     obj = b"<< /Length %d >>\nstream\n" % len(head) + head + b"\nendstream\nendobj\n"
