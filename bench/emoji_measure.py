@@ -18,7 +18,6 @@ Prints JSON.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import statistics
 import sys
@@ -97,7 +96,7 @@ def main() -> int:
     variants = {"no_emoji": "", "one_emoji": " \U0001F3AB", "sequences": " " + SEQUENCES}
     colour = warm(variants, rounds)
     report["bytes"] = sizes(variants)
-    fonts.use(dataclasses.replace(plan, emoji=[]))
+    fonts.use(fonts.plan(emoji_fonts=()))       # render_emoji_fonts empty
     mono = warm({"one_emoji_mono": " \U0001F3AB", "sequences_mono": " " + SEQUENCES},
                 rounds)
     report["bytes_mono"] = sizes({"sequences_mono": " " + SEQUENCES})

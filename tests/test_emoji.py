@@ -12,7 +12,6 @@ boxes, no row of four faces; the doctor says which of the two it is.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import sys
@@ -72,7 +71,8 @@ def colour_plan() -> Iterator[fonts.FontPlan]:
 
 @pytest.fixture
 def mono_plan() -> Iterator[fonts.FontPlan]:
-    plan = dataclasses.replace(fonts.plan(), emoji=[])
+    plan = fonts.plan(emoji_fonts=())      # render_emoji_fonts empty
+    assert not plan.emoji
     fonts.use(plan)
     yield plan
     fonts.use(fonts.plan())
@@ -219,6 +219,9 @@ def test_the_doctor_says_whether_emoji_print_in_colour(tmp_path: Path) -> None:
                            "in render_font_dirs: flags, skin tones and joined emoji print "
                            "as their base emoji, in black"), line
     assert line.endswith("-> apt-get install fonts-noto-color-emoji"), line
+    # turned off on purpose: said, not warned of
+    line = doctor_line(tmp_path, "--render-emoji-fonts", "")
+    assert line.startswith("OK       colour emoji: off (render_emoji_fonts is empty)"), line
 
 
 def test_in_a_right_to_left_line_the_sequence_stays_whole(colour_plan: fonts.FontPlan,

@@ -4,24 +4,22 @@ An emoji sequence is what a colour emoji font draws as one glyph: a regional-ind
 pair (a flag), a keycap (digit, # or *, maybe U+FE0F, then U+20E3), or an emoji (one
 with emoji presentation, or any character followed by U+FE0F) with its variation
 selector, skin-tone modifier, tag characters (England, Scotland) and further emoji
-joined by U+200D (a family).  With a colour face configured (COLOUR_FONTS, found in
-render_font_dirs) every character of the sequence goes to that face, and HarfBuzz shapes
-the sequence into the font's one glyph, which prints as its PNG (render/_native/emoji.pxi,
-shaped/emoji.py).  Without one, the sequence prints as its base emoji from the
-monochrome fonts: the characters after the base are shaped as invisible (U+200B; the
-text layer still has them), and a flag, which has no base, prints as U+1F3F3 (a white
-flag): never as a hatched square, two letters in dotted boxes or four faces.
+joined by U+200D (a family).  With a colour face configured (the setting
+render_emoji_fonts: NotoColorEmoji.ttf, found in render_font_dirs) every character of
+the sequence goes to that face, and HarfBuzz shapes the sequence into the font's one
+glyph, which prints as its PNG (render/_native/emoji.pxi, shaped/emoji.py).  Without
+one, the sequence prints as its base emoji from the monochrome fonts: the characters
+after the base are shaped as invisible (U+200B; the text layer still has them), and a
+flag, which has no base, prints as U+1F3F3 (a white flag): never as a hatched square,
+two letters in dotted boxes or four faces.
 
-render/_native/emoji.pxi reads SPANS and the constants below into C at import; spans()
-is the reference's copy of its emoji_spans.
+render/_native/emoji.pxi reads PRESENTATION (and checks the constants below) into C at
+import; spans() and apply() are the reference's copies of its emoji_next and emoji_faces.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-
-# the colour emoji fonts tried, in order (Debian's fonts-noto-color-emoji: CBDT/CBLC PNGs)
-COLOUR_FONTS = ("NotoColorEmoji.ttf",)
 
 ZWJ = 0x200D
 VS16 = 0xFE0F

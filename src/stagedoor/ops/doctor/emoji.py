@@ -14,13 +14,16 @@ EMOJI_PACKAGE = "apt-get install fonts-noto-color-emoji"
 
 
 def emoji_check(settings: Settings) -> Finding:
-    from ...render import emoji, fonts, native_available
+    from ...render import fonts, native_available
 
     try:
         plan = fonts.plan_for(settings)
     except ConfigError as e:
         return Finding("colour emoji", CHECK_UNKNOWN, str(e))
-    names = ", ".join(emoji.COLOUR_FONTS)
+    names = ", ".join(settings.render_emoji_fonts)
+    if not names:
+        return Finding("colour emoji", CHECK_OK, "off (render_emoji_fonts is empty): "
+                       "emoji print in black, a sequence as its base emoji")
     if not plan.emoji:
         return Finding("colour emoji", CHECK_WARNING,
                        f"no colour emoji font ({names}) in render_font_dirs: flags, skin "
