@@ -31,5 +31,5 @@ from .settings import (
 from .urls import redact_url
 
 __all__ = ["EMOJI_FONTS", "ENV_PREFIX", "FALLBACK_FONTS", "FONT_DIRS", "HAN_FONTS", "HAN_ORDER",
-           "LANG_FONTS", "SCRIPT_FONTS", "ConfigError", "Settings", "add_arguments", "from_args", "from_env",
-           "from_toml", "load", "markdown_table", "redact_url"]
+           "LANG_FONTS", "SCRIPT_FONTS", "ConfigError", "Settings", "add_arguments",
+           "from_args", "from_env", "from_toml", "load", "markdown_table", "redact_url"]
