@@ -12,6 +12,7 @@ boxes, no row of four faces; the doctor says which of the two it is.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -284,3 +285,20 @@ def test_the_png_decoder_reads_what_pillow_reads() -> None:
         assert ours == theirs, name
         if "refused" not in name and "not a png" not in name:
             assert ours is not None, name
+
+
+def test_a_wrapped_field_never_cuts_a_sequence(colour_plan: fonts.FontPlan,
+                                               tmp_path: Path) -> None:
+    """libunibreak allows a break between a face and its skin tone or after a U+200D;
+    the layout cuts lines at grapheme boundaries only, so each line holds whole
+    sequences: every one comes back whole, nothing of one is left over."""
+    skin, family, flag = (SEQUENCES[n][0] for n in ("skin-tone", "family", "flag-jp"))
+    value = (skin + family + flag) * 5
+    order = Order(7, (dataclasses.replace(ticket(value), section=value),))
+    data = bytes(_render.render_order(order))
+    assert reference.render_order(order) == data
+    text = extract(data, tmp_path)[0]
+    assert text.count(skin) == text.count(family) == text.count(flag) == 10, text
+    for seq in (family, skin, flag):
+        text = text.replace(seq, "")
+    assert not [c for c in text if ord(c) > 0x2000], text

@@ -401,10 +401,12 @@ cdef GlyphProc* make_colour_proc(Face* f, int face, unsigned int gid) noexcept n
         free(alpha)
         return NULL
     g.width = hb_font_get_glyph_h_advance(f.font, gid)
-    g.x0 = ext.x_bearing
-    g.y1 = ext.y_bearing
-    g.x1 = ext.x_bearing + ext.width
-    g.y0 = ext.y_bearing + ext.height
+    # the ink box the layout measures: the image's, one unit of slack each way as an
+    # outline's d1 box has (make_proc)
+    g.x0 = ext.x_bearing - 1
+    g.y1 = ext.y_bearing + 1
+    g.x1 = ext.x_bearing + ext.width + 1
+    g.y0 = ext.y_bearing + ext.height - 1
     g.iw = w
     g.ih = h
     rc = deflate_copy(rgb, <Py_ssize_t>w * h * 3, &g.img, &g.imglen)
@@ -416,13 +418,13 @@ cdef GlyphProc* make_colour_proc(Face* f, int face, unsigned int gid) noexcept n
     memset(&obj, 0, sizeof(Buf))
     buf_int(&head, g.width)
     buf_puts(&head, b" 0 d0\nq ")
-    buf_int(&head, g.x1 - g.x0)
+    buf_int(&head, ext.width)
     buf_puts(&head, b" 0 0 ")
-    buf_int(&head, g.y1 - g.y0)
+    buf_int(&head, -ext.height)
     buf_byte(&head, b' ')
-    buf_int(&head, g.x0)
+    buf_int(&head, ext.x_bearing)
     buf_byte(&head, b' ')
-    buf_int(&head, g.y0)
+    buf_int(&head, ext.y_bearing + ext.height)
     buf_puts(&head, b" cm /E")
     buf_int(&head, face)
     buf_byte(&head, b'_')

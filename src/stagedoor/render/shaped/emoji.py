@@ -80,7 +80,7 @@ def planes(png: bytes) -> tuple[int, int, bytes, bytes] | None:
 
 def colour_proc(font: Any, face: int, gid: int
                 ) -> tuple[bytes, int, tuple[int, int, int, int], Image] | None:
-    """(stream object body, advance, image box, image) of a colour glyph; None when it
+    """(stream object body, advance, ink box, image) of a colour glyph; None when it
     has no PNG the extension reads (8-bit RGB/RGBA or palette, not interlaced)."""
     png = _png(font, gid)
     got = planes(png) if png else None
@@ -96,7 +96,8 @@ def colour_proc(font: Any, face: int, gid: int
     head = (b"%d 0 d0\nq %d 0 0 %d %d %d cm /E%d_%d Do Q\n"
             % (width, x1 - x0, y1 - y0, x0, y0, face, gid))
     obj = b"<< /Length %d >>\nstream\n" % len(head) + head + b"\nendstream\nendobj\n"
-    return obj, width, (x0, y0, x1, y1), image
+    # the ink box the layout measures: one unit of slack each way, as an outline's
+    return obj, width, (x0 - 1, y0 - 1, x1 + 1, y1 + 1), image
 
 
 def image_objects(num: int, im: Image) -> list[bytes]:
