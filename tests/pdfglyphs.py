@@ -3,7 +3,8 @@
 pypdf parses the page's content stream and the fonts; this module interprets the text
 operators the renderers write (BT ET Tm Td Tf Ts TL T* Tj TJ) and places each glyph:
 a Type 3 glyph's box is the one its procedure declares (`wx 0 llx lly urx ury d1`,
-the outline's bounding box, in the font's 1/1000 em), a standard Helvetica glyph's is
+the outline's bounding box, in the font's 1/1000 em; a colour emoji's, `d0`, the box
+its image is painted in), a standard Helvetica glyph's is
 its advance across and the font's /FontBBox up and down (the AFM's; Helvetica is not
 embedded).  pdfminer.six would give a Type 3 glyph the font's /FontBBox, which the
 renderers leave empty, so it cannot see marks above or below; the procedures can.
@@ -30,6 +31,9 @@ from stagedoor.render import tables
 HELVETICA_BBOX = {b"/F1": (-166, -225, 1000, 931), b"/F2": (-170, -228, 1003, 962)}
 HELVETICA_ADV = {b"/F1": tables.HELVETICA_WIDTHS, b"/F2": tables.HELVETICA_BOLD_WIDTHS}
 D1 = re.compile(rb"^\s*(-?\d+) 0 (-?\d+) (-?\d+) (-?\d+) (-?\d+) d1")
+# a colour emoji glyph (render/_native/emoji.pxi) paints its image: `wx 0 d0 q w 0 0 h x y
+# cm /E.. Do Q`, the image's box is the glyph's (not padded)
+D0_IMAGE = re.compile(rb"^\s*(-?\d+) 0 d0\s+q (-?\d+) 0 0 (-?\d+) (-?\d+) (-?\d+) cm /E")
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,13 @@ class _Type3:
         procs = font["/CharProcs"]
         self.boxes: dict[int, tuple[int, int, int, int] | None] = {}
         for c, name in names.items():
-            m = D1.match(procs[name].get_object().get_data())
+            data = procs[name].get_object().get_data()
+            image = D0_IMAGE.match(data)
+            if image:
+                w, h, ix, iy = (int(v) for v in image.groups()[1:])
+                self.boxes[c] = (ix, iy, ix + w, iy + h)
+                continue
+            m = D1.match(data)
             assert m, name
             x0, y0, x1, y1 = (int(v) for v in m.groups()[1:])
             # the renderers pad the outline's box by one unit each way

@@ -41,6 +41,7 @@ way asyncpg splits its protocol (one extension, one C module, several .pxi):
     render/_native/glyphs.pxi    a glyph's outline as a Type 3 procedure, cached per process
     render/_native/shape.pxi     itemise, bidi, shape one line of a field
     render/_native/type3.pxi     the order's glyphs as Type 3 fonts + ToUnicode
+    render/_native/emoji.pxi     emoji sequences to the colour face; its PNGs as images
     render/_native/thai.pxi      Thai word breaks from libthai's dictionary
     render/_native/layout.pxi    fit a field in its box (shrink, wrap, ellipsis); its ops
     render/_native/pdf.pxi       the file: objects, deflate, scratch pool, xref, render_c
@@ -109,6 +110,7 @@ include "render/_native/fonts.pxi"
 include "render/_native/glyphs.pxi"
 include "render/_native/shape.pxi"
 include "render/_native/type3.pxi"
+include "render/_native/emoji.pxi"
 include "render/_native/thai.pxi"
 include "render/_native/layout.pxi"
 include "render/_native/pdf.pxi"
@@ -138,6 +140,7 @@ def configure(plan):
     boot, before its render threads start)."""
     global _PLAN, PLAN_READY
     configure_fonts(plan.faces, plan.scripts, plan.fallback, plan.han_order)
+    configure_emoji(plan.emoji)
     _PLAN = plan
     PLAN_READY = 1
     _HAN.clear()

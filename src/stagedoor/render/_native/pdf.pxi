@@ -203,7 +203,7 @@ cdef int render_c(const TicketC* tickets, Py_ssize_t n, Scratch* s,
                         return -1
         nfonts = (tc.reg.n + 255) // 256
     first_text = FIRST_PAGE_OBJ + 2 * <int>n
-    offsets = <Py_ssize_t*>malloc((6 + 2 * n + (tc.reg.nproc + 2 * nfonts if tc != NULL else 0))
+    offsets = <Py_ssize_t*>malloc((6 + 2 * n + (3 * tc.reg.nproc + 2 * nfonts if tc != NULL else 0))
                                   * sizeof(Py_ssize_t))
     if offsets == NULL:
         free(fo)
