@@ -70,11 +70,21 @@ STATIC_CODES = _static_codes()
 
 
 def latin_face(plan: FontPlan) -> int:
-    """The face of F1 (its bold is F2): the plan's first Latin face."""
-    latn = plan.scripts.get("Latn") or plan.fallback
+    """The face of F1 (its bold is F2): the plan's first Latin face, else its first
+    fallback face, else its first face.  A label character that face lacks is drawn as
+    its .notdef box (a plan without a Latin face is a test's or a broken set-up; the
+    doctor reports it), and a field character it lacks goes to the shaped path."""
+    latn = plan.scripts.get("Latn") or plan.fallback or ([0] if plan.faces else [])
     if not latn:
-        raise RuntimeError("no Latin face configured: the labels have no font")
+        raise RuntimeError("no font configured: the labels have no face")
     return latn[0]
+
+
+def drawn_widths(k: int, widths: Sequence[int], notdef: int) -> list[int]:
+    """The /Widths of font k by code: the glyph's advance; a label's code without a
+    glyph the .notdef's (`notdef`); 0 for a code the font never shows."""
+    return [w if w >= 0 else notdef if c in STATIC_CODES[k] else 0
+            for c, w in enumerate(widths)]
 
 
 def inside(f: int, ink: tuple[int, int, int, int]) -> bool:
@@ -91,11 +101,11 @@ def inside(f: int, ink: tuple[int, int, int, int]) -> bool:
 
 
 def head(font: int, psname: bytes, widths: Sequence[int]) -> bytes:
-    """The font dictionary up to its /CharProcs entries; widths by code (0-255)."""
+    """The font dictionary up to its /CharProcs entries; widths (drawn_widths) by code."""
     return (b"<< /Type /Font /Subtype /Type3 /BaseFont /" + TAGS[font] + b"+" + psname
             + b" /FontBBox [0 0 0 0] /FontMatrix [0.001 0 0 0.001 0 0] /Resources << >>\n"
             b"/FirstChar 1 /LastChar 255 /Widths ["
-            + b" ".join(b"%d" % max(w, 0) for w in widths[1:]) + b"]\n/CharProcs <<")
+            + b" ".join(b"%d" % w for w in widths[1:]) + b"]\n/CharProcs <<")
 
 
 def font_object(num: int, head_: bytes, codes: Sequence[int], first_proc: int,
@@ -109,7 +119,9 @@ def font_object(num: int, head_: bytes, codes: Sequence[int], first_proc: int,
 
 
 def _tounicode_body() -> bytes:
-    pairs = [(c, ch) for c, ch in enumerate(CODE_CHARS) if ch is not None]
+    # every code of /FirstChar..LastChar, one without a character to nothing (<>), so
+    # that no reader falls back to the raw code
+    pairs = [(c, ch) for c, ch in enumerate(CODE_CHARS) if c > 0]
     out = [b"/CIDInit /ProcSet findresource begin\n12 dict begin\nbegincmap\n"
            b"/CIDSystemInfo << /Registry (Adobe) /Ordering (UCS) /Supplement 0 >> def\n"
            b"/CMapName /Adobe-Identity-UCS def\n/CMapType 2 def\n"
@@ -117,7 +129,7 @@ def _tounicode_body() -> bytes:
     for k in range(0, len(pairs), 100):
         chunk = pairs[k:k + 100]
         out.append(b"%d beginbfchar\n" % len(chunk))
-        out += [b"<%02X> <%04X>\n" % (c, ord(ch)) for c, ch in chunk]
+        out += [b"<%02X> <%s>\n" % (c, b"%04X" % ord(ch) if ch else b"") for c, ch in chunk]
         out.append(b"endbfchar\n")
     out.append(b"endcmap\nCMapName currentdict /CMap defineresource pop\nend\nend\n")
     data = zlib.compress(b"".join(out), 9)

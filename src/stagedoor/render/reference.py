@@ -134,11 +134,10 @@ class FastFonts:
                 gid = fs.has(face, ord(ch)) if ch is not None and usable else None
                 if gid:
                     gids[c], widths[c] = gid, fs.proc(face, gid)[1]
-            if any(widths[c] < 0 for c in fastfont.STATIC_CODES[k]):
-                raise RuntimeError(f"the Latin face {fs.faces[face].path} lacks a label's glyph")
             self.gids.append(gids)
             self.widths.append(widths)
-            self.heads.append(fastfont.head(k, fs.psname(face), widths))
+            drawn = fastfont.drawn_widths(k, widths, fs.proc(face, 0)[1])
+            self.heads.append(fastfont.head(k, fs.psname(face), drawn))
         # per field, each code's advance in its font, -1 when it has no glyph or its
         # glyph's ink leaves the field's limits (fastfont.inside)
         self.field_widths = [

@@ -51,8 +51,6 @@ cdef int fast_configure(object plan) except -1:
                     raise MemoryError()
                 FAST_GID[k][c] = gid
                 FAST_W[k][c] = proc.width
-            elif FAST_STATIC[k][c]:
-                raise RuntimeError(f"the Latin face {plan.faces[face][0]} lacks a label's glyph")
         for f in range(NTEXT):
             if FIELD_BOX[f][4] != k:
                 continue
@@ -63,7 +61,11 @@ cdef int fast_configure(object plan) except -1:
                     if not _fastfont.inside(f, (proc.x0, proc.y0, proc.x1, proc.y1)):
                         FAST_FW[f][c] = -1
         name = <bytes>(<char*>FACES[face].psname)
-        head = _fastfont.head(k, name, [FAST_W[k][c] for c in range(256)])
+        proc = glyph_proc(face, 0)
+        if proc == NULL:
+            raise MemoryError()
+        drawn = _fastfont.drawn_widths(k, [FAST_W[k][c] for c in range(256)], proc.width)
+        head = _fastfont.head(k, name, drawn)
         _FAST_KEEP[k] = head
         FAST_HEAD[k] = <bytes>head
         FAST_HEAD_LEN[k] = len(head)
