@@ -378,3 +378,16 @@ def test_a_fast_glyph_that_would_reach_the_label_takes_the_shaped_path() -> None
     assert raw is not None and not render.fits(raw, 6) and render.fits(raw[1:], 6)
     data = pdf_of(ticket(buyer="Ůrsula Nováková"))
     assert b"/T0 " in data
+
+
+def test_a_plan_without_any_face_still_renders_the_same_bytes(tmp_path: Path) -> None:
+    """No face configured (the doctor's CRITICAL): F1 and F2 have no glyph, every field
+    is shaped (as replacement marks), and both renderers agree; nothing raises."""
+    try:
+        fonts.use(fonts.plan(fonts={}, fallback=(), han={}, lang={}, discover=False))
+        order = demo_order(1)
+        data = _render.render_order(order)
+        assert data == render.render_order(order)
+        qpdf_check(data, tmp_path)
+    finally:
+        fonts.use(fonts.plan())

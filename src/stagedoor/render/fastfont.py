@@ -73,10 +73,10 @@ def latin_face(plan: FontPlan) -> int:
     """The face of F1 (its bold is F2): the plan's first Latin face, else its first
     fallback face, else its first face.  A label character that face lacks is drawn as
     its .notdef box (a plan without a Latin face is a test's or a broken set-up; the
-    doctor reports it), and a field character it lacks goes to the shaped path."""
-    latn = plan.scripts.get("Latn") or plan.fallback or ([0] if plan.faces else [])
-    if not latn:
-        raise RuntimeError("no font configured: the labels have no face")
+    doctor reports it), and a field character it lacks goes to the shaped path.  -1
+    when the plan has no face at all (the doctor's CRITICAL): then F1 and F2 have no
+    glyph and every field is shaped."""
+    latn = plan.scripts.get("Latn") or plan.fallback or ([0] if plan.faces else [-1])
     return latn[0]
 
 

@@ -11,21 +11,23 @@ always gives the same bytes.  Both renderers deflate with level 1, window 15, me
 byte identity assumes Python's zlib module and the extension use the same libz (they
 do when both link the system zlib; tests/test_render.py would catch a difference).
 
-Layout of the file: 1 catalog, 2 pages, 3 shared resources, 4 Helvetica, 5
-Helvetica-Bold (standard Type1 fonts, /WinAnsiEncoding, not embedded), 6 the static
-part of every page (border, header bar, labels), compressed once; then per ticket k
-object 7+2k, the page, and 8+2k, its own content stream (the fields and the QR code as
-filled rectangles, see qr_rectangles).
+Layout of the file: 1 catalog, 2 pages, 3 shared resources, 4 and 5 the fast path's
+fonts F1 and F2 (Noto Sans and Noto Sans Bold as Type 3 fonts of the glyphs the order
+shows: fastfont.py), 6 the static part of every page (border, header bar, labels),
+compressed once; then per ticket k object 7+2k, the page, and 8+2k, its own content
+stream (the fields and the QR code as filled rectangles, see qr_rectangles); then the
+shaped path's fonts (below), then F1's and F2's glyph procedures and their ToUnicode.
 
-Text: the Helvetica fast path, and shaped glyphs of real fonts for the rest
---------------------------------------------------------------------------
-The standard fonts use /WinAnsiEncoding (cp1252) with /Differences that put 36 Central
-European letters the standard Helvetica fonts also have (Ą Ć Ę Ł Ń Ś Ź Ż Č Ď Ě Ň Ř Ť Ů Ő
-Ű Đ and their small letters, EXTRA_GLYPHS) on codes WinAnsi leaves unused.  A field
-whose every character has a byte there (C0 controls and DEL print as a space) and that
-fits its box (tables.FIELD_BOXES, measured with the Helvetica metrics) is drawn as
-before: "Zoë Ødegaard-Šimić", "Łukasz Żółć", €, Œ, ž.  Everything else -- Turkish ş ğ
-and the dotless i, Vietnamese, Greek, Cyrillic, Arabic, Hebrew, Devanagari, Thai, CJK,
+Text: the fast path, and shaped glyphs for the rest -- one typeface, all embedded
+-------------------------------------------------------------------------------
+The fast path's fonts F1 and F2 use the bytes of cp1252 (WinAnsi) plus 36 Central
+European letters (Ą Ć Ę Ł Ń Ś Ź Ż Č Ď Ě Ň Ř Ť Ů Ő Ű Đ and their small letters,
+EXTRA_GLYPHS) on codes WinAnsi leaves unused; each code draws the Latin face's glyph of
+its character (fastfont.py).  A field whose every character has a byte there (C0
+controls and DEL print as a space), whose glyphs stay inside its ink limits and that
+fits its box (tables.FIELD_BOXES, by the face's advances) is drawn as is: "Zoë
+Ødegaard-Šimić", "Łukasz Żółć", €, Œ, ž.  Everything else -- Turkish ş ğ and the
+dotless i, Vietnamese, Greek, Cyrillic, Arabic, Hebrew, Devanagari, Thai, CJK,
 Hangul, emoji, combining marks, and text too long for its box -- takes the shaped path
 (render/shaped/, and render/_native/ in C): normalised to NFC, every character given a face
 of the configured fonts (render/fonts.py), ordered by the Unicode bidi algorithm, shaped
@@ -121,11 +123,18 @@ class FastFonts:
 
     def __init__(self, fs: faces.Fonts) -> None:
         regular = fastfont.latin_face(fs.plan)
-        self.faces = (regular, fs.faces[regular].bold)
+        self.faces = (regular, fs.faces[regular].bold) if regular >= 0 else (-1, -1)
         self.gids: list[list[int]] = []
         self.widths: list[list[int]] = []
         self.heads: list[bytes] = []
+        # the codes the static page shows (none without a face: nothing to draw them)
+        self.static = fastfont.STATIC_CODES if regular >= 0 else (frozenset(), frozenset())
         for k, face in enumerate(self.faces):
+            if face < 0:
+                self.gids.append([0] * 256)
+                self.widths.append([-1] * 256)
+                self.heads.append(fastfont.head(k, b"F", [0] * 256))
+                continue
             if not fs.faces[face].open():
                 raise RuntimeError(f"the Latin face {fs.faces[face].path} cannot be opened")
             gids, widths = [0] * 256, [-1] * 256
@@ -141,7 +150,8 @@ class FastFonts:
         # per field, each code's advance in its font, -1 when it has no glyph or its
         # glyph's ink leaves the field's limits (fastfont.inside)
         self.field_widths = [
-            [w if w >= 0 and fastfont.inside(f, fs.ink(self.faces[box[4]], self.gids[box[4]][c]))
+            [w if w >= 0 and fastfont.inside(f, fs.ink(self.faces[box[4]],
+                                                       self.gids[box[4]][c]))
              else -1 for c, w in enumerate(self.widths[box[4]])]
             for f, box in enumerate(FIELD_BOXES)]
 
@@ -356,7 +366,7 @@ def render_order(order: Order) -> bytes:
     sh = _Shaped(order)
     ff = fast_fonts(sh.fonts)
     # the codes the order shows in F1 and F2: the labels', and its fast fields' bytes
-    used = [set(fastfont.STATIC_CODES[0]), set(fastfont.STATIC_CODES[1])]
+    used = [set(ff.static[0]), set(ff.static[1])]
     for (_, f), raw in sh.fast.items():
         used[FIELD_BOXES[f][4]].update(raw)
     codes = [sorted(used[0]), sorted(used[1])]

@@ -34,8 +34,23 @@ cdef int fast_configure(object plan) except -1:
     cdef GlyphProc* proc
     regular = _fastfont.latin_face(plan)
     for k in range(2):
-        face = regular if k == 0 else FACES[regular].bold
+        face = -1 if regular < 0 else regular if k == 0 else FACES[regular].bold
         FAST_FACE[k] = face
+        if face < 0:
+            # no face at all: nothing to draw the labels with, every field is shaped
+            for c in range(256):
+                FAST_GID[k][c] = 0
+                FAST_W[k][c] = -1
+                FAST_STATIC[k][c] = 0
+            for f in range(NTEXT):
+                for c in range(256):
+                    FAST_FW[f][c] = -1
+            _FAST_KEEP[k] = _fastfont.head(k, b"F", [0] * 256)
+            FAST_HEAD[k] = <bytes>_FAST_KEEP[k]
+            FAST_HEAD_LEN[k] = len(<bytes>_FAST_KEEP[k])
+            continue
+        for c in range(256):
+            FAST_STATIC[k][c] = 1 if c in _fastfont.STATIC_CODES[k] else 0
         if not face_open(face):
             raise RuntimeError(f"the Latin face {plan.faces[face][0]} cannot be opened")
         for c in range(256):
@@ -129,6 +144,8 @@ cdef int fast_objects(Buf* out, const unsigned char* used, int first,
     cdef int k, c, num = first
     cdef GlyphProc* proc
     for k in range(2):
+        if FAST_FACE[k] < 0:
+            continue        # no face: no code used (fast_configure)
         # opened again on first use in a forked child (fonts.pxi drops the parent's)
         if not face_open(FAST_FACE[k]):
             return -1

@@ -1,7 +1,7 @@
 # Included by stagedoor/_render.pyx.  Field text to what the page shows: cp1252 (WinAnsi)
 # plus the Central European letters of tables.EXTRA_GLYPHS, straight from the str data,
-# in the standard Helvetica fonts (the fast path) when every character has a byte and
-# the field fits its box; anything else is the shaped path (NFC, UTF-32 for
+# in the fast path's fonts (fastfont.pxi: Noto Sans as Type 3) when every character has
+# a byte and the field fits its box; anything else is the shaped path (NFC, UTF-32 for
 # layout.pxi, the exact text as /ActualText).  Also the QR payload's bytes.
 
 # The objects whose data the C side reads (the fields' str, their NFC form, their cp1252
@@ -264,7 +264,7 @@ cdef int shaped_fill(TicketC* tc, Py_ssize_t nt, Buf* prep) noexcept nogil:
 
 
 cdef int encode_text(object value, Keep* keep, Text* t, int f) except -1:
-    """Point t at the text of field f: Helvetica bytes (the fast path) when every
+    """Point t at the text of field f: fast-path bytes when every
     character is in the fonts' encoding and it fits; else the shaped path.  Returns
     NOT_SHAPED, SHAPED or SHAPED_KANA."""
     cdef Py_ssize_t n
