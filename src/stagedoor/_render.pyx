@@ -41,6 +41,7 @@ way asyncpg splits its protocol (one extension, one C module, several .pxi):
     render/_native/glyphs.pxi    a glyph's outline as a Type 3 procedure, cached per process
     render/_native/shape.pxi     itemise, bidi, shape one line of a field
     render/_native/type3.pxi     the order's glyphs as Type 3 fonts + ToUnicode
+    render/_native/breakcache.pxi  a text's line-break classes, cached per process
     render/_native/thai.pxi      Thai word breaks from libthai's dictionary
     render/_native/layout.pxi    fit a field in its box (shrink, wrap, ellipsis); its ops
     render/_native/fastfont.pxi  the fast path's fonts: Noto Sans (and Bold) as Type 3
@@ -62,7 +63,7 @@ from cpython cimport array
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from libc.stdio cimport snprintf
 from libc.stdlib cimport calloc, free, malloc, realloc
-from libc.string cimport memcpy, memset, strlen
+from libc.string cimport memcmp, memcpy, memset, strlen
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport (
     PyUnicode_AsUTF8AndSize,
@@ -110,6 +111,7 @@ include "render/_native/fonts.pxi"
 include "render/_native/glyphs.pxi"
 include "render/_native/shape.pxi"
 include "render/_native/type3.pxi"
+include "render/_native/breakcache.pxi"
 include "render/_native/thai.pxi"
 include "render/_native/layout.pxi"
 include "render/_native/fastfont.pxi"
