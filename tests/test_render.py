@@ -391,3 +391,28 @@ def test_a_plan_without_any_face_still_renders_the_same_bytes(tmp_path: Path) ->
         qpdf_check(data, tmp_path)
     finally:
         fonts.use(fonts.plan())
+
+
+def test_shaped_runs_from_the_cache_give_the_bytes_of_a_fresh_shaping() -> None:
+    """The second order with the same long values takes their runs from the shaped-run
+    cache (shapecache.pxi) and their line breaks from the break cache (breakcache.pxi):
+    the same bytes as the reference, which shapes and breaks every time, and the same
+    as with the shape cache emptied (configure empties it); a run in another context
+    (other characters around it) is not taken for it."""
+    base = demo_order(1).tickets[0]
+    venue = "नई दिल्ली " * 24
+    first = Order(order_id=1, tickets=(dataclasses.replace(base, venue=venue),))
+    again = Order(order_id=2, tickets=(dataclasses.replace(base, venue=venue, order_id=2),))
+    context = Order(order_id=3, tickets=(dataclasses.replace(base, venue="क" + venue),))
+    _render.configure(fonts.current())
+    cold = _render.render_order(first)
+    hits = _render.shape_cache_stats()["hits"]
+    breaks = _render.break_cache_stats()["hits"]
+    for order in (first, again, context):
+        assert _render.render_order(order) == render.render_order(order)
+    assert _render.shape_cache_stats()["hits"] > hits
+    assert _render.break_cache_stats()["hits"] > breaks
+    assert _render.render_order(first) == cold
+    _render.configure(fonts.current())
+    assert _render.shape_cache_stats()["entries"] == 0
+    assert _render.render_order(first) == cold

@@ -42,6 +42,7 @@ way asyncpg splits its protocol (one extension, one C module, several .pxi):
     render/_native/shape.pxi     itemise, bidi, shape one line of a field
     render/_native/type3.pxi     the order's glyphs as Type 3 fonts + ToUnicode
     render/_native/breakcache.pxi  a text's line-break classes, cached per process
+    render/_native/shapecache.pxi  HarfBuzz's glyphs of a run, cached per process
     render/_native/thai.pxi      Thai word breaks from libthai's dictionary
     render/_native/layout.pxi    fit a field in its box (shrink, wrap, ellipsis); its ops
     render/_native/fastfont.pxi  the fast path's fonts: Noto Sans (and Bold) as Type 3
@@ -112,6 +113,7 @@ include "render/_native/glyphs.pxi"
 include "render/_native/shape.pxi"
 include "render/_native/type3.pxi"
 include "render/_native/breakcache.pxi"
+include "render/_native/shapecache.pxi"
 include "render/_native/thai.pxi"
 include "render/_native/layout.pxi"
 include "render/_native/fastfont.pxi"
@@ -143,6 +145,7 @@ def configure(plan):
     global _PLAN, PLAN_READY
     configure_fonts(plan.faces, plan.scripts, plan.fallback, plan.han_order)
     fast_configure(plan)
+    shape_cache_clear()     # its runs name faces by number
     _PLAN = plan
     PLAN_READY = 1
     _HAN.clear()
