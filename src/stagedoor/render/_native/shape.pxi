@@ -163,8 +163,8 @@ cdef int shape_run(Para* p, hb_buffer_t* hb, int lo, int hi, int level,
                    GlyphVec* out) noexcept nogil:
     """Glyphs of characters lo..hi-1 (one face, script and level) in visual order; their
     total advance, or -1 when out of memory."""
-    cdef int face = p.face[lo], i, k, width = 0, c, end, rtl = level & 1
-    cdef unsigned int n, gid
+    cdef int face = p.face[lo], i, k, width = 0, c, end, rtl = level & 1, n0
+    cdef unsigned int n, gid, h = 0
     cdef hb_glyph_info_t* info
     cdef hb_glyph_position_t* pos
     cdef SGlyph* g
@@ -191,6 +191,11 @@ cdef int shape_run(Para* p, hb_buffer_t* hb, int lo, int hi, int level,
             p.adv[g.ci] += proc.width
             width += proc.width
         return width
+    width = shape_cached(p, face, lo, hi, rtl, out, &h)     # shapecache.pxi
+    if width != -1:
+        return width
+    width = 0
+    n0 = out.n
     hb_buffer_clear_contents(hb)
     hb_buffer_add_utf32(hb, p.su, p.n, lo, hi - lo)
     hb_buffer_set_direction(hb, HB_DIRECTION_RTL if rtl else HB_DIRECTION_LTR)
@@ -240,6 +245,8 @@ cdef int shape_run(Para* p, hb_buffer_t* hb, int lo, int hi, int level,
         out.n += 1
         p.adv[c] += g.adv
         width += g.adv
+    if h != 0:
+        shape_cache_put(p, face, lo, hi, rtl, out.g + n0, out.n - n0, h)
     return width
 
 
