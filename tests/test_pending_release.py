@@ -138,14 +138,15 @@ async def test_release_keeps_the_entry_its_owner_and_its_deliveries(
 async def test_a_live_owner_running_it_is_told_and_the_effect_happens_once(
         settings: Settings, client: aioredis.Redis, sync_redis: redis.Redis) -> None:
     """The owner is alive and runs the job (held on a gate): the plan says it may be
-    running it; released, another worker may start it, and its lease keeps the side
-    effect to one run; the entry is acked in the end."""
+    running it; released, another worker starts it, and the job's lease keeps the side
+    effect to one run; the entry is acked in the end.  The owner has one slot, held by
+    that job, so it reclaims nothing: the other worker is the one that takes it."""
     s = settings.replace(claim_idle_ms=600_000, block_ms=200, job_timeout=30,
                          heartbeat_interval=0.2)
     gate = asyncio.Event()
     runs: list[str] = []
     reg = counting(runs, gate)
-    async with running(s, reg, consumer="owner") as a:
+    async with running(s.replace(concurrency=1), reg, consumer="owner") as a:
         (entry,) = add_jobs(s, "render_tickets", [3803])
         await eventually(lambda: runs == ["started"], 10, "the owner to start it")
         await eventually(lambda: sync_redis.exists(s.key("worker", s.stream, "owner")), 10,
@@ -153,10 +154,16 @@ async def test_a_live_owner_running_it_is_told_and_the_effect_happens_once(
         plan = await release.plan(client, s, entry)
         assert plan is not None and plan.owner.alive and plan.maybe_running
         assert plan.owner.in_flight is not None
-        async with running(s, reg, consumer="other", slot=1):
+        async with running(s, reg, consumer="other", slot=1) as b:
+            await asyncio.sleep(0.5)  # its reclaim passes: nothing idle long enough
+            assert b.stats.total("reclaimed") == 0
             done = await release.release(client, s, entry, owner="owner")
             assert done.status == "released"
-            await asyncio.sleep(1.0)  # a few reclaim passes of both workers
+            await eventually(lambda: b.stats.total("reclaimed") == 1, 10,
+                             "the other worker to take the released entry")
+            await eventually(lambda: sync_redis.get(s.key("lasterr", entry)), 10,
+                             "its run to meet the lease")
+            assert b"is running" in sync_redis.get(s.key("lasterr", entry))
             assert runs == ["started"]  # nobody applied it while the owner runs it
             gate.set()
             await eventually(lambda: len(runs) == 1 and runs[0].startswith("3803 on "), 15,
