@@ -199,6 +199,8 @@ def test_the_page_release_is_the_operator_s_confirmed_audited_and_409_when_gone(
         op.log_in("operator")
         status, _, page = op.request("GET", f"/pending/{entry}")
         assert status == 200 and b"Release to the fleet now" in page
+        status, _, story = op.request("GET", f"/job?entry_id={entry}")  # links to it
+        assert status == 200 and f'href="/pending/{entry}"'.encode() in story
         token = csrf_of(page)
         # first step: the confirm page (who holds it, what will happen), nothing done
         status, _, page = op.request("POST", "/pending/release",
