@@ -3,6 +3,7 @@
     .venv/bin/python scripts/console_screenshots.py          # overview, dead letters
     .venv/bin/python scripts/console_screenshots.py audit    # the audit log only
     .venv/bin/python scripts/console_screenshots.py pages    # issue 38's other pages
+    .venv/bin/python scripts/console_screenshots.py pending  # the pending entry page only
 
 Starts its own redis-server (a temporary directory, a free loopback port), a
 supervisor with 2 workers running the tests' `slow` handler (so a backlog drains at a
@@ -13,8 +14,8 @@ quantized to a small palette (they are screenshots of text and lines).  `audit`:
 console on a Redis of its own where the operator pauses and resumes on the page,
 replays two dead letters and downloads a ticket, and someone pauses and resumes from
 the CLI; saves docs/console-audit.png.  `pages`: dead letters by error
-(console-dead-errors.png), a stuck pending entry's page with its action
-(console-pending-entry.png), the overview paused with its reason
+(console-dead-errors.png), a stuck pending entry's page with its two actions
+(console-pending-entry.png; `pending`: that one alone), the overview paused with its reason
 (console-paused.png), then on a Redis of their own two workers draining three kinds
 for a minute and the Metrics tab (console-kinds.png); the 59 minutes before that run
 are written by this script through the workers' own Flusher (ops/kindstats.py) with
@@ -149,12 +150,18 @@ def seed_hour(url: str, minutes: int) -> None:
     asyncio.run(run())
 
 
-def pages_shot() -> int:
+def pages_shot(only: str | None = None) -> int:
+    """Issue 38's pages; `only`: the one shot of that name (the others left as they are)."""
     from stagedoor.config import Settings
     from stagedoor.stream.keys import starts_key
 
     shots = ("console-dead-errors.png", "console-pending-entry.png", "console-paused.png",
              "console-kinds.png")
+    shots = tuple(n for n in shots if only is None or n == only)
+
+    def save(png: Path, name: str) -> None:
+        if name in shots:
+            small_png(png, DOCS / name)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         driver = chrome(tmp / "profile")
@@ -197,13 +204,13 @@ def pages_shot() -> int:
                     driver.set_window_size(1280, 620)
                     driver.get(c.url + "/dead/errors")
                     driver.save_screenshot(str(tmp / "a.png"))
-                    small_png(tmp / "a.png", DOCS / shots[0])
-                    driver.get(c.url + "/pending")
-                    driver.find_element("css selector", "button.dead-letter").click()
-                    wait(lambda: driver.find_element("id", "pending-entry"))
-                    driver.set_window_size(1280, 560)
+                    save(tmp / "a.png", "console-dead-errors.png")
+                    driver.get(c.url + "/pending")  # the longest idle first: the stuck one
+                    driver.find_element("css selector", "a.entry-page").click()
+                    wait(lambda: driver.find_element("id", "release"))
+                    driver.set_window_size(1280, 520)
                     driver.save_screenshot(str(tmp / "b.png"))
-                    small_png(tmp / "b.png", DOCS / shots[1])
+                    save(tmp / "b.png", "console-pending-entry.png")
                     driver.get(c.url + "/")
                     driver.find_element("css selector", "input[name=reason]").send_keys(
                         "payment gateway incident: hold renders until it answers")
@@ -213,8 +220,12 @@ def pages_shot() -> int:
                     time.sleep(2)
                     driver.set_window_size(1280, 520)
                     driver.save_screenshot(str(tmp / "c.png"))
-                    small_png(tmp / "c.png", DOCS / shots[2])
+                    save(tmp / "c.png", "console-paused.png")
                 client.close()
+            if "console-kinds.png" not in shots:
+                print(*(f"{DOCS / n}: {(DOCS / n).stat().st_size} bytes" for n in shots),
+                      sep="\n")
+                return 0
             with EmbeddedRedis(tmp / "redis2") as server:
                 seed_hour(server.url, 59)
                 stop = threading.Event()
@@ -245,7 +256,7 @@ def pages_shot() -> int:
                         driver.set_window_size(1280, 1010)
                         driver.get(c.url + "/kinds")
                         driver.save_screenshot(str(tmp / "d.png"))
-                        small_png(tmp / "d.png", DOCS / shots[3])
+                        save(tmp / "d.png", "console-kinds.png")
                 finally:
                     stop.set()
                     sup.kill_all()
@@ -261,6 +272,8 @@ def main() -> int:
         return audit_shot()
     if sys.argv[1:] == ["pages"]:
         return pages_shot()
+    if sys.argv[1:] == ["pending"]:
+        return pages_shot("console-pending-entry.png")
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         with EmbeddedRedis(tmp / "redis") as server:

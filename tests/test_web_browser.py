@@ -586,6 +586,50 @@ def test_every_action_works_without_javascript(tmp_path: Path, redis_url: str) -
         driver.quit()
 
 
+def test_a_stuck_pending_entry_released_to_the_fleet_from_its_page(
+        browser: Any, tmp_path: Path, redis_url: str) -> None:
+    """Issue 38 item 8: a job read by a worker that never came back (host-a) waits for
+    claim_idle_ms (10 minutes here); the operator opens its page from /pending, clicks
+    "Release to the fleet now", confirms, and a live worker runs it; audited."""
+    (entry,) = enqueue(redis_url, "noop", [3805])
+    client = redis.Redis.from_url(redis_url, protocol=2)
+    try:
+        client.execute_command("XREADGROUP", "GROUP", "workers", "host-a", "COUNT", 1,
+                               "STREAMS", "jobs", ">")
+    finally:
+        client.close()
+    sup = Sup(tmp_path, redis_url, ["--workers", "1", "--claim-idle-ms", "600000"]).start()
+    try:
+        (tmp_path / "web").mkdir()
+        with console(tmp_path / "web", redis_url) as c:
+            log_in(browser, c, "operator")
+            browser.get(c.url + "/pending")
+            [row] = all_css(browser, "#pending tbody tr")
+            assert entry in row.text and "host-a" in row.text
+            row.find_element("css selector", "a.entry-page").click()
+            wait(lambda: browser.current_url.endswith(f"/pending/{entry}"), what="its page")
+            assert "no live worker under this name" in by_id(browser, "owner").text
+            assert by_id(browser, "dead-letter")  # the other action, beside it
+            by_id(browser, "release").click()
+            what = wait(lambda: all_css(browser, "#release-what"))[0].text
+            assert "stays pending on host-a" in what
+            time.sleep(0.5)  # the worker's reclaim passes ran: none took it
+            assert not (sup.marks / "3805.log").exists()
+            by_id(browser, "confirm-release").click()
+            wait(lambda: f"released {entry} (pending on host-a)" in
+                 browser.find_element("css selector", ".flash").text, what="the flash")
+            wait(lambda: (sup.marks / "3805.log").exists() and
+                 "done" in (sup.marks / "3805.log").read_text(), 20,
+                 "a live worker to run it")
+            browser.get(c.url + "/audit")
+            rows = all_css(browser, "#audit tbody tr[data-id]")
+            assert [r.find_element("css selector", ".action").text for r in rows] == [
+                "release"]
+            assert f"{entry} from host-a" in rows[0].text
+    finally:
+        sup.kill_all()
+
+
 # -- metrics by kind -----------------------------------------------------------------------
 def test_metrics_by_kind_opened_from_the_nav(browser: Any, tmp_path: Path,
                                              redis_url: str) -> None:
