@@ -57,12 +57,11 @@ def format_kinds(w: KindWindow) -> str:
 
 
 def run_kinds(settings: config.Settings, as_json: bool) -> int:
-    from .status import unreachable
-
+    """Print the window; an outage is raised to status.run, which says it as status does."""
     try:
         w = read(settings)
-    except OUTAGE_ERRORS as e:
-        return unreachable("stagedoor status", settings, e)
+    except OUTAGE_ERRORS:
+        raise
     except redis.ResponseError as e:  # NOPERM: the ring's keys are not this user's
         print(f"stagedoor status: Redis refused: {first_line(e)}", file=sys.stderr)
         return 1
