@@ -178,7 +178,7 @@ class Serve:
     def request(self, body: bytes) -> None:
         """A REQUEST frame: the order parsed (its one parse) and handed to the native
         pool with a callback that replies (no task, no future per order); where the
-        pool does not apply (the os.* write, a test hook), a task (render)."""
+        pool does not apply (the os.* write), a task (render)."""
         from ..render.order import OrderDataError, RenderFailed
         from .render_pool import missing_glyphs, stored_order
 
