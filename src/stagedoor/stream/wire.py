@@ -1,6 +1,8 @@
 """One connection's wire for the lean client (resp.py): replies parsed by hiredis in
 data_received and handed, in order, to what waits for each: a future, or a Hook that
 handles the reply where it is parsed (the reader's reads ahead, worker/readahead.py).
+Single commands (write) are held until the end of the loop iteration and sent together:
+the jobs that resumed together send their next commands in one write.
 
 A reply that says the server moved the stream's slot (MOVED/ASK) or is no longer the
 master (errors.is_demoted: READONLY, MASTERDOWN, UNBLOCKED ... replica, WAIT ... replica
