@@ -4,12 +4,12 @@
   RenderFailed: render_tickets dead-letters the job at once with the reason;
 - an abort inside the render path, which no Python code can catch (a C library's failed
   assertion did it: tests/test_render_crash.py), kills the worker's render process
-  (render_isolation = "process", the default), not the worker: shown here with the
-  _STAGEDOOR_TEST_RENDER_ABORT hook of handlers/render_serve.py under a real supervisor
-  on a real server.  The worker keeps its pid, the other orders print, and only the
-  aborting order is dead-lettered, once, with the reason;
+  (render_isolation = "process", the default), not the worker: shown here with
+  tests/faulty_render.py (its ABORT mark) under a real supervisor on a real server.
+  The worker keeps its pid, the other orders print, and only the aborting order is
+  dead-lettered, once, with the reason;
 - a kill -9 of the render process with several renders in flight loses none of them;
-- a render that never ends (a hook of render_pool.py, _STAGEDOOR_TEST_RENDER_HANG) gets
+- a render that never ends (tests/faulty_render.py's HANG mark) gets
   the render process killed after render_timeout: only its order is dead-lettered;
 - a render process that cannot start fails the renders as transient errors, not lost,
   and the worker keeps going;
@@ -32,6 +32,7 @@ from pathlib import Path
 import psutil
 import pytest
 import redis
+from tests import faulty_render
 from tests.helpers_supervisor import enqueue, supervisor, wait_for
 from tests.test_exporter import value
 from tests.workerkit import dead_entries, gone, live_children, read_fleet
@@ -40,6 +41,7 @@ from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import free_port
 from stagedoor.demo.orders import demo_order
 from stagedoor.errors import TransientError
+from stagedoor.handlers import render_host
 from stagedoor.handlers.orders import put_orders_sync
 from stagedoor.handlers.render_host import RenderHost
 from stagedoor.handlers.render_pool import NativeRenderPool, rendered
@@ -47,9 +49,10 @@ from stagedoor.ops.metrics import WorkerStats
 from stagedoor.render import reference
 from stagedoor.render.order import Order, RenderFailed
 
-MARK = "ABORT-IN-RENDER-7d1c"
+MARK = faulty_render.ABORT
 REASON = b"render aborted the render process (SIGABRT)"
-HANG = "HANG-IN-RENDER-5e0b"
+HANG = faulty_render.HANG
+FAULTY = ["--handlers", "tests.faulty_worker:registry"]     # renders that abort or hang
 
 
 async def test_native_pool_render_error_is_render_failed(tmp_path: Path) -> None:
@@ -75,7 +78,7 @@ def test_thread_path_render_error_is_render_failed() -> None:
 
 
 def _marked(order_id: int, mark: str) -> Order:
-    """A demo order whose event carries `mark` (a test hook of render_pool.py)."""
+    """A demo order whose event carries `mark` (tests/faulty_render.py's)."""
     order = demo_order(order_id)
     t = dataclasses.replace(order.tickets[0], event=f"Gala {mark}")
     return dataclasses.replace(order, tickets=(t,))
@@ -128,9 +131,8 @@ def test_abort_inside_the_render_path_costs_only_its_order(
     tickets = tmp_path / "tickets"
     port = free_port()
     args = ["--workers", "1", "--max-deliveries", "2", "--concurrency", "16",
-            "--metrics-port", str(port)]
-    with supervisor(tmp_path, redis_url, args, handlers=False,
-                    env={"_STAGEDOOR_TEST_RENDER_ABORT": MARK}) as sup:
+            "--metrics-port", str(port), *FAULTY]
+    with supervisor(tmp_path, redis_url, args, handlers=False) as sup:
         [worker] = sup.wait_ready(1).values()
         dead = _one_dead_letter(redis_url, sync_redis, settings, tickets, 9, bad)
         _all_acked(sync_redis, settings, 9)
@@ -303,13 +305,13 @@ async def test_a_render_process_that_cannot_start_fails_renders_as_transient(
 
 async def test_a_render_that_hangs_is_killed_and_costs_only_its_order(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A render that never ends (the _STAGEDOOR_TEST_RENDER_HANG hook of render_pool.py,
-    as a native loop that does not terminate would) holds a thread of the render process
+    """A render that never ends (tests/faulty_render.py's HANG mark, as a native loop
+    that does not terminate would) holds a thread of the render process
     for good.  After render_timeout the process is killed; a hung render alone in it is
     its order's RenderFailed at once, several are run again one at a time, and the
     renders that do end print.  Without this, each hang (and each retry of its job) took
     a thread of the process until no render of the worker could run."""
-    monkeypatch.setenv("_STAGEDOOR_TEST_RENDER_HANG", HANG)
+    monkeypatch.setattr(render_host, "SERVE_MODULE", faulty_render.SERVE)
     stats = WorkerStats(["render_tickets"])
     host = RenderHost(Settings(render_timeout=1.0), stats)
     why = r"render hung: no result in 1s \(render_timeout\)"
@@ -356,9 +358,9 @@ def test_a_hung_render_under_a_supervisor_dead_letters_only_its_order(
     _store_orders(sync_redis, settings, 6, bad, mark=HANG)
     tickets = tmp_path / "tickets"
     port = free_port()
-    args = ["--workers", "1", "--render-timeout", "1", "--metrics-port", str(port)]
-    with supervisor(tmp_path, redis_url, args, handlers=False,
-                    env={"_STAGEDOOR_TEST_RENDER_HANG": HANG}) as sup:
+    args = ["--workers", "1", "--render-timeout", "1", "--metrics-port", str(port),
+            *FAULTY]
+    with supervisor(tmp_path, redis_url, args, handlers=False) as sup:
         [worker] = sup.wait_ready(1).values()
         dead = _one_dead_letter(redis_url, sync_redis, settings, tickets, 6, bad)
         _all_acked(sync_redis, settings, 6)
@@ -398,9 +400,8 @@ def test_abort_in_the_worker_is_bounded_by_poison_handling(
     _store_orders(sync_redis, settings, 8, bad)
     tickets = tmp_path / "tickets"
     args = ["--workers", "1", "--max-deliveries", "2", "--concurrency", "8",
-            "--render-isolation", "none"]
-    with supervisor(tmp_path, redis_url, args, handlers=False,
-                    env={"_STAGEDOOR_TEST_RENDER_ABORT": MARK}) as sup:
+            "--render-isolation", "none", *FAULTY]
+    with supervisor(tmp_path, redis_url, args, handlers=False) as sup:
         sup.wait_ready(1)
         dead = _one_dead_letter(redis_url, sync_redis, settings, tickets, 8, bad)
         assert dead[b"dead:error"].startswith(b"poison:"), dead

@@ -26,11 +26,12 @@ import orjson
 import psutil
 import pytest
 import redis
+from tests import faulty_render
 from tests.workerkit import add_jobs, eventually, gone, live_children, running
 
 from stagedoor.config import Settings
 from stagedoor.demo.orders import demo_order
-from stagedoor.handlers import load_registry
+from stagedoor.handlers import load_registry, render_host
 from stagedoor.handlers.orders import put_orders_sync
 from stagedoor.handlers.render_host import RenderHost
 from stagedoor.ops.logs import JsonFormatter, job_context
@@ -39,7 +40,7 @@ from stagedoor.render.order import RenderFailed
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import enqueue_sync
 
-HANG = "HANG-IN-RENDER-91c4"
+HANG = faulty_render.HANG
 
 
 def _render_processes() -> list[psutil.Process]:
@@ -155,7 +156,7 @@ async def test_render_host_lines_carry_their_own_job(
     """Order 1's job starts the render process; order 2's render hangs and gets the
     process killed: those lines carry order 2's job, and a death of the process with no
     render in it carries no job's fields, never order 1's."""
-    monkeypatch.setenv("_STAGEDOOR_TEST_RENDER_HANG", HANG)
+    monkeypatch.setattr(render_host, "SERVE_MODULE", faulty_render.SERVE)
     host = RenderHost(Settings(render_timeout=1.0), WorkerStats(["render_tickets"]))
     hung = demo_order(2)
     hung_json = hung.to_json().replace(b'"buyer":"', f'"buyer":"{HANG} '.encode(), 1)

@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
+import hiredis
 import pytest
 import redis
 
@@ -75,3 +77,52 @@ async def test_every_exchange_of_a_read_ahead_fails_together(
         for exchange in (first, second):
             with pytest.raises(redis.TimeoutError):
                 await conn.replies(exchange)
+
+
+class _CountingTransport:
+    """The real transport, its writes counted (what reaches the socket, and how often)."""
+
+    def __init__(self, transport: Any) -> None:
+        self._transport = transport
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+        self._transport.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+async def test_commands_of_one_loop_iteration_go_out_in_one_write(settings: Settings) -> None:
+    """The jobs that resume together (one read of replies) send their next commands in
+    one write, not one system call (and one wake-up of Redis) each; the replies still
+    come to their own callers, in order, with an exchange written after them too."""
+    conn = FastConnection(settings, timeout=2)
+    try:
+        await conn.connect()
+        proto = conn._proto
+        assert proto is not None
+        counting = _CountingTransport(proto.transport)
+        proto.transport = counting  # type: ignore[assignment]
+        replies = await asyncio.gather(*(conn.call("ECHO", i) for i in range(5)))
+        assert replies == [str(i).encode() for i in range(5)]
+        assert len(counting.writes) == 1, counting.writes
+        # single commands, then an exchange in the same iteration: one write, in order
+        counting.writes.clear()
+        loop = asyncio.get_running_loop()
+        first = proto.write(hiredis.pack_command(("ECHO", "a")), loop)
+        futs = conn.write_many([hiredis.pack_command(("ECHO", "b"))])
+        assert await conn.replies(futs) == [b"b"] and first.result() == b"a"
+        assert counting.writes == [hiredis.pack_command(("ECHO", "a"))
+                                   + hiredis.pack_command(("ECHO", "b"))]
+        # a connection failed before the end of the iteration sends nothing it held
+        counting.writes.clear()
+        held = proto.write(hiredis.pack_command(("ECHO", "c")), loop)
+        proto.fail(redis.ConnectionError("gone"))
+        await asyncio.sleep(0)
+        with pytest.raises(redis.ConnectionError):
+            held.result()
+        assert counting.writes == []
+    finally:
+        await conn.aclose()

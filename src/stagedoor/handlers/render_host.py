@@ -93,6 +93,8 @@ READY_TIMEOUT = 30.0    # s from exec to "ready" (imports, fonts, a warm-up rend
 STOP_TIMEOUT = 10.0     # s a closing worker waits for its render process to exit
 SHORT_LIFE = 1.0        # s: a process that died sooner after its start counts for the backoff
 STALLS = 3              # times a render's process was found stopped while it ran alone
+# the module the render process runs (tests/faulty_render.py runs a faulty one instead)
+SERVE_MODULE = "stagedoor.handlers.render_serve"
 _ROOT = str(Path(__file__).resolve().parents[2])  # where this stagedoor is: the process's too
 
 
@@ -340,7 +342,7 @@ class RenderHost:
             env["PYTHONPATH"] = os.pathsep.join([_ROOT, *paths])
         try:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "stagedoor.handlers.render_serve",
+                sys.executable, "-m", SERVE_MODULE,
                 str(theirs.fileno()), str(os.getpid()), pass_fds=(theirs.fileno(),),
                 stdin=asyncio.subprocess.DEVNULL, env=env)
         except OSError as e:

@@ -34,15 +34,6 @@ from ..render.order import Order, OrderDataError, RenderFailed
 from .durable import DirectorySync, GroupSyncs
 from .files import no_unnamed_files, unnamed_files, write_atomic
 
-# A test hook (tests/test_render_abort.py): a render of an order whose text contains
-# this aborts the process where the render starts (the render process, or the worker
-# with render_isolation = "none"), as a failed assertion inside a C library of the
-# renderer would.  Unset (always, outside that test) it costs one test a render.
-_ABORT_MARK = os.environ.get("_STAGEDOOR_TEST_RENDER_ABORT", "")
-# Another (tests/test_render_abort.py): a render of an order whose text contains this
-# never ends, as a native render stuck in a loop would (render_host.py's render_timeout).
-_HANG_MARK = os.environ.get("_STAGEDOOR_TEST_RENDER_HANG", "")
-
 
 class NativeRenderPool:
     def __init__(self, pool: Any, sink_type: Any, loop: asyncio.AbstractEventLoop) -> None:
@@ -246,10 +237,10 @@ class LocalRender:
 
     def submit(self, order: Order, directory: bytes, name: bytes, done: Written) -> bool:
         """The native pool's fast path (NativeRenderPool.submit_call), False where it
-        does not apply (no pool, no unnamed files, a test hook set): then render_into.
+        does not apply (no pool, no unnamed files): then render_into.
         Raises what the pool's submit raises (RenderFailed, MemoryError)."""
         pool = self._pool
-        if pool is None or _ABORT_MARK or _HANG_MARK or not unnamed_files():
+        if pool is None or not unnamed_files():
             return False
         pool.submit_call(order, directory, name, self._sync_of(directory), done)
         return True
@@ -263,10 +254,6 @@ class LocalRender:
     async def render_into(self, order: Order, directory: bytes, name: bytes,
                           path: Path | None = None) -> dict[str, int]:
         """render_to, the path as bytes: no Path made unless the os.* path writes."""
-        if _ABORT_MARK and _ABORT_MARK in repr(order):
-            os.abort()
-        if _HANG_MARK and _HANG_MARK in repr(order):
-            await asyncio.Event().wait()
         before = missing_glyphs()
         pool = self._pool if unnamed_files() else None     # the file system said no since
         written = False

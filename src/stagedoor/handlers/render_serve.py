@@ -46,13 +46,16 @@ import struct
 import sys
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 import uvloop
 
-if TYPE_CHECKING:
-    from ..render.order import Order
+# at the top, not in the functions that use them: a function-local import is a lookup
+# in sys.modules on every call, and request/_written/_reply run for every order
+from ..render.order import Order, OrderDataError, RenderFailed, Ticket
+from .files import no_unnamed_files
+from .render_pool import LocalRender, missing_glyphs, stored_order, uncovered_scripts
 
 HEADER = struct.Struct("<I")
 REQUEST = struct.Struct("<QQHH")    # rid, order id, len(directory), len(name)
@@ -159,14 +162,20 @@ def die_with(parent: int) -> None:
         os._exit(0)
 
 
+def _warm_up() -> Order:
+    """One Latin ticket: the render at start (no import of demo/, ~10 ms of a start)."""
+    return Order(order_id=1, tickets=(Ticket(
+        event="Warm-up", venue="Stagedoor", starts_at="2026-12-01 19:30", section="Parkett",
+        row="1", seat="1", buyer="Stagedoor", price="EUR 0.00", order_id=1,
+        admission_code="SD-00000001-01-000000"),))
+
+
 class Serve:
     def __init__(self, threads: int, plan: Any, out: Outbox) -> None:
-        from ..demo.orders import demo_order
         from ..render import fonts, renderer
-        from .render_pool import LocalRender
 
         fonts.use(plan)     # the worker's (its settings, its fonts found at its start)
-        renderer()(demo_order(1))   # a renderer that cannot render at all fails here, at start
+        renderer()(_warm_up())    # a renderer that cannot render at all fails here, at start
         self._threads = ThreadPoolExecutor(threads, thread_name_prefix="render")
         self.local = LocalRender(threads, self._in_thread)
         self._out = out
@@ -178,10 +187,7 @@ class Serve:
     def request(self, body: bytes) -> None:
         """A REQUEST frame: the order parsed (its one parse) and handed to the native
         pool with a callback that replies (no task, no future per order); where the
-        pool does not apply (the os.* write, a test hook), a task (render)."""
-        from ..render.order import OrderDataError, RenderFailed
-        from .render_pool import missing_glyphs, stored_order
-
+        pool does not apply (the os.* write), a task (render)."""
         rid, order_id, nd, nn = REQUEST.unpack_from(body)
         at = REQUEST.size
         directory = body[at:at + nd]
@@ -208,11 +214,7 @@ class Serve:
 
     def _written(self, rid: int, order: Order, directory: bytes, name: bytes,
                  before: int, ok: bool, err: BaseException | None) -> None:
-        from .render_pool import missing_glyphs
-
         if err is None and not ok:  # the file system cannot do the unnamed file
-            from .files import no_unnamed_files
-
             no_unnamed_files()
             self._spawn(self.render(rid, order, directory, name))
         elif err is None and before >= 0 and missing_glyphs() != before:
@@ -227,16 +229,12 @@ class Serve:
 
     def _reply(self, rid: int, outcome: int, detail: Any, tickets: int,
                lost: dict[str, int] | None = None) -> None:
-        from .render_pool import missing_glyphs
-
         self._out.put(reply_frame(rid, outcome, missing_glyphs(), tickets, detail, lost))
 
     async def render(self, rid: int, order: Order, directory: bytes, name: bytes,
                      lost_only: bool = False) -> None:
         """The order rendered and written through LocalRender.render_into (or, with
         lost_only, only the scripts it printed as marks looked for), then replied."""
-        from .render_pool import uncovered_scripts
-
         lost: dict[str, int] = {}
         err: BaseException | None = None
         try:
@@ -255,8 +253,6 @@ class Serve:
 
 def _outcome(err: BaseException | None) -> tuple[int, Any]:
     """The reply's outcome and detail for what a render raised (None: OK)."""
-    from ..render.order import RenderFailed
-
     if err is None:
         return OK, None
     if isinstance(err, RenderFailed):

@@ -6,9 +6,10 @@ wrapper, the pool, redis-py 8's per-command observability hooks, and an
 asyncio.wait_for task per write when a socket timeout is set; docs/profile-worker.md).
 The worker sends two commands in a loop, XREADGROUP '>' and XACK, thousands of
 times a second; everything else (scripts, XAUTOCLAIM, the order store) stays on
-redis-py.  Over an asyncio.Protocol (wire.py): one write per call, replies parsed by
-hiredis in data_received and handed to a future or a Hook, and one timer per
-connection for the time limits of all its calls (deadlines.py).
+redis-py.  Over an asyncio.Protocol (wire.py): the calls of one loop iteration in one
+write (at its end), replies parsed by hiredis in data_received and handed to a future
+or a Hook, and one timer per connection for the time limits of all its calls
+(deadlines.py).
 
 Semantics the loop relies on:
 - a timeout or a lost connection fails every outstanding call with redis-py's

@@ -1,6 +1,8 @@
 """One connection's wire for the lean client (resp.py): replies parsed by hiredis in
 data_received and handed, in order, to what waits for each: a future, or a Hook that
 handles the reply where it is parsed (the reader's reads ahead, worker/readahead.py).
+Single commands (write) are held until the end of the loop iteration and sent together:
+the jobs that resumed together send their next commands in one write.
 
 A reply that says the server moved the stream's slot (MOVED/ASK) or is no longer the
 master (errors.is_demoted: READONLY, MASTERDOWN, UNBLOCKED ... replica, WAIT ... replica
@@ -71,6 +73,10 @@ class Protocol(asyncio.Protocol):
         self.waiters: collections.deque[asyncio.Future[Any]] = collections.deque()
         self.asking = False  # cluster: ASKING before every command (a slot migrating here)
         self.redirected: tuple[str, str, int] | None = None  # the last MOVED/ASK
+        # single commands written in this loop iteration, sent together at its end
+        # (write): the jobs that resume together send their commands in one write, and
+        # Redis reads them in one read
+        self._corked: list[bytes] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports quack like asyncio.Transport without subclassing it.
@@ -117,6 +123,7 @@ class Protocol(asyncio.Protocol):
     def fail(self, exc: Exception) -> None:
         """Fail every outstanding call and drop the connection: its reply order is lost."""
         waiters, self.waiters = self.waiters, collections.deque()
+        self._corked = []   # their commands: failed with them, never sent
         for fut in waiters:
             if not fut.done():
                 fut.set_exception(exc)
@@ -129,12 +136,12 @@ class Protocol(asyncio.Protocol):
         assert self.transport is not None
         if self.asking:
             futs = [self._waiter(loop) for _ in datas]
-            self.transport.write(b"".join(_ASKING + d for d in datas))
+            self.transport.write(self._uncorked(b"".join(_ASKING + d for d in datas)))
             return futs
         # the reader's every read: no method call per reply
         futs = [loop.create_future() for _ in datas]
         self.waiters.extend(futs)
-        self.transport.write(b"".join(datas))
+        self.transport.write(self._uncorked(b"".join(datas)))
         return futs
 
     def write_hooked(self, datas: list[bytes], hooks: list[Hook]) -> None:
@@ -144,16 +151,32 @@ class Protocol(asyncio.Protocol):
             for hook in hooks:
                 self.waiters.append(Hook(_ignore))  # type: ignore[arg-type]  # +OK of ASKING
                 self.waiters.append(hook)  # type: ignore[arg-type]
-            self.transport.write(b"".join(_ASKING + d for d in datas))
+            self.transport.write(self._uncorked(b"".join(_ASKING + d for d in datas)))
             return
         self.waiters.extend(hooks)  # type: ignore[arg-type]
-        self.transport.write(b"".join(datas))
+        self.transport.write(self._uncorked(b"".join(datas)))
 
     def write(self, data: bytes, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any]:
+        """One command, sent at the end of this loop iteration with the others written
+        in it (one write, where each was one system call and one wake-up of Redis)."""
         assert self.transport is not None
         fut = self._waiter(loop)
-        self.transport.write(_ASKING + data if self.asking else data)
+        if not self._corked:
+            loop.call_soon(self._uncork)
+        self._corked.append(_ASKING + data if self.asking else data)
         return fut
+
+    def _uncork(self) -> None:
+        corked, self._corked = self._corked, []
+        if corked and self.transport is not None:
+            self.transport.write(corked[0] if len(corked) == 1 else b"".join(corked))
+
+    def _uncorked(self, data: bytes) -> bytes:
+        """`data` after the single commands still corked (their replies come first)."""
+        if not self._corked:
+            return data
+        corked, self._corked = self._corked, []
+        return b"".join((*corked, data))
 
     def _waiter(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any]:
         """A future for the next reply (after the +OK of ASKING, which nobody awaits)."""
