@@ -4,6 +4,7 @@ The public API, for producers and handler authors (README "Producing jobs", "Han
 
     from stagedoor import config, make_job, sync_client, enqueue_sync
     from stagedoor import handler, Registry, Context, TransientError, PermanentError
+    from stagedoor import StagedoorError    # the base of every error stagedoor raises
 
 The names are resolved on first use, so `import stagedoor` stays cheap for the
 supervisor (which must not load redis-py's machinery it does not use) and for the
@@ -50,6 +51,7 @@ _PUBLIC = {
     "sync_client": "stagedoor.stream.connection",
     "TransientError": "stagedoor.errors",
     "PermanentError": "stagedoor.errors",
+    "StagedoorError": "stagedoor.errors",
     "Context": "stagedoor.handlers",
     "Registry": "stagedoor.handlers",
     "handler": "stagedoor.handlers",
@@ -60,13 +62,13 @@ __all__ = [  # noqa: RUF022 (grouped by module, as _PUBLIC)
     "Job", "MalformedJob", "make_job", "parse_job",
     "enqueue", "enqueue_many", "enqueue_sync", "ensure_group", "ensure_group_sync",
     "async_client", "sync_client",
-    "TransientError", "PermanentError",
+    "TransientError", "PermanentError", "StagedoorError",
     "Context", "Registry", "handler",
 ]
 
 if TYPE_CHECKING:
     from . import config
-    from .errors import MalformedJob, PermanentError, TransientError
+    from .errors import MalformedJob, PermanentError, StagedoorError, TransientError
     from .handlers import Context, Registry, handler
     from .stream.connection import async_client, sync_client
     from .stream.job import Job, make_job, parse_job

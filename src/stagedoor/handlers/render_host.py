@@ -80,7 +80,7 @@ from typing import Any
 
 from ..backoff import Backoff, Schedule
 from ..config import Settings
-from ..errors import TransientError
+from ..errors import StagedoorError, TransientError
 from ..ops.logs import JOB_FIELDS, current_job
 from ..ops.metrics import WorkerStats
 from ..render.order import OrderDataError, RenderFailed
@@ -96,7 +96,7 @@ STALLS = 3              # times a render's process was found stopped while it ra
 _ROOT = str(Path(__file__).resolve().parents[2])  # where this stagedoor is: the process's too
 
 
-class _StartFailed(Exception):
+class _StartFailed(StagedoorError):
     pass
 
 

@@ -33,6 +33,7 @@ import socket
 import time
 from collections.abc import Callable
 
+from ..errors import StagedoorError
 from .exporter import CONTENT_TYPE
 
 log = logging.getLogger("stagedoor.exporter")
@@ -40,7 +41,7 @@ log = logging.getLogger("stagedoor.exporter")
 __all__ = ["MetricsBindError", "MetricsEndpoint", "Probe"]
 
 
-class MetricsBindError(RuntimeError):
+class MetricsBindError(StagedoorError, RuntimeError):
     """The metrics endpoint cannot listen on the address; the message is one line."""
 
 

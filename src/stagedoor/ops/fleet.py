@@ -41,6 +41,7 @@ import orjson
 import redis.asyncio as aioredis
 
 from ..config import Settings
+from ..errors import StagedoorError
 from ..stream.keys import fleet_key, paused_key, presence_key
 from .records import Record, now_ms, pairs, pipeline, text
 
@@ -170,7 +171,7 @@ MAX_TIME_S = 253_402_300_799  # 9999-12-31T23:59:59Z: a time a date can show
 MAX_COUNT = 2**63 - 1
 
 
-class _Bad(ValueError):
+class _Bad(StagedoorError, ValueError):
     pass
 
 

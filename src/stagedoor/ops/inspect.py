@@ -57,6 +57,7 @@ import redis
 import redis.asyncio as aioredis
 
 from ..config import Settings
+from ..errors import StagedoorError
 from ..stream import backlog
 from ..stream.backlog import trimmed_key
 from ..stream.keys import dead_trimmed_key
@@ -66,7 +67,7 @@ __all__ = ["MAX_ID_MS", "BadEntryId", "InspectError", "aqueue_status", "build_st
            "queue_status", "redis_memory", "valid_id"]
 
 
-class InspectError(RuntimeError):
+class InspectError(StagedoorError, RuntimeError):
     """Redis answered, but not with a queue we can read; the message is one line."""
 
 
@@ -81,7 +82,7 @@ MAX_SEQ = 2**64 - 1
 _ENTRY_ID = re.compile(r"([0-9]{1,20})-([0-9]{1,20})")
 
 
-class BadEntryId(ValueError):
+class BadEntryId(StagedoorError, ValueError):
     """An entry id given by the operator that is malformed or out of range (one line)."""
 
 

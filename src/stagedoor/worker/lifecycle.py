@@ -25,6 +25,7 @@ import redis.asyncio as aioredis
 
 from ..backoff import Backoff, reconnect
 from ..config import ConfigError, Settings
+from ..errors import StagedoorError
 from ..handlers import Context, Registry
 from ..stream import backlog, connection
 from ..stream.errors import describe_unreachable, is_oom
@@ -40,7 +41,7 @@ _UNBLOCK_FAILED: tuple[type[BaseException], ...] = (
     TimeoutError, redis.ResponseError, *connection.TRANSIENT_ERRORS)
 
 
-class BootError(RuntimeError):
+class BootError(StagedoorError, RuntimeError):
     """The worker could not reach a usable Redis within boot_timeout."""
 
 

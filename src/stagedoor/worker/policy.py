@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from ..backoff import Schedule
 from ..config import Settings
-from ..errors import PermanentError, TransientError
+from ..errors import PermanentError, StagedoorError, TransientError
 from ..ops.metrics import WorkerStats
 from ..stream.connection import TRANSIENT_ERRORS
 from ..stream.errors import first_line, is_oom, is_permanent
@@ -35,7 +35,7 @@ from ..stream.errors import first_line, is_oom, is_permanent
 log = logging.getLogger("stagedoor.policy")
 
 
-class JobTimedOut(TimeoutError):
+class JobTimedOut(StagedoorError, TimeoutError):
     """The attempt ran past its time limit and was cancelled."""
 
 
