@@ -13,8 +13,8 @@ from tests.paths import PACKAGE
 from tests.test_systemd import unit_directives, verify
 
 from stagedoor import __version__
-from stagedoor.cli.sandbox import hidden_paths
 from stagedoor.cli.shipped import supervise_executable
+from stagedoor.ops.sandbox import hidden_paths
 
 SHIPPED = PACKAGE / "data"
 

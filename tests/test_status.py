@@ -517,7 +517,8 @@ def test_check_group_missing_is_a_warning(client: redis.Redis, redis_url: str) -
 # -- --watch: throughput and time to drain -------------------------------------------------------
 
 def test_watch_sample_rate_and_drain() -> None:
-    from stagedoor.cli.commands.status import format_watch, watch_sample
+    from stagedoor.cli.commands.status import format_watch
+    from stagedoor.ops.inspect import watch_sample
 
     def status(t_ms: int, read: int, pending: int, lag: int) -> dict[str, object]:
         return {"time_ms": t_ms, "stream": {"entries_added": read + lag},

@@ -16,8 +16,8 @@ import pytest
 from tests.paths import ROOT, SRC
 from tests.test_systemd import TEMPLATE, UNIT, unit_directives, verify
 
-from stagedoor.cli.sandbox import hidden_paths, why_hidden
 from stagedoor.cli.shipped import supervise_executable
+from stagedoor.ops.sandbox import hidden_paths, why_hidden
 
 
 def run(python: str, *args: str) -> subprocess.CompletedProcess[str]:

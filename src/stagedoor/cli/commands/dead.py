@@ -22,8 +22,8 @@ import redis.asyncio as aioredis
 
 from ... import config
 from ...exitcodes import EX_TEMPFAIL, EX_USAGE
+from ...ops.text import safe, short
 from ..console_run import confirm, print_table, run_op, write_json
-from ..text import safe, short
 from .status import CONNECTION_SETTINGS
 
 if TYPE_CHECKING:  # imported where they run: no cost to building the parser

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 import redis.asyncio as aioredis
 
 from ... import config
+from ...ops.text import human_ms, safe
 from ..console_run import run_op, write_json
-from ..text import safe
 from .dead import _entry_id, _positive
-from .status import CONNECTION_SETTINGS, human_ms
+from .status import CONNECTION_SETTINGS
 
 if TYPE_CHECKING:  # imported where they run: no cost to building the parser
     from ...ops import jobs

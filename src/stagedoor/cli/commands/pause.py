@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 import redis.asyncio as aioredis
 
 from ... import config
+from ...ops.text import safe
 from ..console_run import run_op, write_json
-from ..text import safe
 from .status import CONNECTION_SETTINGS
 
 if TYPE_CHECKING:  # imported where they run: no cost to building the parser
-    from ...ops import fleet
+    from ...stream.keys import PauseState
 
 
 def register(subparsers: Any) -> None:
@@ -46,7 +46,7 @@ def register(subparsers: Any) -> None:
         config.add_arguments(leaf, only=(*CONNECTION_SETTINGS, "audit_maxlen"))
 
 
-def _since(state: fleet.PauseState) -> str:
+def _since(state: PauseState) -> str:
     if state.since is None:
         return "?"
     return datetime.fromtimestamp(state.since, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

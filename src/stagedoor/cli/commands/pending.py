@@ -10,10 +10,10 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ... import config
+from ...ops.text import human_ms, safe, short
 from ..console_run import print_table, run_op, write_json
-from ..text import safe, short
 from .dead import _entry_id, _positive
-from .status import CONNECTION_SETTINGS, human_ms
+from .status import CONNECTION_SETTINGS
 
 
 def register(subparsers: Any) -> None:

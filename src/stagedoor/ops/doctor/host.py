@@ -14,9 +14,9 @@ import urllib.request
 from pathlib import Path
 
 from ... import thai_dictionary
-from ...cli import sandbox
 from ...config import ConfigError, Settings
 from ...exitcodes import CHECK_CRITICAL, CHECK_OK, CHECK_UNKNOWN, CHECK_WARNING
+from .. import sandbox
 from . import Finding
 
 BUILD_FROM_SOURCE = ("install the manylinux wheel, which carries its libraries (README "
