@@ -31,7 +31,6 @@ from ..config import Settings
 from ..stream.keys import audit_key
 
 log = logging.getLogger("stagedoor.audit")
-ACTIONS = ("pause", "resume", "replay", "delete", "purge", "ticket download")
 DETAIL_MAX = 300
 FIELDS = ("at", "who", "via", "action", "count", "detail")
 

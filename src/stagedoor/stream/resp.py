@@ -94,15 +94,6 @@ class FastConnection:
         self._deadlines.add(proto, fut, self._timeout if limit is None else limit, loop)
         return await fut
 
-    async def send_many(self, datas: list[bytes], *, limit: float | None = None
-                        ) -> list[Any]:
-        """Send several packed commands in one write; a reply or the exception per command.
-
-        The time limit runs over the whole exchange (the replies come in order)."""
-        if not self.connected:
-            await self.connect()
-        return await self.replies(self.write_many(datas, limit=limit))
-
     def write_many(self, datas: list[bytes], *, limit: float | None = None) -> Exchange:
         """Send several packed commands in one write now, on a connected connection, and
         return without waiting: `await replies(exchange)` later.  Exchanges written one

@@ -403,8 +403,5 @@ class Pool:
             if h.pid in self.handles:
                 self.reap(h)
 
-    def all_ready(self) -> bool:
-        return all(s.current is not None and s.current.ready for s in self.slots.values())
-
     def ready_count(self) -> int:
         return sum(1 for s in self.slots.values() if s.current is not None and s.current.ready)

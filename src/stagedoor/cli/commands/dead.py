@@ -17,7 +17,6 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import redis
 import redis.asyncio as aioredis
 
 from ... import config
@@ -404,21 +403,4 @@ async def _audit(client: aioredis.Redis, s: config.Settings, action: str,
                        count=len(done), detail=" ".join(done))
 
 
-def replay_one(client: redis.Redis, settings: config.Settings, dead_id: str
-               ) -> tuple[str, str | None]:
-    """Replay one dead entry with a blocking client (tests, sync tools): ('ok', new id),
-    ('missing', None), ('empty', None) or ('full', None: the backlog is at the refusal
-    level); the same script as ops.deadletters.replay."""
-    from ...ops import deadletters as dl
-    script = client.register_script(dl.REPLAY_LUA)
-    keys, argv = dl.replay_args(settings, [dead_id])
-    reply = script(keys=keys, args=argv)
-    status, new_id = reply[2][:2]
-    return _text(status), (_text(new_id) or None)
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
-
-
-__all__: Sequence[str] = ("register", "replay_one", "safe", "summary")
+__all__: Sequence[str] = ("register", "safe", "summary")
