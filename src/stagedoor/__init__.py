@@ -17,11 +17,18 @@ native extension.  Where each lives:
     supervisor/  the process tree: select loop, pool, pure decisions, reporting, systemd
     ops/         status, Prometheus exporter, metrics, logs
     cli/         `stagedoor` and `stagedoor-supervise`
+    web/         the operator's console (`stagedoor web`)
     demo/        demo orders and an embedded redis-server (demo and tests only)
     config/      settings (every layer reads them); errors.py (the error classes every
                  layer shares, the handler API's among them); exitcodes.py (the exit
                  code contract between workers, the supervisor, the cli and the systemd
                  unit); backoff.py (the one exponential backoff every layer waits with)
+
+    and beside them: version.py (__version__, read by the layers below this facade);
+    public.py (public names resolved on first use, here and in handlers/ and render/);
+    redaction.py (secrets masked out of every output); proctitle.py (process titles in
+    `ps`); thai_dictionary.py (where libthai finds its word-break dictionary);
+    _render.pyx (the native renderer, with _render.pxd, _render.pyi and _pthread.pxd)
 """
 
 from __future__ import annotations
