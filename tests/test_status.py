@@ -14,9 +14,9 @@ import orjson
 import pytest
 import redis
 import redis.asyncio as aioredis
-from tests.clikit import cli, one_line
 from tests.paths import SRC
 from tests.servers import SERVER
+from tests.support.cli import cli, one_line
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import free_port
