@@ -49,6 +49,7 @@ import orjson
 
 from ..config import Settings
 from ..redaction import redact as _redact
+from .tracing import current_ids
 
 __all__ = ["CORE_KEYS", "EXTRA_KEYS", "FORMATS", "JOB_FIELDS", "JOB_KEYS",
            "JournalFormatter", "JsonFormatter", "TextFormatter", "current_job", "job_context",
@@ -150,7 +151,6 @@ def _extras(record: logging.LogRecord) -> dict[str, Any]:
 def _span_ids() -> tuple[str, str] | None:
     if "opentelemetry.trace" not in sys.modules:  # tracing off: no import, no cost
         return None
-    from .tracing import current_ids
 
     return current_ids()
 

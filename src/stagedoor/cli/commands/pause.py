@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import redis.asyncio as aioredis
 
 from ... import config
+from ...ops import audit, fleet
 from ...ops.text import safe
 from ..console_run import run_op, write_json
 from .status import CONNECTION_SETTINGS
@@ -53,7 +54,6 @@ def _since(state: PauseState) -> str:
 
 
 def run_pause(args: argparse.Namespace) -> int:
-    from ...ops import audit, fleet
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:
@@ -77,7 +77,6 @@ def run_pause(args: argparse.Namespace) -> int:
 
 
 def run_resume(args: argparse.Namespace) -> int:
-    from ...ops import audit, fleet
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:

@@ -10,6 +10,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ... import config
+from ...ops import pending as ops_pending
 from ...ops.text import human_ms, safe, short
 from ..console_run import print_table, run_op, write_json
 from .dead import _entry_id, _positive
@@ -17,8 +18,6 @@ from .status import CONNECTION_SETTINGS
 
 
 def register(subparsers: Any) -> None:
-    from ...ops import pending as ops_pending  # its default scan limit
-
     p = subparsers.add_parser(
         "pending", help="List or show pending entries (delivered, not acked yet).",
         description="Entries a worker holds or held: running, retrying, or left by a worker "
@@ -61,7 +60,6 @@ def _seconds(text: str) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from ...ops import pending as ops_pending
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:
@@ -88,7 +86,6 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from ...ops import pending as ops_pending
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:

@@ -17,6 +17,7 @@ rate, until Ctrl-C (or --samples lines).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import time
 from typing import Any
@@ -27,10 +28,14 @@ import redis
 from ... import config
 from ...exitcodes import EX_UNAVAILABLE
 from ...ops.check import STATE_NAMES, Thresholds, evaluate, unknown
+from ...ops.doctor.keys import kept
+from ...ops.fleet import fleet
 from ...ops.inspect import InspectError, queue_status, redis_memory, watch_sample
+from ...ops.records import console_client
 from ...ops.text import human_ms
 from ...ops.text import safe as escape
 from ...redaction import redact
+from ...stream import cluster
 from ...stream.connection import sync_client
 from ...stream.diagnose import outage
 from ...stream.errors import OUTAGE_ERRORS, first_line
@@ -150,9 +155,6 @@ def kept_status(client: Any, settings: config.Settings) -> dict[str, Any] | None
     stream's memory (the doctor's bounded SCAN, ops/doctor/keys.py): only here, in the
     one-off `stagedoor status`, never in --watch or the supervisor's reports.  None on a
     Cluster (a SCAN is one node's: `stagedoor doctor` against each node)."""
-    from ...ops.doctor.keys import kept
-    from ...stream import cluster
-
     if cluster.is_cluster_url(settings.redis_url):
         return None
     finding = kept(client, settings)
@@ -162,11 +164,6 @@ def kept_status(client: Any, settings: config.Settings) -> dict[str, Any] | None
 def fleet_status(settings: config.Settings) -> dict[str, Any] | None:
     """The registry and the pause flag (ops/fleet.py), or None when the user may not
     read them (an ACL without those keys): the queue's numbers are still worth showing."""
-    import asyncio
-
-    from ...ops.fleet import fleet
-    from ...ops.records import console_client
-
     async def read() -> dict[str, Any]:
         client = console_client(settings)
         try:

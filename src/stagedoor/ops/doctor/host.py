@@ -45,6 +45,7 @@ def loaded_libraries(maps: str | None = None) -> dict[str, str]:
 
 
 def native() -> list[Finding]:
+    # here: the check is whether the extension loads (~60 ms with the fonts' modules)
     from ...render import native_import_error
 
     why = native_import_error()
@@ -52,7 +53,7 @@ def native() -> list[Finding]:
         return [Finding("native renderer", CHECK_CRITICAL, why.split("; using the")[0],
                         BUILD_FROM_SOURCE)]
     out = []
-    import stagedoor._render as ext
+    import stagedoor._render as ext  # it loads: native_import_error() said so
 
     libs = loaded_libraries()
     where = ", ".join(
@@ -111,6 +112,7 @@ def fonts_check(settings: Settings) -> list[Finding]:
 
 
 def _fonts(settings: Settings) -> Finding:
+    # here: the renderer's modules only when the fonts are checked (native() says why)
     from ...render import fonts, native_available
 
     try:
