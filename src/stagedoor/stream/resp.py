@@ -1,9 +1,9 @@
 """A lean asyncio Redis connection for the worker's hot path, parsed by hiredis.
 
-Why not redis-py here: on the 2-core CI box each redis-py asyncio command costs
-about 145 us of client overhead before and after the round trip (the retry
-wrapper, the pool, redis-py 8's per-command observability hooks, and an
-asyncio.wait_for task per write when a socket timeout is set; docs/profile-worker.md).
+Why not redis-py here: each redis-py asyncio command pays client overhead before and
+after the round trip, several times the round trip on loopback (the retry wrapper,
+the pool, redis-py 8's per-command observability hooks, and an asyncio.wait_for task
+per write when a socket timeout is set; docs/benchmarks.md, "Why the code is the way it is").
 The worker sends two commands in a loop, XREADGROUP '>' and XACK, thousands of
 times a second; everything else (scripts, XAUTOCLAIM, the order store) stays on
 redis-py.  Over an asyncio.Protocol (wire.py): one write per call, replies parsed by
