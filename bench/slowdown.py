@@ -51,7 +51,7 @@ class _SlowCommands:
     """A connection proxy: sleeps before the named command, the rest passes through.
 
     Covers both shapes the worker has used: a redis-py client (`execute_command`) and
-    the lean hot-path connection of stagedoor.stream.resp (`call`, `send`, `send_many`,
+    the lean hot-path connection of stagedoor.stream.resp (`call`, `send`,
     and `write_many` + `replies`, the reader's reads ahead)."""
 
     def __init__(self, inner: Any, command: str, delay_s: float) -> None:
@@ -75,16 +75,10 @@ class _SlowCommands:
         await self._maybe_sleep(args)
         return await self._inner.call(*args, **kwargs)
 
-    # pre-packed RESP commands (stagedoor.stream.resp.FastConnection.send / send_many)
+    # pre-packed RESP commands (stagedoor.stream.resp.FastConnection.send)
     async def send(self, data: bytes, **kwargs: Any) -> Any:
         await self._maybe_sleep((_packed_name(data),))
         return await self._inner.send(data, **kwargs)
-
-    async def send_many(self, datas: list[bytes], **kwargs: Any) -> Any:
-        if any(_packed_name(d) == self._command for d in datas):
-            await delay(self._delay)
-        return await self._inner.send_many(datas, **kwargs)
-
 
     # the reader's reads ahead: written at once, the replies awaited later.  The write
     # cannot wait (it is not a coroutine), so the wait comes before the replies are

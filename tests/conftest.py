@@ -22,12 +22,14 @@ import redis.asyncio as aioredis
 from tests import servers
 from tests.aclmode import server_args
 from tests.servers import SuiteRedis as EmbeddedRedis
+from tests.support.sentinels import sentinels  # noqa: F401 (a fixture, offered to every test)
 
 from stagedoor.config import Settings
 
 # A test that uses any of these talks to a server: marked `server` automatically.
 SERVER_FIXTURES = frozenset({"redis_server", "own_redis", "redis_url", "settings",
-                             "sync_redis", "aredis", "server", "acl_server", "tls_server"})
+                             "sync_redis", "aredis", "server", "acl_server", "tls_server",
+                             "sentinels"})
 
 
 @pytest.fixture(scope="session")

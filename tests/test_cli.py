@@ -3,38 +3,33 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
-from tests.clikit import SUPERVISE, cli
 from tests.paths import PACKAGE
+from tests.support.cli import SUPERVISE, cli, module
 from tests.test_systemd import unit_directives, verify
 
 from stagedoor import __version__
-from stagedoor.cli.sandbox import hidden_paths
 from stagedoor.cli.shipped import supervise_executable
+from stagedoor.ops.sandbox import hidden_paths
 
 SHIPPED = PACKAGE / "data"
 
 
-def run(*args: str, module: str = "stagedoor") -> subprocess.CompletedProcess[str]:
-    return cli(*args, entry=("-m", module))
-
-
 def test_version_on_both_commands_and_python_m() -> None:
-    assert (run("--version").stdout, run("--version").returncode) == (
-        f"stagedoor {__version__}\n", 0)
+    r = cli("--version", entry=module("stagedoor"))  # python -m stagedoor
+    assert (r.stdout, r.returncode) == (f"stagedoor {__version__}\n", 0)
     r = cli("--version", entry=SUPERVISE)
     assert (r.returncode, r.stdout) == (0, f"stagedoor-supervise {__version__}\n")
-    assert run("--version", module="stagedoor.cli").stdout == f"stagedoor {__version__}\n"
-    r = run("status", "--nonsense")
+    assert cli("--version").stdout == f"stagedoor {__version__}\n"
+    r = cli("status", "--nonsense")
     assert r.returncode == 2 and r.stderr.startswith("stagedoor: error: unrecognized")
 
 
 def test_systemd_print_points_the_unit_at_this_installation(tmp_path: Path) -> None:
-    r = run("systemd", "print")
+    r = cli("systemd", "print")
     assert r.returncode == 0, r.stderr
     d = unit_directives(r.stdout)
     exe = Path(sys.executable).parent / "stagedoor-supervise"
@@ -46,11 +41,11 @@ def test_systemd_print_points_the_unit_at_this_installation(tmp_path: Path) -> N
     else:  # an editable install has no data files: the shipped path stays
         assert d["Documentation"] == unit_directives(shipped)["Documentation"]
     assert verify(tmp_path, r.stdout) == ""
-    assert run("systemd", "print", "--as-shipped").stdout == shipped
+    assert cli("systemd", "print", "--as-shipped").stdout == shipped
     for name in ("stagedoor@.service", "stagedoor.env.example", "stagedoor.toml.example"):
-        r = run("systemd", "print", name)
+        r = cli("systemd", "print", name)
         assert r.returncode == 0 and r.stdout.startswith("#"), (name, r.stderr)
-    r = run("systemd", "print", "nosuch.service")
+    r = cli("systemd", "print", "nosuch.service")
     assert r.returncode == 2 and "invalid choice" in r.stderr
 
 
@@ -58,10 +53,10 @@ def test_systemd_install_writes_and_keeps(tmp_path: Path) -> None:
     units, conf = tmp_path / "units", tmp_path / "etc"
     args: tuple[str, ...] = ("systemd", "install", "--unit-dir", str(units), "--config-dir",
                              str(conf))
-    printed = run("systemd", "print").stdout
+    printed = cli("systemd", "print").stdout
     if hidden_paths(printed, supervise_executable()):  # this test venv under /root, /home..
         args += ("--allow-hidden-paths",)  # (tests/test_words_systemd.py tests the refusal)
-    r = run(*args)
+    r = cli(*args)
     assert r.returncode == 0, r.stderr
     # --config-dir moves EnvironmentFile= and LoadCredential= with the files
     assert (units / "stagedoor.service").read_text() == printed.replace("/etc/stagedoor/",
@@ -71,16 +66,16 @@ def test_systemd_install_writes_and_keeps(tmp_path: Path) -> None:
     assert oct((conf / "stagedoor.env").stat().st_mode & 0o777) == "0o640"
     assert "systemctl enable --now stagedoor" in r.stdout
     (conf / "stagedoor.env").write_text("STAGEDOOR_WORKERS=2\n")  # the operator's edit
-    r = run(*args)
+    r = cli(*args)
     assert r.returncode == 0 and f"kept       {conf / 'stagedoor.env'}" in r.stdout
     assert (conf / "stagedoor.env").read_text() == "STAGEDOOR_WORKERS=2\n"
-    r = run(*args, "--template")
+    r = cli(*args, "--template")
     assert r.returncode == 0, r.stderr
     assert (units / "stagedoor@.service").is_file() and (conf / "jobs.env").is_file()
     assert "systemctl enable --now stagedoor@jobs" in r.stdout
     blocked = tmp_path / "file"
     blocked.write_text("")
-    r = run("systemd", "install", "--unit-dir", str(blocked / "sub"), "--config-dir",
+    r = cli("systemd", "install", "--unit-dir", str(blocked / "sub"), "--config-dir",
             str(conf), *args[6:])
     assert r.returncode == 73
     errors = [line for line in r.stderr.strip().splitlines()
@@ -89,11 +84,11 @@ def test_systemd_install_writes_and_keeps(tmp_path: Path) -> None:
 
 
 def test_monitoring_print_and_path() -> None:
-    alerts = run("monitoring", "print", "alerts")
+    alerts = cli("monitoring", "print", "alerts")
     assert alerts.returncode == 0
     assert alerts.stdout == (SHIPPED / "monitoring" / "alerts.yml").read_text()
     assert yaml.safe_load(alerts.stdout)["groups"][0]["name"] == "stagedoor"
-    dashboard = run("monitoring", "print", "dashboard")
+    dashboard = cli("monitoring", "print", "dashboard")
     assert json.loads(dashboard.stdout)["uid"] == "stagedoor"
-    path = Path(run("monitoring", "path").stdout.strip())
+    path = Path(cli("monitoring", "path").stdout.strip())
     assert (path / "alerts.yml").is_file()

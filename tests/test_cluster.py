@@ -19,9 +19,9 @@ import orjson
 import pytest
 import redis
 from tests.aclmode import ACL_MODE, worker_url
-from tests.clikit import cli
 from tests.faults.harness import Procs, Producer, wait_for
 from tests.faults.invariants import Ledger
+from tests.support.cli import cli
 from tests.topology import ClusterSet
 
 from stagedoor.config import ConfigError, Settings

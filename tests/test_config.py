@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.clikit import cli
+from tests.support.cli import cli
 
 from stagedoor import config
 from stagedoor.config import ConfigError, Settings

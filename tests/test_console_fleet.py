@@ -26,9 +26,9 @@ import orjson
 import pytest
 import redis
 from redis.crc import key_slot
-from tests.clikit import cli
 from tests.helpers_supervisor import enqueue, marks, supervisor, wait_for
 from tests.paths import SRC
+from tests.support.cli import cli
 from tests.workerkit import read_fleet
 
 from stagedoor.config import Settings

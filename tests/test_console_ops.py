@@ -16,7 +16,7 @@ import orjson
 import pytest
 import redis
 import redis.asyncio as aioredis
-from tests.clikit import cli
+from tests.support.cli import cli
 from tests.workerkit import add_jobs, eventually, running
 
 from stagedoor.config import Settings

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 import redis
-from tests.clikit import cli, one_line
+from tests.support.cli import cli, one_line
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import free_port

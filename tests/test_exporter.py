@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
+from tests.support.prometheus import samples
 
 from stagedoor.config import Settings
 from stagedoor.ops.endpoint import MetricsBindError, MetricsEndpoint, Probe
@@ -30,14 +30,6 @@ from stagedoor.ops.exporter import (
 from stagedoor.ops.inspect import aqueue_status
 from stagedoor.ops.metrics import DURATION_BUCKETS, WorkerStats
 from stagedoor.stream.connection import async_client, sync_client
-
-
-def samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    out: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
-    for family in text_string_to_metric_families(text.decode()):
-        for s in family.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
 
 
 def value(text: bytes, name: str, stream: str = "jobs", **labels: str) -> float:

@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 import redis
-from tests.clikit import cli, one_line
+from tests.support.cli import cli, one_line
 from tests.workerkit import dead_entries, eventually, running
 
 from stagedoor.config import Settings

@@ -180,3 +180,28 @@ def test_no_import_circles() -> None:
 def test_a_circle_is_found() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c", "a"]]
+
+
+def test_nothing_outside_the_cli_imports_it() -> None:
+    """The CLI is the top: the web and ops/ share what they need with it from below
+    (ops/text.py, ops/inspect.watch_sample, ops/sandbox.py), never from cli/.  The one
+    exception is `python -m stagedoor` (stagedoor/__main__.py), an entry point like the
+    CLI's own."""
+    graph = import_graph()
+    reaching = sorted(f"{name} -> {target}" for name, targets in graph.items()
+                      if name.startswith("stagedoor.") and not _in_cli(name)
+                      and name != "stagedoor.__main__"
+                      for target in targets if _in_cli(target))
+    assert not reaching, "modules outside cli/ that import it:\n" + "\n".join(reaching)
+
+
+def _in_cli(module: str) -> bool:
+    return module == "stagedoor.cli" or module.startswith("stagedoor.cli.")
+
+
+def test_the_worker_reads_its_keys_from_stream_keys() -> None:
+    """Key names and formats live in stream/keys.py: the worker reaches no console
+    module (ops/fleet.py) for one."""
+    graph = import_graph()
+    assert "stagedoor.ops.fleet" not in graph["stagedoor.worker.presence"]
+    assert "stagedoor.stream.keys" in graph["stagedoor.worker.presence"]

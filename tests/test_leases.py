@@ -21,18 +21,29 @@ from tests.workerkit import (
     running,
 )
 
-from stagedoor.cli.commands.dead import replay_one
 from stagedoor.config import Settings
 from stagedoor.demo.orders import demo_order
 from stagedoor.errors import TransientError
 from stagedoor.handlers import Context, Registry, load_registry
 from stagedoor.handlers.orders import put_orders_sync
+from stagedoor.ops import deadletters
 from stagedoor.stream.job import Job, make_job
 from stagedoor.stream.keys import lease_key, starts_key
 from stagedoor.stream.queue import enqueue_sync, ensure_group_sync
 
 RETRIES = 2
 FAST = {"block_ms": 100, "retry_backoff": 0.001, "retries": RETRIES}
+
+
+def replay_one(client: redis.Redis, settings: Settings, dead_id: str
+               ) -> tuple[str, str | None]:
+    """Replay one dead entry with a blocking client, through the console's script
+    (ops.deadletters.REPLAY_LUA): ('ok', new id), ('missing', None), ('empty', None)
+    or ('full', None)."""
+    script = client.register_script(deadletters.REPLAY_LUA)
+    keys, argv = deadletters.replay_args(settings, [dead_id])
+    status, new_id = script(keys=keys, args=argv)[2][:2]
+    return status.decode(), (new_id.decode() if new_id else None)
 
 
 def lease_keys(client: redis.Redis, settings: Settings) -> list[bytes]:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio as aioredis
-from tests.clikit import cli
+from tests.support.cli import cli
 from tests.workerkit import raw
 
 from stagedoor.config import Settings

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 import redis
-from tests.clikit import cli, one_line
+from tests.support.cli import cli, one_line
 
 from stagedoor.config import Settings
 from stagedoor.stream.backlog import AUDIT_LUA, AUDIT_SCAN_CAP, trimmed_key

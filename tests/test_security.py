@@ -24,7 +24,6 @@ import redis
 import redis.asyncio as aioredis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.clikit import cli
 from tests.faults.harness import REPO, Procs, Producer, wait_for
 from tests.faults.invariants import (
     Ledger,
@@ -37,6 +36,7 @@ from tests.faults.invariants import (
 from tests.paths import SRC
 from tests.servers import SERVER, require_tls
 from tests.servers import SuiteRedis as EmbeddedRedis
+from tests.support.cli import cli
 from tests.tlscerts import make_certs
 
 from stagedoor.config import Settings

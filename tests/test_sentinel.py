@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -19,9 +19,9 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 from tests.aclmode import server_args
-from tests.clikit import cli
 from tests.faults.proxy import FaultProxy
 from tests.servers import SuiteRedis, require_tls
+from tests.support.cli import cli
 from tests.tlscerts import make_certs
 from tests.topology import SERVICE, SentinelSet
 from tests.workerkit import poll
@@ -42,15 +42,6 @@ from stagedoor.worker.dispatch import is_redis_trouble
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.server
-
-
-@pytest.fixture
-def sentinels(tmp_path: Path) -> Iterator[SentinelSet]:
-    topo = SentinelSet(tmp_path / "sentinel")
-    try:
-        yield topo
-    finally:
-        topo.stop()
 
 
 def test_sentinel_urls_are_validated_with_one_line() -> None:

@@ -14,9 +14,9 @@ import orjson
 import pytest
 import redis
 import redis.asyncio as aioredis
-from tests.clikit import cli, one_line
 from tests.paths import SRC
 from tests.servers import SERVER
+from tests.support.cli import cli, one_line
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import free_port
@@ -517,7 +517,8 @@ def test_check_group_missing_is_a_warning(client: redis.Redis, redis_url: str) -
 # -- --watch: throughput and time to drain -------------------------------------------------------
 
 def test_watch_sample_rate_and_drain() -> None:
-    from stagedoor.cli.commands.status import format_watch, watch_sample
+    from stagedoor.cli.commands.status import format_watch
+    from stagedoor.ops.inspect import watch_sample
 
     def status(t_ms: int, read: int, pending: int, lag: int) -> dict[str, object]:
         return {"time_ms": t_ms, "stream": {"entries_added": read + lag},

@@ -13,7 +13,6 @@ import os
 import re
 import signal
 import socket
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -22,7 +21,6 @@ from pathlib import Path
 import psutil
 import pytest
 import redis
-from tests.clikit import SUPERVISE, cli
 from tests.helpers_supervisor import (
     REPO,
     NotifySocket,
@@ -34,6 +32,7 @@ from tests.helpers_supervisor import (
     thread_count,
     wait_for,
 )
+from tests.support.cli import SUPERVISE, cli
 from tests.workerkit import gone
 
 from stagedoor.demo.embedded_redis import EmbeddedRedis, free_port
@@ -61,28 +60,25 @@ def text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return cli(*args, env=env, entry=SUPERVISE, timeout=30)
-
-
 # -- the command line ------------------------------------------------------------------------
 
 def test_help_bad_flag_bad_config() -> None:
-    r = run_cli("--help")
+    r = cli("--help", entry=SUPERVISE)
     assert r.returncode == 0
     for words in ("supervise N stagedoor worker processes", "SIGHUP", "SIGTTIN", "exit codes",
                   "69", "70", "78", "--workers", "--flap-max"):
         assert words in r.stdout, words
-    r = run_cli("--no-such-flag")
+    r = cli("--no-such-flag", entry=SUPERVISE)
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
-    r = run_cli("--workers", "0", "--redis-url", "redis://127.0.0.1:1/0")
+    r = cli("--workers", "0", "--redis-url", "redis://127.0.0.1:1/0", entry=SUPERVISE)
     assert r.returncode == 78
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "config error" in r.stderr and "workers=0" in r.stderr, r.stderr
-    r = run_cli("--redis-url", "redis://127.0.0.1:1/0", env={"STAGEDOOR_HEARTBEAT_TIMEOUT": "x"})
+    r = cli("--redis-url", "redis://127.0.0.1:1/0", env={"STAGEDOOR_HEARTBEAT_TIMEOUT": "x"},
+            entry=SUPERVISE)
     assert r.returncode == 78 and len(r.stderr.strip().splitlines()) == 1, r.stderr
-    r = run_cli()  # no Redis URL at all
+    r = cli(entry=SUPERVISE)  # no Redis URL at all
     assert r.returncode == 78 and "redis_url is empty" in r.stderr, r.stderr
 
 

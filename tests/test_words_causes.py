@@ -13,17 +13,16 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 from redis.sentinel import MasterNotFoundError
 from tests.aclmode import server_args
-from tests.clikit import cli
 from tests.faults.harness import REPO
 from tests.paths import SRC
 from tests.servers import SuiteRedis
+from tests.support.cli import cli
 from tests.topology import SERVICE, ClusterSet, SentinelSet, _cluster_port
 from tests.workerkit import poll
 
@@ -61,15 +60,6 @@ def assert_outage(url: str, cause: str, *, absent: str = "§", longest: int = 50
     assert len(line) < longest and "ConnectionPool" not in line, line
     proc = cli("status", "--check", "--json", "--redis-url", url)
     assert proc.returncode == 3 and '"UNKNOWN"' in proc.stdout, proc.stdout + proc.stderr
-
-
-@pytest.fixture
-def sentinels(tmp_path: Path) -> Iterator[SentinelSet]:
-    topo = SentinelSet(tmp_path / "sentinel")
-    try:
-        yield topo
-    finally:
-        topo.stop()
 
 
 def test_sentinel_master_down_is_not_a_wrong_name(sentinels: SentinelSet) -> None:

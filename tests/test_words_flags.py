@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 import redis
-from tests.clikit import SUPERVISE, cli
+from tests.support.cli import SUPERVISE, cli
 
 
 def refused(proc: subprocess.CompletedProcess[str], *words: str) -> None:

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import secrets
 import signal
-import subprocess
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 import redis
-from tests.clikit import SUPERVISE, cli
 from tests.faults.harness import Procs, wait_for
 from tests.servers import SuiteRedis as EmbeddedRedis
+from tests.support.cli import SUPERVISE, cli
+from tests.support.cli import module as entry_of
 
 from stagedoor.demo.embedded_redis import free_port
 from stagedoor.redaction import redact, remember
@@ -37,12 +37,6 @@ class Secret:
 
     def leaked_in(self, text: str) -> list[str]:
         return [p for p in self.parts if p in text]
-
-
-def run(*args: str, env: dict[str, str] | None = None, module: str = "stagedoor.cli",
-        timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return cli(*args, env=env, timeout=timeout,
-               entry=SUPERVISE if module == "stagedoor.cli.supervise" else ("-m", module))
 
 
 def ways(secret: Secret, tmp_path: Path, host_port: str, scheme: str = "redis",
@@ -88,13 +82,13 @@ def test_unreachable_errors_of_every_command_show_no_secret(
     host_port = f"127.0.0.1:{free_port()}"
     for way, conn in ways(s, tmp_path, host_port, scheme, path).items():
         for command in COMMANDS:
-            proc = run(*command, *conn)
+            proc = cli(*command, *conn)
             out = proc.stdout + proc.stderr
             assert proc.returncode in (3, 69), (way, command, out)
             assert not s.leaked_in(out), (way, command, out)
             assert "Traceback" not in out, (way, command, out)
-        sup = run(*conn, "--workers", "1", "--boot-timeout", "0.5", "--boot-retries", "1",
-                  "--log-format", "text", module="stagedoor.cli.supervise")
+        sup = cli(*conn, "--workers", "1", "--boot-timeout", "0.5", "--boot-retries", "1",
+                  "--log-format", "text", entry=SUPERVISE)
         assert sup.returncode != 0 and not s.leaked_in(sup.stdout + sup.stderr), sup.stderr
 
 
@@ -113,18 +107,18 @@ def test_config_errors_exit_78_and_show_no_secret(tmp_path: Path) -> None:
     for url in bad:
         for command in [c for c in COMMANDS] + [("--workers", "1")]:
             module = "stagedoor.cli.supervise" if command[0] == "--workers" else "stagedoor.cli"
-            proc = run(*command, "--redis-url", url, module=module)
+            proc = cli(*command, "--redis-url", url, entry=entry_of(module))
             out = proc.stdout + proc.stderr
             # --check speaks the monitoring plugins' codes: UNKNOWN, on stdout.
             assert proc.returncode == (3 if "--check" in command else 78), (url, command, out)
             assert not s.leaked_in(out), (url, command, out)
             assert len(out.strip().splitlines()) == 1, out
         # The same URL from the environment, and --help with it set.
-        proc = run("status", env={"STAGEDOOR_REDIS_URL": url})
+        proc = cli("status", env={"STAGEDOOR_REDIS_URL": url})
         assert proc.returncode == 78 and not s.leaked_in(proc.stderr), proc.stderr
-        assert not s.leaked_in(run("status", "--help",
+        assert not s.leaked_in(cli("status", "--help",
                                    env={"STAGEDOOR_REDIS_URL": url}).stdout)
-    unencoded = run("status", "--redis-url", bad[3])
+    unencoded = cli("status", "--redis-url", bad[3])
     assert "must be percent-encoded" in unencoded.stderr, unencoded.stderr
 
 
@@ -135,18 +129,18 @@ def test_logs_and_auth_errors_show_no_secret(tmp_path: Path) -> None:
         host_port = f"127.0.0.1:{server.port}"
         for way, conn in ways(s, tmp_path, host_port).items():
             # Works, with debug logs, against the real server.
-            proc = run("enqueue", "--kind", "render_tickets", "--order-id", "1",
+            proc = cli("enqueue", "--kind", "render_tickets", "--order-id", "1",
                        "--outbox-id", "1", *conn)
             assert proc.returncode == 0, (way, proc.stderr)
             for command in COMMANDS[:5]:
-                proc = run(*command, *conn)
+                proc = cli(*command, *conn)
                 assert proc.returncode in (0, 1, 2), (way, command, proc.stderr)
                 assert not s.leaked_in(proc.stdout + proc.stderr), (way, command)
             # A wrong password is refused in one line that shows neither.
             wrong = Secret()
             (tmp_path / way).mkdir()
             for bad in ways(wrong, tmp_path / way, host_port).values():
-                proc = run("status", *bad)
+                proc = cli("status", *bad)
                 assert proc.returncode in (69, 78), proc.stderr
                 assert not wrong.leaked_in(proc.stdout + proc.stderr), proc.stderr
         # A worker's logs while Redis goes away and comes back, password in the query.

@@ -4,27 +4,21 @@ files (issue 24, item 9).  The units are checked with systemd-analyze verify."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import site
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import pytest
-from tests.paths import ROOT, SRC
+from tests.support.cli import cli
 from tests.test_systemd import TEMPLATE, UNIT, unit_directives, verify
 
-from stagedoor.cli.sandbox import hidden_paths, why_hidden
 from stagedoor.cli.shipped import supervise_executable
+from stagedoor.ops.sandbox import hidden_paths, why_hidden
 
-
-def run(python: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(SRC), str(ROOT), *site.getsitepackages()])
-    return subprocess.run([python, "-m", "stagedoor.cli", *args], capture_output=True,
-                          text=True, timeout=60, env=env, cwd=ROOT)
+# a venv the test makes from this interpreter finds the dependencies through these
+SITE = site.getsitepackages()
 
 
 def test_the_sandbox_rules() -> None:
@@ -62,16 +56,16 @@ def test_install_refuses_an_installation_under_tmp() -> None:
         exe.chmod(0o755)
         units, conf = base / "units", base / "etc"
         args = ("systemd", "install", "--unit-dir", str(units), "--config-dir", str(conf))
-        r = run(str(python), *args)
+        r = cli(*args, python=str(python), path=SITE)
         assert r.returncode == 78, (r.stdout, r.stderr)
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1, r.stderr
         assert f"{exe} is under /tmp, which PrivateTmp=yes" in lines[0], lines[0]
         assert "--allow-hidden-paths" in lines[0]
         assert not units.exists() and not conf.exists()
-        printed = run(str(python), "systemd", "print")
+        printed = cli("systemd", "print", python=str(python), path=SITE)
         assert printed.returncode == 0 and "PrivateTmp=yes" in printed.stderr
-        r = run(str(python), *args, "--allow-hidden-paths")
+        r = cli(*args, "--allow-hidden-paths", python=str(python), path=SITE)
         assert r.returncode == 0, r.stderr
         assert "warning" in r.stderr and "PrivateTmp=yes" in r.stderr
         assert unit_directives((units / "stagedoor.service").read_text())["ExecStart"] == [
@@ -90,7 +84,7 @@ def test_config_dir_moves_environment_file_and_credential(tmp_path: Path,
             *(["--template"] if template else [])]
     if hidden_paths(UNIT.read_text(), supervise_executable()):  # this venv, under /root..
         args.append("--allow-hidden-paths")
-    r = run(sys.executable, *args)
+    r = cli(*args, path=SITE)
     assert r.returncode == 0, r.stderr
     text = (units / name).read_text()
     d = unit_directives(text)

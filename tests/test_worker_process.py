@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import redis
 from tests.aclmode import worker_url
-from tests.clikit import cli
 from tests.paths import SRC
+from tests.support.cli import cli
 from tests.workerkit import add_jobs, pending_summary, poll
 
 from stagedoor.config import Settings

@@ -4,6 +4,7 @@ The public API, for producers and handler authors (README "Producing jobs", "Han
 
     from stagedoor import config, make_job, sync_client, enqueue_sync
     from stagedoor import handler, Registry, Context, TransientError, PermanentError
+    from stagedoor import StagedoorError    # the base of every error stagedoor raises
 
 The names are resolved on first use, so `import stagedoor` stays cheap for the
 supervisor (which must not load redis-py's machinery it does not use) and for the
@@ -16,11 +17,18 @@ native extension.  Where each lives:
     supervisor/  the process tree: select loop, pool, pure decisions, reporting, systemd
     ops/         status, Prometheus exporter, metrics, logs
     cli/         `stagedoor` and `stagedoor-supervise`
+    web/         the operator's console (`stagedoor web`)
     demo/        demo orders and an embedded redis-server (demo and tests only)
     config/      settings (every layer reads them); errors.py (the error classes every
                  layer shares, the handler API's among them); exitcodes.py (the exit
                  code contract between workers, the supervisor, the cli and the systemd
                  unit); backoff.py (the one exponential backoff every layer waits with)
+
+    and beside them: version.py (__version__, read by the layers below this facade);
+    public.py (public names resolved on first use, here and in handlers/ and render/);
+    redaction.py (secrets masked out of every output); proctitle.py (process titles in
+    `ps`); thai_dictionary.py (where libthai finds its word-break dictionary);
+    _render.pyx (the native renderer, with _render.pxd, _render.pyi and _pthread.pxd)
 """
 
 from __future__ import annotations
@@ -50,6 +58,7 @@ _PUBLIC = {
     "sync_client": "stagedoor.stream.connection",
     "TransientError": "stagedoor.errors",
     "PermanentError": "stagedoor.errors",
+    "StagedoorError": "stagedoor.errors",
     "Context": "stagedoor.handlers",
     "Registry": "stagedoor.handlers",
     "handler": "stagedoor.handlers",
@@ -60,13 +69,13 @@ __all__ = [  # noqa: RUF022 (grouped by module, as _PUBLIC)
     "Job", "MalformedJob", "make_job", "parse_job",
     "enqueue", "enqueue_many", "enqueue_sync", "ensure_group", "ensure_group_sync",
     "async_client", "sync_client",
-    "TransientError", "PermanentError",
+    "TransientError", "PermanentError", "StagedoorError",
     "Context", "Registry", "handler",
 ]
 
 if TYPE_CHECKING:
     from . import config
-    from .errors import MalformedJob, PermanentError, TransientError
+    from .errors import MalformedJob, PermanentError, StagedoorError, TransientError
     from .handlers import Context, Registry, handler
     from .stream.connection import async_client, sync_client
     from .stream.job import Job, make_job, parse_job

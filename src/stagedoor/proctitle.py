@@ -12,14 +12,14 @@ small, well-kept C extension (writing argv by hand is exactly what it is for).
 
 from __future__ import annotations
 
+from setproctitle import setproctitle
+
 from .config import Settings
 
 __all__ = ["set_title", "supervisor_title", "worker_title"]
 
 
 def set_title(title: str) -> None:
-    from setproctitle import setproctitle
-
     setproctitle(title)
 
 

@@ -14,7 +14,6 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,15 +30,6 @@ from .harness import Procs, Producer, wait_for
 from .invariants import Ledger
 
 pytestmark = [pytest.mark.server, pytest.mark.faults]
-
-
-@pytest.fixture
-def topo(tmp_path: Path) -> Iterator[SentinelSet]:
-    t = SentinelSet(tmp_path / "sentinel")
-    try:
-        yield t
-    finally:
-        t.stop()
 
 
 def stream_outbox_ids(client: redis.Redis) -> set[int]:
@@ -80,16 +70,16 @@ class LoopProducer(threading.Thread):
 
 
 def test_kill9_of_the_master_mid_drain_workers_resume_on_the_promoted_replica(
-        tmp_path: Path, topo: SentinelSet) -> None:
+        tmp_path: Path, sentinels: SentinelSet) -> None:
     ledger = Ledger(tmp_path / "ledger")
-    s = Settings(redis_url=topo.url, consumer="f")  # producer side: WAIT 1 (the default)
+    s = Settings(redis_url=sentinels.url, consumer="f")  # producer side: WAIT 1 (the default)
     client = connection.sync_client(s)
     n = 4000
     try:
         Producer(client, s, ledger.directory).enqueue("ledger", range(1, n + 1))
     finally:
         client.close()
-    procs = Procs(tmp_path, worker_url(topo.url), ledger.directory)
+    procs = Procs(tmp_path, worker_url(sentinels.url), ledger.directory)
     try:
         sup = procs.supervisor(2, {"claim_idle_ms": 3000, "job_timeout": 1.0,
                                    "boot_timeout": 20}, env={"FAULTS_SLEEP_MS": "4"})
@@ -102,9 +92,9 @@ def test_kill9_of_the_master_mid_drain_workers_resume_on_the_promoted_replica(
         without.start()
         time.sleep(0.3)
         done_at_kill = len(ledger.done())
-        old_port, _ = topo.kill_master()
+        old_port, _ = sentinels.kill_master()
         t_kill = time.time()
-        new_port = topo.wait_promoted(old_port)
+        new_port = sentinels.wait_promoted(old_port)
         t_promoted = time.time()
         assert done_at_kill < n, "the drain was over before the kill: enqueue more"
         wait_for(lambda: any(e["event"] == "start" and e["t"] > t_promoted
@@ -119,7 +109,7 @@ def test_kill9_of_the_master_mid_drain_workers_resume_on_the_promoted_replica(
 
         # Everything enqueued before the kill (with WAIT 1), and every enqueue with WAIT
         # that returned, is handled; no worker was restarted.
-        new = topo.client(new_port)
+        new = sentinels.client(new_port)
         try:
             on_new = stream_outbox_ids(new)
         finally:
@@ -149,22 +139,22 @@ def test_kill9_of_the_master_mid_drain_workers_resume_on_the_promoted_replica(
 
 
 def test_without_wait_an_acknowledged_enqueue_is_lost_with_wait_it_is_refused(
-        topo: SentinelSet) -> None:
+        sentinels: SentinelSet) -> None:
     """The window WAIT closes, made certain: the replica is stopped (SIGSTOP) and its link
     cut while the master acknowledges enqueues, then the master is killed and the
     replica promoted.
     Without WAIT every one of those acknowledged enqueues is lost; with WAIT none of
     them returned: each raised NotReplicated, so the producer knows to send it again."""
-    s = Settings(redis_url=topo.url, wait_timeout_ms=100)
+    s = Settings(redis_url=sentinels.url, wait_timeout_ms=100)
     client = connection.sync_client(s)
-    assert topo.replica.process is not None
+    assert sentinels.replica.process is not None
     try:
         enqueue_sync(client, s, [make_job("ledger", 1, 1, "r1", "t")])  # replicated
         # Stop the replica and cut its link on the master's side: what the master
         # acknowledges now is in no socket buffer the replica reads after SIGCONT.
-        os.kill(topo.replica.process.pid, signal.SIGSTOP)
+        os.kill(sentinels.replica.process.pid, signal.SIGSTOP)
         try:
-            master = topo.client()
+            master = sentinels.client()
             try:
                 assert master.client_kill_filter(_type="replica") == 1
             finally:
@@ -178,13 +168,13 @@ def test_without_wait_an_acknowledged_enqueue_is_lost_with_wait_it_is_refused(
                     enqueue_sync(client, s, [make_job("ledger", i, i, f"r{i}", "t")])
                     raise AssertionError(f"enqueue {i} returned without a replica")
                 refused += 1
-            old_port, _ = topo.kill_master()
+            old_port, _ = sentinels.kill_master()
         finally:
-            os.kill(topo.replica.process.pid, signal.SIGCONT)
-        new_port = topo.wait_promoted(old_port)
+            os.kill(sentinels.replica.process.pid, signal.SIGCONT)
+        new_port = sentinels.wait_promoted(old_port)
     finally:
         client.close()
-    new = topo.client(new_port)
+    new = sentinels.client(new_port)
     try:
         on_new = stream_outbox_ids(new)
     finally:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import redis
 from tests.aclmode import ACL_MODE, worker_url
-from tests.clikit import cli
+from tests.support.cli import cli
 from tests.topology import SERVICE, ClusterSet, Sentinel, SentinelSet
 from tests.workerkit import poll
 
@@ -147,15 +147,6 @@ def _sees_replica(sentinel: Sentinel, port: int) -> bool:
     return False
 
 
-@pytest.fixture
-def sentinel(tmp_path: Path) -> Iterator[SentinelSet]:
-    t = SentinelSet(tmp_path / "sentinel")
-    try:
-        yield t
-    finally:
-        t.stop()
-
-
 def _worker_repairs(tmp_path: Path, url: str, client: redis.Redis, s: Settings) -> None:
     """A worker started on the promoted node audits at boot: it repairs the stale
     counter (XGROUP SETID, same cursor) where its user may, and as the documented ACL
@@ -182,10 +173,10 @@ def _worker_repairs(tmp_path: Path, url: str, client: redis.Redis, s: Settings) 
 
 
 def test_sentinel_failovers_leave_no_false_backlog_and_count_a_real_loss(
-        tmp_path: Path, sentinel: SentinelSet) -> None:
+        tmp_path: Path, sentinels: SentinelSet) -> None:
     """The issue's scenario: kill the master, it returns as a replica (a full resync),
     drain on the new master, kill that one; the first master is promoted again."""
-    topo = sentinel
+    topo = sentinels
     s = Settings(redis_url=topo.url, maxlen=MAXLEN)  # WAIT 1: the replica has the jobs
     first = topo.master_port()
     assert first is not None

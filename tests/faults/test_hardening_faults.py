@@ -15,9 +15,7 @@ The OOM cases set a real `maxmemory` (noeviction) on the test's own redis-server
 from __future__ import annotations
 
 import logging
-import re
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,15 +23,17 @@ import orjson
 import pytest
 import redis
 from tests.aclmode import server_args
-from tests.clikit import cli
 from tests.helpers_supervisor import NotifySocket
+from tests.support.cli import cli
+from tests.support.faults import faulted
+from tests.support.prometheus import first, scrape
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import EmbeddedRedis, free_port
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import enqueue_sync, ensure_group_sync
 
-from .harness import Proc, Procs, Producer, wait_for
+from .harness import Procs, Producer, wait_for
 from .invariants import (
     Ledger,
     assert_idle,
@@ -54,31 +54,6 @@ def status_json(url: str, *extra: str) -> dict[str, object]:
     assert proc.returncode == 0, proc.stderr
     out: dict[str, object] = orjson.loads(proc.stdout)
     return out
-
-
-def scrape(port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-        return str(resp.read().decode())
-
-
-def faulted(procs: list[Proc], ledger: Ledger) -> set[int]:
-    """Outbox ids of the jobs the workers logged a retry or a Redis failure for."""
-    by_entry = {r["entry_id"]: r["outbox_id"] for r in ledger.enqueued()}
-    out: set[int] = set()
-    for proc in procs:
-        for line in proc.log_lines():
-            msg = line.get("msg", "")
-            if "retrying in" in msg or "left pending" in msg or "Redis failed" in msg:
-                if "outbox_id" in line:
-                    out.add(int(line["outbox_id"]))
-                elif line.get("entry_id") in by_entry:
-                    out.add(by_entry[line["entry_id"]])
-    return out
-
-
-def metric(text: str, name: str) -> float | None:
-    m = re.search(rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$", text, re.M)  # any labels
-    return float(m.group(1)) if m else None
 
 
 # -- #1: trimmed before any read ---------------------------------------------------------
@@ -117,7 +92,7 @@ def test_jobs_trimmed_before_any_read_are_counted_alarmed_and_logged(
     assert f"{lost} jobs" in line, line
     wait_for(lambda: ledger.done() >= {int(i) for i in range(1, 3001)
                                        if ids[i - 1] in left}, 60, what="the rest handled")
-    wait_for(lambda: metric(scrape(port), "stagedoor_trimmed_unread_total") == lost, 30,
+    wait_for(lambda: first(scrape(port), "stagedoor_trimmed_unread_total") == lost, 30,
              what="the metric")
     after = status_json(server.url)["trimmed_backlog"]
     assert isinstance(after, dict)
@@ -228,7 +203,7 @@ def test_redis_oom_while_running_pauses_reading_and_resumes_own_pending_at_once(
     client.config_set("maxmemory", 1)
     t_oom = time.monotonic()
     # The gauge counts the workers holding off (processes): 1 or 2 here.
-    wait_for(lambda: (metric(scrape(port), "stagedoor_redis_oom") or 0) >= 1, 15,
+    wait_for(lambda: (first(scrape(port), "stagedoor_redis_oom") or 0) >= 1, 15,
              what="the gauge")
     done_at_oom = len(ledger.done())
     time.sleep(6)  # the OOM window: the measurement, not a sync
@@ -256,8 +231,8 @@ def test_redis_oom_while_running_pauses_reading_and_resumes_own_pending_at_once(
     # Reclaim is 30 s away and the claim threshold 60 s: only the re-read of the own
     # pending list can bring them back this soon.
     assert took < 10, "stranded jobs came back through the own pending list, not reclaim"
-    wait_for(lambda: metric(scrape(port), "stagedoor_redis_oom") == 0, 15, what="gauge 0")
-    assert (metric(scrape(port), "stagedoor_redis_oom_jobs_total") or 0) >= 1
+    wait_for(lambda: first(scrape(port), "stagedoor_redis_oom") == 0, 15, what="gauge 0")
+    assert (first(scrape(port), "stagedoor_redis_oom_jobs_total") or 0) >= 1
     # Run twice only where a fault hit: stranded by the OOM, or a call that timed out
     # on the loaded box and was retried (each such run is in the workers' log).
     check_all(client, fsettings, ledger, duplicates_allowed=stranded | faulted([sup], ledger),

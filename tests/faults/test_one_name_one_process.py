@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 import redis
 from tests.aclmode import server_args, worker_url
+from tests.support.faults import faulted
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import EmbeddedRedis
@@ -231,21 +232,6 @@ def test_signal_storm_over_a_drain_one_working_process_per_name_effects_once(
     finally:
         stop_stalls.set()
         procs.close()
-
-
-def faulted(procs: list[Proc], ledger: Ledger) -> set[int]:
-    """Outbox ids of the jobs a worker logged a retry or a Redis failure for."""
-    by_entry = {r["entry_id"]: r["outbox_id"] for r in ledger.enqueued()}
-    out: set[int] = set()
-    for proc in procs:
-        for line in proc.log_lines():
-            msg = line.get("msg", "")
-            if "retrying in" in msg or "left pending" in msg or "Redis failed" in msg:
-                if "outbox_id" in line:
-                    out.add(int(line["outbox_id"]))
-                elif line.get("entry_id") in by_entry:
-                    out.add(by_entry[line["entry_id"]])
-    return out
 
 
 # -- stagedoor work's name ---------------------------------------------------------------

@@ -29,6 +29,7 @@ from ..exitcodes import (
     EX_USAGE_DOCTOR,
 )
 from ..redaction import install_excepthook, redact
+from ..version import __version__
 
 # name -> its line in `stagedoor --help`.  Only the command being run is imported (its
 # module pulls in redis-py, the renderer, ...): `stagedoor --version` and `--help` import
@@ -73,8 +74,6 @@ class Parser(argparse.ArgumentParser):
 
 
 def add_version(parser: argparse.ArgumentParser) -> None:
-    from ..version import __version__
-
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
 
 
@@ -113,7 +112,8 @@ def say(line: str) -> None:
 
 
 def run(func: object, args: argparse.Namespace) -> int:
-    import redis  # here, not at the top: --version and --help never need it
+    # here, not at the top: --version and --help never need redis-py (tests/test_cli_imports)
+    import redis
 
     from ..config import ConfigError
     from ..stream.errors import OOM_ADVICE, OUTAGE_ERRORS, first_line, is_oom
@@ -142,6 +142,8 @@ def run(func: object, args: argparse.Namespace) -> int:
 
 def outage_of(args: argparse.Namespace, exc: BaseException) -> str:
     """The outage line, with the Cluster's state looked up when the settings read."""
+    # here: only an outage needs them, and the config and Redis modules stay out of
+    # --version and --help (tests/test_cli_imports)
     from .. import config
     from ..config import ConfigError
     from ..stream.diagnose import outage

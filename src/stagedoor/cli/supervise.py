@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from .. import config
 from ..config import ConfigError, Settings
 from ..exitcodes import EX_CONFIG
+from ..ops.logs import setup_logging
 from ..redaction import install_excepthook
 from ..supervisor.loop import Supervisor
 from ..supervisor.state import Options
@@ -100,6 +101,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _setup_logging(settings: Settings) -> None:
-    from ..ops.logs import setup_logging
-
     setup_logging(settings.log_format, settings.log_level, stream=sys.stderr)

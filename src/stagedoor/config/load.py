@@ -13,7 +13,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, StagedoorError
 from .settings import Settings
 
 ENV_PREFIX = "STAGEDOOR_"
@@ -30,7 +30,7 @@ _FLOAT_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:_[0-9]+)*(?:\.[0-9]*)?|\.[0-9]+)(?:[
                          r"|[+-]?(?:nan|inf|infinity)", re.ASCII | re.IGNORECASE)
 
 
-class _NotFinite(Exception):
+class _NotFinite(StagedoorError):
     pass
 
 

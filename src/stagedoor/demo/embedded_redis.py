@@ -22,12 +22,14 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from ..errors import StagedoorError
 
-class RedisNotInstalled(RuntimeError):
+
+class RedisNotInstalled(StagedoorError, RuntimeError):
     pass
 
 
-class PortTaken(RuntimeError):
+class PortTaken(StagedoorError, RuntimeError):
     """The server could not bind its port: another process has it."""
 
 

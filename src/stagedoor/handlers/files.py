@@ -35,6 +35,7 @@ import threading
 import time
 from pathlib import Path
 
+from ..errors import StagedoorError
 from .durable import DirectorySync, GroupSyncs, fsync_dir
 
 log = logging.getLogger("stagedoor.handlers.files")
@@ -44,7 +45,7 @@ _TMP = re.compile(r"\.(?P<name>order-[0-9]{1,19}\.pdf)\.(?P<pid>[0-9]{1,10})\.[0
 STALE_AFTER = 86_400.0  # a tmp file this old is stale whoever wrote it (pid reuse)
 
 
-class OutsideTicketsDir(ValueError):
+class OutsideTicketsDir(StagedoorError, ValueError):
     """A path to write or delete is not where it must be; the message says which."""
 
 

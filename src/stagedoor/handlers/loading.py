@@ -42,6 +42,8 @@ def load_registry(specs: Iterable[str] = (), *, builtin: bool = True) -> Registr
     """The built-in handlers, then each spec in order (a later kind replaces an earlier)."""
     registry = Registry()
     if builtin:
+        # here: the built-ins load the renderer (~350 ms), which `work --help` and
+        # `enqueue --help`, importing this module, must not pay (bench.measure_startup)
         from .tickets import registry as tickets
 
         registry = registry.merged(tickets)

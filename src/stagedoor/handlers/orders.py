@@ -32,14 +32,6 @@ from ..render.order import Order, OrderDataError
 from ..stream.keys import order_key
 from .render_pool import check_order_id
 
-# KEYS[1] order hash; ARGV[1] path. Mark rendered only if still placed.
-_MARK_RENDERED = """
-if redis.call('HGET', KEYS[1], 'status') == 'placed' then
-  redis.call('HSET', KEYS[1], 'rendered', ARGV[1])
-  return 1
-end
-return 0
-"""
 # KEYS[1] order hash. Refund: set status, return the rendered path (or false) to cancel.
 _REFUND = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {0, false} end
@@ -115,7 +107,6 @@ class OrderStore:
     def __init__(self, client: aioredis.Redis, settings: Settings) -> None:
         self._client = client
         self._settings = settings
-        self._mark = client.register_script(_MARK_RENDERED)
         self._refund = client.register_script(_REFUND)
 
     def key(self, order_id: int) -> str:
@@ -139,9 +130,6 @@ class OrderStore:
         if status is None:      # no status field: placed, if the order is there at all
             return "placed" if await self._client.exists(self.key(order_id)) else None
         return _text(status)
-
-    async def mark_rendered(self, order_id: int, path: str) -> bool:
-        return bool(await self._mark(keys=[self.key(order_id)], args=[path]))
 
     async def refund(self, order_id: int) -> tuple[bool, str | None]:
         """(order existed, path of the PDF to cancel or None)."""

@@ -80,7 +80,7 @@ from typing import Any
 
 from ..backoff import Backoff, Schedule
 from ..config import Settings
-from ..errors import TransientError
+from ..errors import StagedoorError, TransientError
 from ..ops.logs import JOB_FIELDS, current_job
 from ..ops.metrics import WorkerStats
 from ..render.order import OrderDataError, RenderFailed
@@ -98,7 +98,7 @@ SERVE_MODULE = "stagedoor.handlers.render_serve"
 _ROOT = str(Path(__file__).resolve().parents[2])  # where this stagedoor is: the process's too
 
 
-class _StartFailed(Exception):
+class _StartFailed(StagedoorError):
     pass
 
 

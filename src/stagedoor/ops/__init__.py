@@ -1,6 +1,18 @@
 """What operators see: queue status, metrics, logs.
 
-- inspect.py   queue status from Redis (lag, pending, oldest, consumers, dead letters)
+- inspect.py   queue status from Redis (lag, pending, oldest, consumers, dead letters),
+               and --watch's throughput from two of them
+- check.py     `status --check`: the status judged against thresholds
+- serverinfo.py  the server behind the queue: version, role and memory, one INFO
+- records.py   the console operations' plumbing: records as JSON, replies as text
+- fleet.py     the pause flag set and cleared, and who is alive (presence records)
+- pending.py   pending entries as the console lists them
+- deadletters.py  the dead-letter stream as the console reads and acts on it
+- text.py      what came off the stream escaped for the terminal and the page;
+               durations as people read them
+- sandbox.py   which paths a systemd unit's sandbox hides from its service
+- shared_counts.py  a worker's counters in memory its supervisor shares
+- tracing.py   OpenTelemetry: a CONSUMER span per job (optional extra)
 - exporter.py  Prometheus text from the workers' snapshots, counters that never go back
 - endpoint.py  the supervisor's non-blocking /metrics listener (no thread)
 - metrics.py   the worker's counters and the duration buckets

@@ -30,10 +30,9 @@ from typing import Any
 
 from ..config import Settings
 from ..stream.keys import audit_key
+from .logs import setup_logging
 
 log = logging.getLogger("stagedoor.audit")
-ACTIONS = ("pause", "resume", "replay", "delete", "purge", "ticket download", "dead-letter",
-           "release")
 DETAIL_MAX = 300
 FIELDS = ("at", "who", "via", "action", "count", "detail")
 
@@ -71,7 +70,6 @@ async def record(client: Any, settings: Settings, *, who: str, via: str, action:
                  count: int, detail: str = "") -> str:
     """Log the action and append it to the audit stream; the entry's id."""
     if not log.hasHandlers():  # a CLI command: nothing set up logging
-        from .logs import setup_logging
 
         setup_logging(settings, logger=log)
     now = time.time()

@@ -48,6 +48,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ..config import Settings
+from ..errors import StagedoorError
 from ..stream.backlog import ACCOUNT_LUA, trimmed_key
 from ..stream.keys import dead_gone_key, dead_trimmed_key
 from ..stream.queue import DEAD_FIELD_PREFIX, WARN_SCAN, backlog_limits
@@ -171,7 +172,7 @@ def replay_args(settings: Settings, ids: list[str]) -> tuple[list[str], list[Any
         s.group, s.maxlen, limit, trimmed_key(s), warn, WARN_SCAN, s.dead_maxlen, *ids]
 
 
-class BadBound(ValueError):
+class BadBound(StagedoorError, ValueError):
     """A --since/--until that is neither an entry id nor a time (one line)."""
 
 

@@ -17,8 +17,7 @@ a deadline (`timeout`, 10 s, from accept to the last byte out), after which it i
 closed.  At most `max_connections` (256) are open at once; one more evicts the
 oldest connection that has not sent its request yet, so a crowd of silent clients
 can delay no one: /healthz answers in one loop turn, signals and dead workers are
-seen at once.  (Issue 24: the blocking read of each request head used to cost the
-loop up to 0.2 s per silent connection, 8 per wake-up.)  No DNS: only an IP address
+seen at once (docs/benchmarks.md, "Why the code is the way it is").  No DNS: only an IP address
 or 'localhost'.
 """
 
@@ -33,6 +32,7 @@ import socket
 import time
 from collections.abc import Callable
 
+from ..errors import StagedoorError
 from .exporter import CONTENT_TYPE
 
 log = logging.getLogger("stagedoor.exporter")
@@ -40,7 +40,7 @@ log = logging.getLogger("stagedoor.exporter")
 __all__ = ["MetricsBindError", "MetricsEndpoint", "Probe"]
 
 
-class MetricsBindError(RuntimeError):
+class MetricsBindError(StagedoorError, RuntimeError):
     """The metrics endpoint cannot listen on the address; the message is one line."""
 
 

@@ -32,7 +32,9 @@ on every scrape):
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import platform
 import re
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
@@ -46,6 +48,7 @@ from prometheus_client.core import (
     Metric,
 )
 
+from ..version import __version__
 from .inspect import queue_gauges
 from .metrics import COUNTERS, DURATION_BUCKETS, WAIT_BUCKETS
 
@@ -368,11 +371,6 @@ def _with_stream(families: list[Metric], stream: str) -> list[Metric]:
 
 def build_labels() -> dict[str, str]:
     """stagedoor_build_info's labels: version, Python, and which renderer is installed."""
-    import importlib.util
-    import platform
-
-    from ..version import __version__
-
     native = importlib.util.find_spec("stagedoor._render") is not None  # found, not loaded
     return {"version": __version__, "python": platform.python_version(),
             "renderer": "native" if native else "python"}

@@ -41,51 +41,13 @@ import orjson
 import redis.asyncio as aioredis
 
 from ..config import Settings
-from ..stream.keys import fleet_key, paused_key, presence_key
+from ..errors import StagedoorError
+
+# the keys, their lifetimes and the pause flag's format are stream/keys.py's (the worker
+# writes and reads them too); presence_ttl_ms is still read from here by worker/ownership.py
+from ..stream.keys import PauseState, fleet_key, parse_pause, paused_key, presence_key
+from ..stream.keys import presence_ttl_ms as presence_ttl_ms
 from .records import Record, now_ms, pairs, pipeline, text
-
-FLEET_TTL_S = 86_400
-
-
-def presence_ttl_ms(settings: Settings) -> int:
-    """How long a presence record outlives its last beat: five beats (a beat is the
-    heartbeat, at least a second apart: worker/presence.py), so at least 5 s."""
-    return max(5_000, int(settings.heartbeat_interval * 5_000))
-
-
-@dataclasses.dataclass
-class PauseState(Record):
-    paused: bool
-    since: float | None = None  # epoch seconds the flag was set
-    by: str | None = None
-    reason: str | None = None
-    key: str = ""
-    # pause(): the fleet was paused already, and that pause (its time, who, its reason)
-    # is kept: a second pause changes nothing, and says so
-    kept_earlier: bool = False
-    resumed: float | None = None  # epoch seconds of the resume the flag records, if so
-
-
-def parse_pause(raw: Any, key: str) -> PauseState:
-    """The flag's value -> its state: absent (never paused, or lost), a resumed record,
-    or a pause (any other value: a flag that cannot be read still pauses)."""
-    if raw is None:
-        return PauseState(paused=False, key=key)
-    try:
-        doc = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        doc = {}
-    if not isinstance(doc, dict):
-        doc = {}
-    by = str(doc["by"]) if doc.get("by") is not None else None
-    resumed = doc.get("resumed")
-    if isinstance(resumed, int | float) and not isinstance(resumed, bool):
-        return PauseState(paused=False, by=by, key=key, resumed=float(resumed))
-    since = doc.get("since")
-    return PauseState(paused=True, since=float(since) if isinstance(since, int | float) else None,
-                      by=str(doc["by"]) if doc.get("by") is not None else None,
-                      reason=str(doc["reason"]) if doc.get("reason") is not None else None,
-                      key=key)
 
 
 async def pause_state(client: aioredis.Redis, settings: Settings) -> PauseState:
@@ -170,7 +132,7 @@ MAX_TIME_S = 253_402_300_799  # 9999-12-31T23:59:59Z: a time a date can show
 MAX_COUNT = 2**63 - 1
 
 
-class _Bad(ValueError):
+class _Bad(StagedoorError, ValueError):
     pass
 
 

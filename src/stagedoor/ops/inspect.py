@@ -43,6 +43,9 @@ Consumers: `idle_ms` is XINFO CONSUMERS' idle; `inactive_ms` (ms since the last
 successful read or claim) is there on servers that report it (Redis >= 7.2, Valkey)
 and None elsewhere: detected from the reply, not from a version string.
 
+`watch_sample` turns two statuses in a row into throughput and time to drain (what
+`status --watch` prints and the console's overview charts).
+
 Missing stream or group are reported (`exists: False`), never raised.  Any other
 Redis error (WRONGTYPE on the key, say) is raised as InspectError with one line.
 """
@@ -57,16 +60,17 @@ import redis
 import redis.asyncio as aioredis
 
 from ..config import Settings
+from ..errors import StagedoorError
 from ..stream import backlog
 from ..stream.backlog import trimmed_key
 from ..stream.keys import dead_trimmed_key
 
 __all__ = ["MAX_ID_MS", "BadEntryId", "InspectError", "aqueue_status", "build_status",
            "check_id", "id_ms", "memory_from_info", "parse_id", "queue_gauges",
-           "queue_status", "redis_memory", "valid_id"]
+           "queue_status", "redis_memory", "valid_id", "watch_sample"]
 
 
-class InspectError(RuntimeError):
+class InspectError(StagedoorError, RuntimeError):
     """Redis answered, but not with a queue we can read; the message is one line."""
 
 
@@ -81,7 +85,7 @@ MAX_SEQ = 2**64 - 1
 _ENTRY_ID = re.compile(r"([0-9]{1,20})-([0-9]{1,20})")
 
 
-class BadEntryId(ValueError):
+class BadEntryId(StagedoorError, ValueError):
     """An entry id given by the operator that is malformed or out of range (one line)."""
 
 
@@ -436,3 +440,30 @@ def queue_gauges(status: Mapping[str, Any] | None) -> dict[str, float]:
     if "maxlen" in dead:
         out["dead_letter_maxlen"] = float(dead["maxlen"])
     return out
+
+
+def watch_sample(status: dict[str, Any], previous: tuple[float, int] | None
+                 ) -> dict[str, Any]:
+    """One --watch line's numbers; throughput from the counter of the previous sample.
+
+    done = entries the group read minus those still pending (acknowledged ones, whether
+    handled or dead-lettered); rate = its change per second of Redis time; time to
+    drain = (waiting + pending) / rate."""
+    group, stream = status["group"], status["stream"]
+    pending = int(status["pending"]["count"])
+    read = group.get("entries_read")
+    if read is None and stream.get("entries_added") is not None and group.get("lag") is not None:
+        read = int(stream["entries_added"]) - int(group["lag"])
+    done = max(0, int(read or 0) - pending)
+    waiting = int(status.get("undelivered", group.get("lag")) or 0)
+    now = status["time_ms"] / 1000
+    rate: float | None = None
+    drain: float | None = None
+    if previous is not None and now > previous[0]:
+        rate = max(0.0, (done - previous[1]) / (now - previous[0]))
+        backlog = waiting + pending
+        drain = 0.0 if backlog == 0 else (backlog / rate if rate > 0 else None)
+    return {"time_ms": status["time_ms"], "waiting": waiting, "pending": pending,
+            "queue_age_ms": status["queue_age_ms"], "dead": int(status["dead"]["length"]),
+            "done": done, "rate": rate, "drain_seconds": drain,
+            "trimmed_alarm": bool(status["trimmed_backlog"]["alarm"])}

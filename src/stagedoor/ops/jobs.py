@@ -59,6 +59,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ..config import Settings
+from ..errors import StagedoorError
 from ..stream.keys import (
     dead_gone_key,
     dead_trimmed_key,
@@ -77,7 +78,7 @@ from .records import Command, Record, field, field_pairs, now_ms, pairs, pipelin
 MAX_ENTRIES = 20
 
 
-class LookupError_(ValueError):
+class LookupError_(StagedoorError, ValueError):
     """A lookup that cannot be made (one line)."""
 
 

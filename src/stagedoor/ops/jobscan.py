@@ -1,9 +1,9 @@
 """Finding jobs by order id or outbox id: a bounded scan of the streams, no index.
 
 Redis cannot search a stream by field, and an index written beside the stream grows
-with the jobs queued, not with the stream: one hash field per job for a day was 3.6x the
-stream's own memory at 100,000 jobs and 126 MiB at 800,000 (issue 36), and a job added
-by a bare XADD (the seed's relay) was never in it.  So a lookup reads what is there,
+with the jobs queued, not with the stream (a field per job for a day is several times
+the stream's own memory), and a job added by a bare XADD (the seed's relay) is never
+in it.  So a lookup reads what is there,
 the job stream (at most ~maxlen entries) and the dead-letter stream (~dead_maxlen),
 newest first, in slices small enough that no one command holds Redis for long:
 
@@ -15,10 +15,10 @@ stream's start.  Each slice is its own round trip, so other clients' commands ru
 between them.
 
 Why plain XREVRANGE and not a script that filters in Redis: a Lua filter sends only
-the matches back, but turning each slice into Lua tables cost Redis ~10x the time of
-sending it (bench/measure_lookup.py: 400-700 ms of Redis a 110,000-entry lookup in Lua,
-~40-120 ms as XREVRANGE), and Redis's time is what the on-sale night shares; the
-parsing is the console's.  Figures and the command: docs/console.md, "Finding a job".
+the matches back, but turning each slice into Lua tables costs Redis far more time than
+sending it, and Redis's time is what the on-sale night shares; the parsing is the
+console's.  Figures and the command: docs/console.md, "Finding a job", and
+docs/benchmarks.md, "Why the code is the way it is".
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ import redis.asyncio as aioredis
 from .deadletters import before_id
 from .records import pipeline, text
 
-# Entries one XREVRANGE reads: ~0.3-0.6 ms of Redis for the seed's five fields.
+# Entries one XREVRANGE reads: well under a millisecond of Redis for the seed's five
+# fields, so no one slice holds Redis for long.
 SLICE = 500
 
 

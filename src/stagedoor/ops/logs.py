@@ -49,6 +49,7 @@ import orjson
 
 from ..config import Settings
 from ..redaction import redact as _redact
+from .tracing import current_ids
 
 __all__ = ["CORE_KEYS", "EXTRA_KEYS", "FORMATS", "JOB_FIELDS", "JOB_KEYS",
            "JournalFormatter", "JsonFormatter", "TextFormatter", "current_job", "job_context",
@@ -84,8 +85,9 @@ class job_context:  # lower case: used as a function, `with job_context(fields):
     """Every line logged inside (in this task, and in threads it hands a copy of its
     context to) carries these fields; see the module docstring.
 
-    A class, not @contextlib.contextmanager: it is entered once per job, and the
-    generator version cost ~2 us of a no-op job's ~10 (docs/profile-worker.md)."""
+    A class, not @contextlib.contextmanager: it is entered once per job, and a
+    generator's set-up is a large share of a short job
+    (docs/benchmarks.md, "Why the code is the way it is")."""
 
     __slots__ = ("_fields", "_token")
 
@@ -150,7 +152,6 @@ def _extras(record: logging.LogRecord) -> dict[str, Any]:
 def _span_ids() -> tuple[str, str] | None:
     if "opentelemetry.trace" not in sys.modules:  # tracing off: no import, no cost
         return None
-    from .tracing import current_ids
 
     return current_ids()
 

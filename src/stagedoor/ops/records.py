@@ -42,10 +42,6 @@ def text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def opt_text(value: Any) -> str | None:
-    return None if value is None else text(value)
-
-
 def pairs(reply: Any) -> dict[str, Any]:
     """A flat [name, value, ...] reply (or a map) as {str: value}."""
     if isinstance(reply, Mapping):

@@ -42,6 +42,9 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ..errors import ConfigError
+from ..version import __version__
+
 __all__ = ["JobTracer", "current_ids", "entry_ms", "is_traceparent", "new_traceparent",
            "setup", "setup_or_config_error", "traceparent"]
 
@@ -79,7 +82,7 @@ def _otel_loaded() -> bool:
 def traceparent() -> str:
     """What a producer writes into a job's `trace`: the current span's context, else new."""
     if _otel_loaded():
-        from opentelemetry import trace
+        from opentelemetry import trace  # already loaded by the caller (_otel_loaded)
 
         ctx = trace.get_current_span().get_span_context()
         if ctx.is_valid:
@@ -91,7 +94,7 @@ def current_ids() -> tuple[str, str] | None:
     """(trace_id, span_id) of the current span in hex, for log lines; None without one."""
     if not _otel_loaded():
         return None
-    from opentelemetry import trace
+    from opentelemetry import trace  # already loaded by the caller (_otel_loaded)
 
     ctx = trace.get_current_span().get_span_context()
     if not ctx.is_valid:
@@ -121,7 +124,7 @@ def setup(environ: Mapping[str, str] | None = None) -> JobTracer | None:
         # loaded; redis-py loads the OTel API and the metrics SDK, not this): nothing
         # imported, no cost
         return None
-    try:
+    try:  # the optional extra (stagedoor[otel]): imported only when tracing is asked for
         from opentelemetry import trace
         from opentelemetry.sdk.trace import TracerProvider
     except ImportError:
@@ -146,8 +149,6 @@ def setup(environ: Mapping[str, str] | None = None) -> JobTracer | None:
 
 def setup_or_config_error(environ: Mapping[str, str] | None = None) -> JobTracer | None:
     """`setup`, with a configuration it cannot honour as a ConfigError (exit 78)."""
-    from ..config import ConfigError
-
     try:
         return setup(environ)
     except (ImportError, ValueError) as e:
@@ -155,6 +156,7 @@ def setup_or_config_error(environ: Mapping[str, str] | None = None) -> JobTracer
 
 
 def _build_provider(env: Mapping[str, str]) -> Any:
+    # the optional extra (stagedoor[otel]): setup() checked that it imports
     from opentelemetry.sdk.resources import OTELResourceDetector, Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import (
@@ -162,8 +164,6 @@ def _build_provider(env: Mapping[str, str]) -> Any:
         ConsoleSpanExporter,
         SpanExporter,
     )
-
-    from ..version import __version__
 
     resource = Resource.create({"service.name": env.get("OTEL_SERVICE_NAME") or "stagedoor",
                                 "service.version": __version__}
@@ -177,6 +177,7 @@ def _build_provider(env: Mapping[str, str]) -> Any:
         if name == "console":
             exporter = ConsoleSpanExporter()
         elif name in ("otlp", "otlp_proto_http"):
+            # the OTLP exporter: only when it is the one OTEL_TRACES_EXPORTER names
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
             exporter = OTLPSpanExporter()  # endpoint, headers, timeout: OTEL_EXPORTER_OTLP_*
@@ -191,6 +192,7 @@ class JobTracer:
     """Spans for one worker process: `job()` around each job, events on it."""
 
     def __init__(self, provider: Any, *, owned: bool) -> None:
+        # the optional extra: a JobTracer exists only once setup() imported it
         from opentelemetry import trace
         from opentelemetry.trace import (
             NonRecordingSpan,
@@ -201,7 +203,6 @@ class JobTracer:
             TraceFlags,
         )
 
-        from ..version import __version__
 
         self._provider = provider
         self._owned = owned

@@ -15,8 +15,10 @@ from typing import Any
 
 import orjson
 
+from ..errors import StagedoorError
 
-class OrderDataError(ValueError):
+
+class OrderDataError(StagedoorError, ValueError):
     """Order JSON that does not make an order; the message says which field."""
 
 

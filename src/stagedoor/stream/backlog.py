@@ -228,9 +228,9 @@ AUDIT_LUA = ACCOUNT_LUA + """
 return account(KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])) or false
 """
 # How many entries the audit (and a producer's warning) may read to count the
-# backlog exactly (two XRANGE sides, pages of up to 1,000): ~3 ms of Redis, every few
-# seconds at most (measured: 20,000 entries took 34 ms, a whole 100,000-entry stream
-# 154 ms).  Past it the estimate stands, an upper bound; a refusal counts it all.
+# backlog exactly (two XRANGE sides, pages of up to 1,000): a few ms of Redis, every
+# few seconds at most (docs/benchmarks.md, "Why the code is the way it is").
+# Past it the estimate stands, an upper bound; a refusal counts it all.
 AUDIT_SCAN_CAP = 2000
 
 

@@ -29,6 +29,7 @@ from redis.crc import key_slot
 
 from ..config import Settings
 from ..config.urls import ClusterTarget, parse_cluster
+from ..errors import StagedoorError
 from . import auth
 from .auth import add_url_auth
 from .options import NO_SETINFO, client_kwargs
@@ -81,7 +82,7 @@ def redirect(text: str) -> tuple[str, str, int] | None:
     return None
 
 
-class Redirected(redis.ConnectionError):
+class Redirected(StagedoorError, redis.ConnectionError):
     """MOVED or ASK for the stream's slot: reconnect to the node named (resp.py)."""
 
     def __init__(self, text: str, kind: str, host: str, port: int) -> None:

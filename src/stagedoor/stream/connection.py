@@ -27,6 +27,7 @@ import redis.asyncio as aioredis
 from redis.cluster import RedisCluster
 
 from ..config import ConfigError, Settings
+from ..errors import StagedoorError
 from . import auth, cluster, sentinel
 from .options import CLIENT_NAME, client_kwargs
 
@@ -43,7 +44,7 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-class ServerTooOld(RuntimeError):
+class ServerTooOld(StagedoorError, RuntimeError):
     pass
 
 

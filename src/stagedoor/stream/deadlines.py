@@ -1,5 +1,6 @@
 """The time limits of a lean connection's calls (resp.py), kept by one event-loop timer:
-an event-loop timer per call cost ~2 us, as much as the rest of a read."""
+a timer per call would cost as much as the rest of a read
+(docs/benchmarks.md, "Why the code is the way it is")."""
 
 from __future__ import annotations
 

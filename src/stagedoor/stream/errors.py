@@ -27,6 +27,7 @@ from redis.asyncio.sentinel import MasterNotFoundError as AsyncMasterNotFoundErr
 from redis.exceptions import MasterDownError, ReadOnlyError, SlotNotCoveredError
 from redis.sentinel import MasterNotFoundError
 
+from ..errors import StagedoorError
 from ..redaction import redact
 
 PERMANENT_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
@@ -57,7 +58,7 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-class MasterChanged(redis.ConnectionError):
+class MasterChanged(StagedoorError, redis.ConnectionError):
     """The server answered as a replica: find the master again (a failover happened)."""
 
 

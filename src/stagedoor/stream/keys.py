@@ -17,11 +17,22 @@ and each script stays on one slot.  Nothing atomic spans the queue and an order.
         stagedoor:order:{<order id>}  stagedoor:marks:{<order id>}
         stagedoor:running:{<order id>}:<outbox id>  (stagedoor:done:{<order id>}:<outbox id>)
 
+The console's keys (the pause flag, the workers' presence records and their names, the
+audit stream, the dead letters removed, the owner of a consumer name) are on the
+stream's hash tag; the pause flag's format (PauseState, parse_pause) and how long the
+presence keys live (presence_ttl_ms, FLEET_TTL_S) are here with their names, because
+the worker writes and reads them as well as the console.
+
 The layout follows the stream's name, so an existing deployment keeps its keys until
 it renames its stream (docs/scaling.md, "Moving to Cluster", says how to move).
 """
 
 from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import orjson
 
 from ..config import Settings
 
@@ -104,14 +115,65 @@ def paused_key(settings: Settings) -> str:
     return settings.key("paused", settings.stream)
 
 
+@dataclasses.dataclass
+class PauseState:
+    """The pause flag's value, read (parse_pause): the worker's heartbeat and the console
+    read the one format."""
+    paused: bool
+    since: float | None = None  # epoch seconds the flag was set
+    by: str | None = None
+    reason: str | None = None
+    key: str = ""
+    # pause(): the fleet was paused already, and that pause (its time, who, its reason)
+    # is kept: a second pause changes nothing, and says so
+    kept_earlier: bool = False
+    resumed: float | None = None  # epoch seconds of the resume the flag records, if so
+
+    def to_json(self) -> dict[str, Any]:
+        """What --json prints (as ops/records.Record's)."""
+        return dataclasses.asdict(self)
+
+
+def parse_pause(raw: Any, key: str) -> PauseState:
+    """The flag's value -> its state: absent (never paused, or lost), a resumed record,
+    or a pause (any other value: a flag that cannot be read still pauses)."""
+    if raw is None:
+        return PauseState(paused=False, key=key)
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        doc = {}
+    if not isinstance(doc, dict):
+        doc = {}
+    by = str(doc["by"]) if doc.get("by") is not None else None
+    resumed = doc.get("resumed")
+    if isinstance(resumed, int | float) and not isinstance(resumed, bool):
+        return PauseState(paused=False, by=by, key=key, resumed=float(resumed))
+    since = doc.get("since")
+    return PauseState(paused=True, since=float(since) if isinstance(since, int | float) else None,
+                      by=str(doc["by"]) if doc.get("by") is not None else None,
+                      reason=str(doc["reason"]) if doc.get("reason") is not None else None,
+                      key=key)
+
+
 def presence_key(settings: Settings, consumer: str) -> str:
     """One worker's presence record (JSON), written at its heartbeat with an expiry."""
     return settings.key("worker", settings.stream, consumer)
 
 
+def presence_ttl_ms(settings: Settings) -> int:
+    """How long a presence record outlives its last beat: five beats (a beat is the
+    heartbeat, at least a second apart: worker/presence.py), so at least 5 s."""
+    return max(5_000, int(settings.heartbeat_interval * 5_000))
+
+
 def fleet_key(settings: Settings) -> str:
-    """The names of the workers that wrote a presence record (hash consumer -> last ms)."""
+    """The names of the workers that wrote a presence record (hash consumer -> last ms),
+    kept FLEET_TTL_S after the last write."""
     return settings.key("fleet", settings.stream)
+
+
+FLEET_TTL_S = 86_400
 
 
 def audit_key(settings: Settings) -> str:

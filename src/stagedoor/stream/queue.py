@@ -51,6 +51,7 @@ import redis.asyncio as aioredis
 
 from ..backoff import Backoff
 from ..config import Settings
+from ..errors import StagedoorError
 from .backlog import ACCOUNT_LUA, AUDIT_SCAN_CAP, trimmed_key
 from .errors import OOM_ADVICE, first_line, is_oom, master_changed
 from .job import Job
@@ -139,7 +140,7 @@ def ensure_group_sync(client: redis.Redis, settings: Settings) -> bool:
         raise
 
 
-class EnqueueError(RuntimeError):
+class EnqueueError(StagedoorError, RuntimeError):
     """Not every job went in.  `ids` are those that did (in order: jobs[:len(ids)]),
     so the caller can resume after the last one; the message is one line.
 

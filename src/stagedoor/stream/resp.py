@@ -1,9 +1,9 @@
 """A lean asyncio Redis connection for the worker's hot path, parsed by hiredis.
 
-Why not redis-py here: on the 2-core CI box each redis-py asyncio command costs
-about 145 us of client overhead before and after the round trip (the retry
-wrapper, the pool, redis-py 8's per-command observability hooks, and an
-asyncio.wait_for task per write when a socket timeout is set; docs/profile-worker.md).
+Why not redis-py here: each redis-py asyncio command pays client overhead before and
+after the round trip, several times the round trip on loopback (the retry wrapper,
+the pool, redis-py 8's per-command observability hooks, and an asyncio.wait_for task
+per write when a socket timeout is set; docs/benchmarks.md, "Why the code is the way it is").
 The worker sends two commands in a loop, XREADGROUP '>' and XACK, thousands of
 times a second; everything else (scripts, XAUTOCLAIM, the order store) stays on
 redis-py.  Over an asyncio.Protocol (wire.py): the calls of one loop iteration in one
@@ -94,15 +94,6 @@ class FastConnection:
         fut = proto.write(data, loop)
         self._deadlines.add(proto, fut, self._timeout if limit is None else limit, loop)
         return await fut
-
-    async def send_many(self, datas: list[bytes], *, limit: float | None = None
-                        ) -> list[Any]:
-        """Send several packed commands in one write; a reply or the exception per command.
-
-        The time limit runs over the whole exchange (the replies come in order)."""
-        if not self.connected:
-            await self.connect()
-        return await self.replies(self.write_many(datas, limit=limit))
 
     def write_many(self, datas: list[bytes], *, limit: float | None = None) -> Exchange:
         """Send several packed commands in one write now, on a connected connection, and

@@ -1,8 +1,8 @@
 """Lua scripts on the lean connection (resp.FastConnection): EVALSHA, SCRIPT LOAD on NOSCRIPT.
 
-redis-py's Script objects cost ~150 us of client overhead per call on the CI box
-(docs/profile-worker.md); the built-in render_tickets handler runs two scripts per
-job, so they go over a FastConnection instead.  Same protocol as redis-py's: EVALSHA
+redis-py's Script objects pay redis-py's client overhead per call (resp.py says
+which); the built-in render_tickets handler runs two scripts per job, so they go over
+a FastConnection instead.  Same protocol as redis-py's: EVALSHA
 by hash, and on NOSCRIPT (a restarted or flushed server) SCRIPT LOAD and EVALSHA
 again, which is what the worker's least-privilege ACL allows (no EVAL).
 """

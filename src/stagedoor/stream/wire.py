@@ -64,9 +64,9 @@ class Protocol(asyncio.Protocol):
     """One TCP/TLS/unix connection: replies parsed by hiredis, matched to waiters in order."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        # The loop it was made on, for the futures of its calls: asyncio.get_running_loop()
-        # is a getpid() system call on Python 3.11 (its fork check), and the read path
-        # asked twice a read: 9 % of a no-op drain's CPU (py-spy, docs/benchmarks.md).
+        # The loop it was made on, for the futures of its calls, kept rather than asked:
+        # asyncio.get_running_loop() is a getpid() system call on Python 3.11 (its fork
+        # check; docs/benchmarks.md, "Why the code is the way it is").
         self.loop = loop
         self.transport: asyncio.Transport | None = None
         self.reader = hiredis.Reader()

@@ -63,6 +63,7 @@ from typing import Any
 
 from ..config import ConfigError, Settings
 from ..exitcodes import EX_CONFIG, EX_OK, EX_SOFTWARE
+from ..ops.endpoint import MetricsBindError, MetricsEndpoint
 from ..proctitle import set_title, supervisor_title
 from . import decisions as rules
 from .decisions import SlotView
@@ -122,7 +123,6 @@ class Supervisor:
         s = self.settings
         if s.metrics_port <= 0:
             return
-        from ..ops.endpoint import MetricsBindError, MetricsEndpoint
 
         try:
             self.metrics = MetricsEndpoint(s.metrics_host, s.metrics_port,

@@ -24,6 +24,7 @@ from ..config import Settings
 from ..exitcodes import EX_SOFTWARE
 from ..ops.exporter import empty_totals, retire
 from ..ops.shared_counts import make_page, merge, read_page
+from ..worker.child import child_main
 from ..worker.family import ProcessFamily
 from . import decisions as rules
 from .decisions import Act, RestartWindow
@@ -91,8 +92,6 @@ class Pool:
             return None
 
     def _spawn(self, index: int, role: str, reason: str = "") -> Handle:
-        from ..worker.child import child_main
-
         assert_fork_safe()
         settings = self.settings
         name = settings.consumer_name(index)
@@ -402,9 +401,6 @@ class Pool:
         for h in list(self.handles.values()):
             if h.pid in self.handles:
                 self.reap(h)
-
-    def all_ready(self) -> bool:
-        return all(s.current is not None and s.current.ready for s in self.slots.values())
 
     def ready_count(self) -> int:
         return sum(1 for s in self.slots.values() if s.current is not None and s.current.ready)

@@ -27,6 +27,7 @@ import threading
 import traceback
 from collections.abc import Callable, Iterable
 
+from ..errors import StagedoorError
 from ..exitcodes import EX_SOFTWARE
 
 USE_PIDFD = not os.environ.get("_STAGEDOOR_NO_PIDFD")  # tests force the fallback with it
@@ -61,7 +62,7 @@ def describe_status(code: int | None) -> str:
     return f"exit {code}"
 
 
-class ForkUnsafe(RuntimeError):
+class ForkUnsafe(StagedoorError, RuntimeError):
     """A thread or an event loop exists in the supervisor: forking would copy it."""
 
 

@@ -18,7 +18,7 @@ import orjson
 import psutil
 
 from ..ops.endpoint import Probe
-from ..ops.exporter import empty_totals, retire
+from ..ops.exporter import build_labels, empty_totals, render_metrics, retire
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -182,8 +182,6 @@ class Reporter:
             log.warning("cannot write status file %s: %s", path, e)
 
     def render_metrics(self) -> bytes:
-        from ..ops.exporter import build_labels, render_metrics
-
         sup = self.sup
         pool = sup.pool
         workers = {h.slot: h.stats for h in pool.handles.values() if h.role != "retiring"}

@@ -11,10 +11,9 @@ import jinja2
 import markupsafe
 from aiohttp import web
 
-from ..cli.commands.status import human_ms
-from ..cli.text import safe
 from ..config import Settings
 from ..ops.kindstats import seconds_text
+from ..ops.text import human_ms, safe
 from . import security
 from .admission import Gate
 from .credentials import PasswordFiles
@@ -44,7 +43,7 @@ class Console:
 
 def shown(value: Any) -> Any:
     """Every value a template prints (Jinja2's finalize), before autoescape: text with
-    its control and format characters escaped as the CLI escapes them (cli/text.safe),
+    its control and format characters escaped as the CLI escapes them (ops/text.safe),
     so a direction override stored in an order id (4471\\u202e0988) cannot reorder
     what the operator reads (44718890).  Newlines and tabs stay: HTML shows them as
     space.  Markup (the templates' own HTML) is the templates', not Redis's."""

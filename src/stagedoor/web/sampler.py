@@ -10,7 +10,7 @@ refresh reads the newest sample and sends nothing to Redis itself.
 
 The history (the last `keep` samples) gives the rates: in = entries added per second
 (XINFO STREAM entries-added), out = entries acknowledged per second (entries read by
-the group minus those pending: the --watch formula, cli/commands/status.watch_sample),
+the group minus those pending: the --watch formula, ops/inspect.watch_sample),
 time to drain = (waiting + pending) / out, and the queue-age P95 over the history.
 It is lost on restart: the console keeps no state of its own.
 """
@@ -26,12 +26,11 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..cli.commands.status import human_ms, watch_sample
-from ..cli.text import safe
 from ..config import Settings
 from ..ops.fleet import pause_state
-from ..ops.inspect import aqueue_status
+from ..ops.inspect import aqueue_status, watch_sample
 from ..ops.serverinfo import server_facts
+from ..ops.text import human_ms, safe
 from .quietlog import QuietLog
 
 log = logging.getLogger("stagedoor.web")

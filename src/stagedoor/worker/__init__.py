@@ -10,6 +10,9 @@
 - slots.py       at most `concurrency` entries held, reserved before a read
 - redelivery.py  delivery and start counts, isolation of suspicious entries (poison)
 - dispatch.py    entry -> parse -> handler under policy -> ack, dead letter or pending
+- eager.py       a handler's coroutine started at once; a Task only if it suspends
+- entries.py     the per-entry fast path if the extension is built (_entries.pyx's
+                 names, or None)
 - acks.py        XACK, coalesced and piggybacked on the next read
 - outage.py      Redis out of memory: read nothing new, say so once in a while, resume
                  the own pending list when a write goes through
@@ -18,4 +21,7 @@
                  pipe, exit codes, the boot report
 - family.py      the memory and CPU a worker answers for: its own with its render
                  process's
+- presence.py    the heartbeat to Redis: the claim on the consumer name, the presence
+                 in the fleet registry, the pause flag
+- ownership.py   one consumer name, one reading process: the claim on the name in Redis
 """

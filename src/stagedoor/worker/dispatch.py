@@ -76,9 +76,9 @@ class Dispatcher:
         self.kinds = registry.kinds
         self.cmd = ctx.redis
         self.tracer: JobTracer | None = None  # set by Worker.run when tracing is on
-        # The worker's loop, taken at the first dispatch: asyncio.get_running_loop() is a
-        # getpid() system call on Python 3.11 (its fork check), once a reply was 4 % of a
-        # no-op drain's CPU (docs/benchmarks.md, "The read path").
+        # The worker's loop, taken once at the first dispatch, not once a reply:
+        # asyncio.get_running_loop() is a getpid() system call on Python 3.11 (its fork
+        # check; docs/benchmarks.md, "Why the code is the way it is").
         self.loop: asyncio.AbstractEventLoop | None = None
         # For the per-entry fast path: each known kind that parse_job accepts, as the
         # bytes on the stream -> the str a Job carries.

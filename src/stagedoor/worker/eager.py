@@ -1,7 +1,8 @@
 """Start a job's coroutine eagerly; make a Task only if it suspends.
 
 A Task per job costs the loop a Task object, a scheduled first step, a step through
-the loop and a done callback: ~9 us of a no-op job's ~35 us (docs/profile-worker.md).
+the loop and a done callback, a large share of a short job
+(docs/benchmarks.md, "Why the code is the way it is").
 Most jobs of a fast kind finish without ever waiting, so `start` runs the coroutine
 right away, in the dispatching code, up to its first suspension (`coro.send(None)`,
 what Python 3.12's eager task factory does; 3.11 has none).  If it finished, no Task

@@ -1,8 +1,8 @@
 """The per-entry fast path, if the extension is built: `fast_job(fields, kind_names, max)`
 `FastDispatch`, and the read-ahead's `Streak` and `ReplyWait`.
 
-stagedoor.worker._entries (Cython) turns the common entry into a Job ~5x faster than
-parse_job, and FastDispatch runs a reply's first deliveries from there to their ack
+stagedoor.worker._entries (Cython) turns the common entry into a Job without
+parse_job's Python calls, and FastDispatch runs a reply's first deliveries from there to their ack
 (dispatch.py says when); without it (a checkout that was never built) the worker runs
 on parse_job and Dispatcher.handle alone and says so once at boot (FAST_PATH_ERROR), as
 it does for the renderer.

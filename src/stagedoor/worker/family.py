@@ -12,9 +12,9 @@ and CPU are the worker's, since recycling the worker ends its render process too
 
 The children are read from /proc/<pid>/task/<tid>/children (a list the kernel keeps,
 one small read per thread), not with psutil's children(), which reads every process's
-stat on the host (0.8 ms with 83 processes here, once a heartbeat).  A kernel without
-that file (CONFIG_PROC_CHILDREN off) falls back to psutil.  Any process may ask about
-any other of its user's (the supervisor asks about its workers).
+stat on the host, once a heartbeat (docs/benchmarks.md, "Why the code is the way it is").
+A kernel without that file (CONFIG_PROC_CHILDREN off) falls back to psutil.  Any
+process may ask about any other of its user's (the supervisor asks about its workers).
 """
 
 from __future__ import annotations

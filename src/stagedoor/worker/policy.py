@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from ..backoff import Schedule
 from ..config import Settings
-from ..errors import PermanentError, TransientError
+from ..errors import PermanentError, StagedoorError, TransientError
 from ..ops.metrics import WorkerStats
 from ..stream.connection import TRANSIENT_ERRORS
 from ..stream.errors import first_line, is_oom, is_permanent
@@ -35,7 +35,7 @@ from ..stream.errors import first_line, is_oom, is_permanent
 log = logging.getLogger("stagedoor.policy")
 
 
-class JobTimedOut(TimeoutError):
+class JobTimedOut(StagedoorError, TimeoutError):
     """The attempt ran past its time limit and was cancelled."""
 
 
@@ -82,10 +82,11 @@ class Cancellable(Protocol):
 class Deadlines:
     """Time limits of every running attempt, enforced by one sweeper task per worker.
 
-    asyncio.timeout() per job makes and cancels an event-loop timer for every job,
-    about 16 us each on the CI box: a fifth of a no-op job's cost.  One sweep every
-    `period` seconds cancels the attempts past their deadline instead; a limit is
-    then enforced to within `period`, which is nothing next to limits in seconds.
+    asyncio.timeout() per job makes and cancels an event-loop timer for every job, a
+    large share of a short job's cost (docs/benchmarks.md, "Why the code is the way it is").
+    One sweep every `period` seconds cancels the attempts past their deadline
+    instead; a limit is then enforced to within `period`, which is nothing next to
+    limits in seconds.
     """
 
     def __init__(self, period: float = 0.05) -> None:

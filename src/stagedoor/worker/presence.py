@@ -50,11 +50,18 @@ import redis
 import redis.asyncio as aioredis
 
 from ..config import Settings
-from ..ops.fleet import FLEET_TTL_S, PauseState, parse_pause, presence_ttl_ms
 from ..ops.kindstats import Flusher
 from ..ops.metrics import WorkerStats
 from ..stream import connection
-from ..stream.keys import fleet_key, paused_key, presence_key
+from ..stream.keys import (
+    FLEET_TTL_S,
+    PauseState,
+    fleet_key,
+    parse_pause,
+    paused_key,
+    presence_key,
+    presence_ttl_ms,
+)
 from ..version import __version__
 from .family import ProcessFamily
 from .ownership import NameClaim

@@ -20,9 +20,8 @@ come yet: it adapts to the reply time instead of assuming one (docs/benchmarks.m
 
 What a reply does is the streak's (`ReadAhead.core`): worker/_entries.pyx's Streak and
 ReplyWait in C when the extension is built, PyStreak and PyReplyWait here otherwise
-(the same rules; they are the spec, and tests run both).  In C because a read's ~25
-Python calls were a third of a no-op job's CPU at the seed defaults (docs/benchmarks.md,
-"The read path, third pass").
+(the same rules; they are the spec, and tests run both).  In C because a read's Python
+calls are a large share of a short job's CPU (docs/benchmarks.md, "Why the code is the way it is").
 
 The streak ends (no new read is sent) when a reply comes back short (the backlog is
 gone), when something else must come next (a stop, a pause, an outage, a reclaim pass,
@@ -100,11 +99,10 @@ class _OnWire(Hook):
 class PyReplyWait:
     """How to wait for a reply that is due: keep the event loop turning, up to 16 turns
     (each an epoll_wait that returns at once), or let it sleep in epoll until the reply
-    wakes it.  On this class of VM a sleep and its wake-up cost more than the turns when
-    Redis answers within them (a no-op drain: 0.44-0.56 of the raw loop turning against
-    0.32-0.39 sleeping, docs/benchmarks.md); when it answers later the turns are spent
-    for nothing.  So it turns while the turns pay, and sleeps for a while (64 replies,
-    doubling up to 4,096 while the tries keep failing), then tries again, when either
+    wakes it.  On a VM a sleep and its wake-up cost more than the turns when Redis
+    answers within them; when it answers later the turns are spent for nothing.  So it
+    turns while the turns pay, and sleeps for a while (64 replies, doubling up to 4,096
+    while the tries keep failing), then tries again, when either
 
     - three in four of the recent waits ran out of turns (Redis answers late: a loaded
       second core, a CPU quota), or
@@ -112,14 +110,13 @@ class PyReplyWait:
       reply come during the turns: the rest were in already (epoll would not have slept
       either, so each turn was a wasted callback) or came late.  This is Redis and the
       worker on one core: Redis runs only when the worker sleeps, so a reply never
-      comes while it turns (bench/measure_slow_redis.py: 1 in 13,362 waits; 6.40 us of
-      CPU a job turning against 5.90 sleeping).
+      comes while it turns.
 
-    Plain waiting but for the turns of those tries.  (Fewer turns learned from the
-    replies' own count did worse: a reply a turn late cost a sleep; and giving up at
-    one miss in two put a worker on a busy box to sleep, 2.47 s for a drain that took
-    1.61 s turning, bench/profile_workers.py.)  The n_* counters say how the waits
-    ended (bench/slowdown.py reply-stats).
+    Plain waiting but for the turns of those tries.  The turn budget is fixed, not
+    learned from the replies' own count, and the give-up rule is three misses in four,
+    not one in two (the measurements behind each:
+    docs/benchmarks.md, "Why the code is the way it is").
+    The n_* counters say how the waits ended (bench/slowdown.py reply-stats).
     """
 
     __slots__ = ("_loop", "_queued", "_turn_cb", "backoff", "budget", "cooldown", "fixed",

@@ -15,19 +15,17 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import redis
 import redis.asyncio as aioredis
 
 from ... import config
 from ...exitcodes import EX_TEMPFAIL, EX_USAGE
+from ...ops import audit, inspect
+from ...ops import deadletters as dl
+from ...ops.text import safe, short
 from ..console_run import confirm, print_table, run_op, write_json
-from ..text import safe, short
 from .status import CONNECTION_SETTINGS
-
-if TYPE_CHECKING:  # imported where they run: no cost to building the parser
-    from ...ops import deadletters as dl
 
 
 def register(subparsers: Any) -> None:
@@ -114,7 +112,6 @@ def _positive(text: str) -> int:
 
 
 def _entry_id(text: str) -> str:
-    from ...ops import inspect
     try:
         return inspect.check_id(text)
     except inspect.BadEntryId as e:
@@ -122,7 +119,6 @@ def _entry_id(text: str) -> str:
 
 
 def _bound(text: str) -> str:
-    from ...ops import deadletters as dl
     try:
         return dl.parse_bound(text)
     except dl.BadBound as e:
@@ -130,7 +126,6 @@ def _bound(text: str) -> str:
 
 
 def _bound_end(text: str) -> str:
-    from ...ops import deadletters as dl
     try:
         return dl.parse_bound(text, end=True)
     except dl.BadBound as e:
@@ -138,7 +133,6 @@ def _bound_end(text: str) -> str:
 
 
 def _filter(args: argparse.Namespace) -> dl.DeadFilter:
-    from ...ops import deadletters as dl
     return dl.DeadFilter(kind=args.kind, error=args.error, since=args.since, until=args.until)
 
 
@@ -158,7 +152,6 @@ def summary(entry: dl.DeadEntry) -> dict[str, Any]:
 
 
 def _order(entry: dl.DeadEntry | dl.Outcome) -> str:
-    from ...ops import deadletters as dl
     if isinstance(entry, dl.Outcome):
         return entry.order_id or "-"
     return str(entry.order_id or entry.order_id_raw or "-")
@@ -168,7 +161,6 @@ def _order(entry: dl.DeadEntry | dl.Outcome) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from ...ops import deadletters as dl
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:
@@ -197,7 +189,6 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from ...ops import deadletters as dl
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:
@@ -250,7 +241,6 @@ def run_replay(args: argparse.Namespace) -> int:
     """Exit 0 every entry replayed; 1 some missing or without fields; 75 (EX_TEMPFAIL)
     stopped at the backlog refusal level, the rest left in place (run it again when the
     workers caught up)."""
-    from ...ops import deadletters as dl
     flt = _filter(args)
     bulk = args.all or not flt.empty
     if bulk == bool(args.ids):
@@ -320,7 +310,6 @@ def run_replay(args: argparse.Namespace) -> int:
 
 
 def run_delete(args: argparse.Namespace) -> int:
-    from ...ops import deadletters as dl
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:
@@ -338,8 +327,6 @@ def run_delete(args: argparse.Namespace) -> int:
 
 
 def run_purge(args: argparse.Namespace) -> int:
-    from ...ops import audit
-    from ...ops import deadletters as dl
     prog = "stagedoor dead purge"
     interactive = sys.stdin.isatty()
     if not args.yes and not interactive and not args.dry_run:
@@ -397,28 +384,9 @@ def run_purge(args: argparse.Namespace) -> int:
 async def _audit(client: aioredis.Redis, s: config.Settings, action: str,
                  outcomes: list[Any]) -> None:
     """The audit entry of a replay or delete (ops/audit.py): how many, which ids."""
-    from ...ops import audit
-
     done = [o.id for o in outcomes if o.status == "ok"]
     await audit.record(client, s, who=audit.cli_user(), via="cli", action=action,
                        count=len(done), detail=" ".join(done))
 
 
-def replay_one(client: redis.Redis, settings: config.Settings, dead_id: str
-               ) -> tuple[str, str | None]:
-    """Replay one dead entry with a blocking client (tests, sync tools): ('ok', new id),
-    ('missing', None), ('empty', None) or ('full', None: the backlog is at the refusal
-    level); the same script as ops.deadletters.replay."""
-    from ...ops import deadletters as dl
-    script = client.register_script(dl.REPLAY_LUA)
-    keys, argv = dl.replay_args(settings, [dead_id])
-    reply = script(keys=keys, args=argv)
-    status, new_id = reply[2][:2]
-    return _text(status), (_text(new_id) or None)
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
-
-
-__all__: Sequence[str] = ("register", "replay_one", "safe", "summary")
+__all__: Sequence[str] = ("register", "safe", "summary")

@@ -48,6 +48,7 @@ def register(sub: Any) -> None:
 
 
 def findings(args: argparse.Namespace) -> list[Finding]:
+    # here: `doctor --help` imports no Redis client (tests/test_cli_imports.py)
     from ...ops.doctor import host, server
 
     try:

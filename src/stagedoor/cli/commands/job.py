@@ -4,18 +4,16 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import redis.asyncio as aioredis
 
 from ... import config
+from ...ops import jobs
+from ...ops.text import human_ms, safe
 from ..console_run import run_op, write_json
-from ..text import safe
 from .dead import _entry_id, _positive
-from .status import CONNECTION_SETTINGS, human_ms
-
-if TYPE_CHECKING:  # imported where they run: no cost to building the parser
-    from ...ops import jobs
+from .status import CONNECTION_SETTINGS
 
 
 def register(subparsers: Any) -> None:
@@ -64,7 +62,6 @@ def _lines(e: jobs.JobEntry, now_ms: int) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ...ops import jobs
     given = [x for x in (args.order_id, args.outbox_id, args.entry_id) if x is not None]
     if len(given) != 1:
         args.parser.error("give one of ORDER_ID, --outbox-id or --entry-id")

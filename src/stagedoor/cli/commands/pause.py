@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Any
 import redis.asyncio as aioredis
 
 from ... import config
+from ...ops import audit, fleet
+from ...ops.text import safe
 from ..console_run import run_op, write_json
-from ..text import safe
 from .status import CONNECTION_SETTINGS
 
 if TYPE_CHECKING:  # imported where they run: no cost to building the parser
-    from ...ops import fleet
+    from ...stream.keys import PauseState
 
 
 def register(subparsers: Any) -> None:
@@ -46,14 +47,13 @@ def register(subparsers: Any) -> None:
         config.add_arguments(leaf, only=(*CONNECTION_SETTINGS, "audit_maxlen"))
 
 
-def _since(state: fleet.PauseState) -> str:
+def _since(state: PauseState) -> str:
     if state.since is None:
         return "?"
     return datetime.fromtimestamp(state.since, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def run_pause(args: argparse.Namespace) -> int:
-    from ...ops import audit, fleet
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:
@@ -77,7 +77,6 @@ def run_pause(args: argparse.Namespace) -> int:
 
 
 def run_resume(args: argparse.Namespace) -> int:
-    from ...ops import audit, fleet
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:

@@ -14,15 +14,14 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ... import config
+from ...ops import pending as ops_pending
+from ...ops.text import human_ms, safe, short
 from ..console_run import confirm, print_table, run_op, write_json
-from ..text import safe, short
 from .dead import _entry_id, _positive
-from .status import CONNECTION_SETTINGS, human_ms
+from .status import CONNECTION_SETTINGS
 
 
 def register(subparsers: Any) -> None:
-    from ...ops import pending as ops_pending  # its default scan limit
-
     p = subparsers.add_parser(
         "pending", help="List or show pending entries (delivered, not acked yet).",
         description="Entries a worker holds or held: running, retrying, or left by a worker "
@@ -80,7 +79,6 @@ def _seconds(text: str) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from ...ops import pending as ops_pending
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:
@@ -107,7 +105,6 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from ...ops import pending as ops_pending
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:

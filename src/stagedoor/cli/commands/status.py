@@ -17,6 +17,7 @@ rate, until Ctrl-C (or --samples lines).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import time
 from typing import Any
@@ -27,13 +28,18 @@ import redis
 from ... import config
 from ...exitcodes import EX_UNAVAILABLE
 from ...ops.check import STATE_NAMES, Thresholds, evaluate, unknown
-from ...ops.inspect import InspectError, queue_status, redis_memory
+from ...ops.doctor.keys import kept
+from ...ops.fleet import fleet
+from ...ops.inspect import InspectError, queue_status, redis_memory, watch_sample
+from ...ops.records import console_client
+from ...ops.text import human_ms
+from ...ops.text import safe as escape
 from ...redaction import redact
+from ...stream import cluster
 from ...stream.connection import sync_client
 from ...stream.diagnose import outage
 from ...stream.errors import OUTAGE_ERRORS, first_line
 from ..flags import given, refuse
-from ..text import safe as escape
 
 # Settings an operator may need to point the tool at the right queue.
 SENTINEL_SETTINGS = ("sentinel_username", "sentinel_password_file", "sentinel_tls_ca_file")
@@ -161,9 +167,6 @@ def kept_status(client: Any, settings: config.Settings) -> dict[str, Any] | None
     stream's memory (the doctor's bounded SCAN, ops/doctor/keys.py): only here, in the
     one-off `stagedoor status`, never in --watch or the supervisor's reports.  None on a
     Cluster (a SCAN is one node's: `stagedoor doctor` against each node)."""
-    from ...ops.doctor.keys import kept
-    from ...stream import cluster
-
     if cluster.is_cluster_url(settings.redis_url):
         return None
     finding = kept(client, settings)
@@ -173,11 +176,6 @@ def kept_status(client: Any, settings: config.Settings) -> dict[str, Any] | None
 def fleet_status(settings: config.Settings) -> dict[str, Any] | None:
     """The registry and the pause flag (ops/fleet.py), or None when the user may not
     read them (an ACL without those keys): the queue's numbers are still worth showing."""
-    import asyncio
-
-    from ...ops.fleet import fleet
-    from ...ops.records import console_client
-
     async def read() -> dict[str, Any]:
         client = console_client(settings)
         try:
@@ -299,33 +297,6 @@ def run_watch(args: argparse.Namespace, settings: config.Settings) -> int:
         client.close()
 
 
-def watch_sample(status: dict[str, Any], previous: tuple[float, int] | None
-                 ) -> dict[str, Any]:
-    """One --watch line's numbers; throughput from the counter of the previous sample.
-
-    done = entries the group read minus those still pending (acknowledged ones, whether
-    handled or dead-lettered); rate = its change per second of Redis time; time to
-    drain = (waiting + pending) / rate."""
-    group, stream = status["group"], status["stream"]
-    pending = int(status["pending"]["count"])
-    read = group.get("entries_read")
-    if read is None and stream.get("entries_added") is not None and group.get("lag") is not None:
-        read = int(stream["entries_added"]) - int(group["lag"])
-    done = max(0, int(read or 0) - pending)
-    waiting = int(status.get("undelivered", group.get("lag")) or 0)
-    now = status["time_ms"] / 1000
-    rate: float | None = None
-    drain: float | None = None
-    if previous is not None and now > previous[0]:
-        rate = max(0.0, (done - previous[1]) / (now - previous[0]))
-        backlog = waiting + pending
-        drain = 0.0 if backlog == 0 else (backlog / rate if rate > 0 else None)
-    return {"time_ms": status["time_ms"], "waiting": waiting, "pending": pending,
-            "queue_age_ms": status["queue_age_ms"], "dead": int(status["dead"]["length"]),
-            "done": done, "rate": rate, "drain_seconds": drain,
-            "trimmed_alarm": bool(status["trimmed_backlog"]["alarm"])}
-
-
 def format_watch(w: dict[str, Any]) -> str:
     when = time.strftime("%H:%M:%S", time.localtime(w["time_ms"] / 1000))
     rate = "-" if w["rate"] is None else f"{w['rate']:.1f}/s"
@@ -337,22 +308,6 @@ def format_watch(w: dict[str, Any]) -> str:
             f"{human_ms(w['queue_age_ms'])}  done {w['done']} ({rate})  drained in {drain}"
             f"  dead {w['dead']}")
     return line + ("  TRIMMED ALARM" if w["trimmed_alarm"] else "") + "\n"
-
-
-def human_ms(ms: float | None) -> str:
-    """850 -> '850ms', 4200 -> '4.2s', 192000 -> '3m12s', 7380000 -> '2h03m'."""
-    if ms is None:
-        return "-"
-    if ms < 1000:
-        return f"{ms:.0f}ms"
-    s = ms / 1000
-    if s < 60:
-        return f"{s:.1f}s"
-    if s < 3600:
-        return f"{int(s // 60)}m{int(s % 60):02d}s"
-    if s < 86400:
-        return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
-    return f"{int(s // 86400)}d{int(s % 86400 // 3600):02d}h"
 
 
 def _v(value: Any) -> str:

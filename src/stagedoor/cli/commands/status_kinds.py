@@ -19,8 +19,8 @@ import redis
 from ... import config
 from ...ops.kindstats import KindWindow, seconds_text, window
 from ...ops.records import console_client
+from ...ops.text import safe
 from ...stream.errors import OUTAGE_ERRORS, first_line
-from ..text import safe
 
 HEAD = ("kind", "done", "failed", "retried", "dead", "run p50", "p95", "p99", "mean",
         "queue p50", "p95", "p99", "mean")

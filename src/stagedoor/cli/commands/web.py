@@ -15,9 +15,12 @@ import asyncio
 import ipaddress
 import sys
 from typing import Any
+from urllib.parse import urlsplit
 
 from ... import config
 from ...config import ConfigError
+from ...ops.logs import setup_logging
+from ...ops.records import console_client
 from ..flags import given, refuse
 from .status import CONNECTION_SETTINGS
 
@@ -130,8 +133,7 @@ def _is_ip(text: str) -> bool:
 def allowed_hosts(args: argparse.Namespace) -> frozenset[str]:
     """Loopback's names, --allowed-host, --host when it names one address (not a
     wildcard) and the name of --public-origin."""
-    from urllib.parse import urlsplit
-
+    # the web extra's package: never imported to build the parser (tests/test_web.py)
     from ...web.security import LOOPBACK_HOSTS
 
     names = set(LOOPBACK_HOSTS)
@@ -163,7 +165,6 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as e:
         raise ConfigError(f"the web console needs the web extra ({e.name} is missing): "
                           "pip install 'stagedoor[web]'") from None
-    from ...ops.logs import setup_logging
 
     setup_logging(settings)  # log-ins, failed log-ins and every action, as the workers log
     creds = credentials.PasswordFiles({"viewer": args.viewer_password_file,
@@ -181,8 +182,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _serve(web_app: Any, settings: config.Settings, creds: Any, tls: Any,
                  args: argparse.Namespace, hosts: frozenset[str]) -> int:
-    from ...ops.records import console_client
-    from ...web.sampler import Sampler, paused
+    from ...web.sampler import Sampler, paused  # the web extra's: as run() imports it
 
     client = console_client(settings)
     sampler = Sampler(client, settings, interval=args.interval, extras={"paused": paused})

@@ -17,6 +17,8 @@ from typing import Any
 from ... import config
 from ...exitcodes import EX_UNAVAILABLE
 from ...handlers import load_registry
+from ...ops.logs import setup_logging
+from ...proctitle import set_title
 from ...worker.lifecycle import BootError
 from ...worker.loop import Worker
 
@@ -41,15 +43,12 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ...ops.logs import setup_logging
-    from ...proctitle import set_title
-
     settings = config.from_args(args)
     setup_logging(settings.log_format, settings.log_level)
     registry = load_registry(settings.handlers)
     consumer = work_consumer(settings, args.slot)
     set_title(f"stagedoor work: worker {consumer}, stream {settings.stream}")
-    try:
+    try:  # asyncio's own loop when uvloop is missing
         import uvloop
 
         runner: Any = uvloop.run

@@ -14,9 +14,9 @@ import urllib.request
 from pathlib import Path
 
 from ... import thai_dictionary
-from ...cli import sandbox
 from ...config import ConfigError, Settings
 from ...exitcodes import CHECK_CRITICAL, CHECK_OK, CHECK_UNKNOWN, CHECK_WARNING
+from .. import sandbox
 from . import Finding
 from .emoji import emoji_check
 
@@ -46,6 +46,7 @@ def loaded_libraries(maps: str | None = None) -> dict[str, str]:
 
 
 def native() -> list[Finding]:
+    # here: the check is whether the extension loads (~60 ms with the fonts' modules)
     from ...render import native_import_error
 
     why = native_import_error()
@@ -53,7 +54,7 @@ def native() -> list[Finding]:
         return [Finding("native renderer", CHECK_CRITICAL, why.split("; using the")[0],
                         BUILD_FROM_SOURCE)]
     out = []
-    import stagedoor._render as ext
+    import stagedoor._render as ext  # it loads: native_import_error() said so
 
     libs = loaded_libraries()
     where = ", ".join(
@@ -112,6 +113,7 @@ def fonts_check(settings: Settings) -> list[Finding]:
 
 
 def _fonts(settings: Settings) -> Finding:
+    # here: the renderer's modules only when the fonts are checked (native() says why)
     from ...render import fonts, native_available
 
     try:

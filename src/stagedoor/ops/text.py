@@ -1,5 +1,6 @@
-"""Text for the operator's terminal: whatever came off the stream, escaped before it is
-printed (dead, pending, job, pause and status print it)."""
+"""Text for the operator, in the terminal and on the console's page: whatever came off
+the stream, escaped before it is shown (dead, pending, job, pause, status and the web
+print it), and durations as people read them."""
 
 from __future__ import annotations
 
@@ -27,3 +28,19 @@ def short(text: str | None, width: int) -> str:
     """A listing cell: escaped, one line, at most `width` characters."""
     text = safe(text or "-")
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def human_ms(ms: float | None) -> str:
+    """850 -> '850ms', 4200 -> '4.2s', 192000 -> '3m12s', 7380000 -> '2h03m'."""
+    if ms is None:
+        return "-"
+    if ms < 1000:
+        return f"{ms:.0f}ms"
+    s = ms / 1000
+    if s < 60:
+        return f"{s:.1f}s"
+    if s < 3600:
+        return f"{int(s // 60)}m{int(s % 60):02d}s"
+    if s < 86400:
+        return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
+    return f"{int(s // 86400)}d{int(s % 86400 // 3600):02d}h"

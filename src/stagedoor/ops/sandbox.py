@@ -17,6 +17,8 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+import stagedoor
+
 HOME_DIRS = ("/home", "/root", "/run/user")
 TMP_DIRS = ("/tmp", "/var/tmp")
 HIDING = {"yes", "true", "on", "1", "tmpfs"}  # ProtectHome= values that hide (not read-only)
@@ -70,8 +72,6 @@ def hidden_paths(unit_text: str, executable: str | None) -> list[str]:
     """Why the unit's service could not run this installation, one reason per path: the
     ExecStart= program, its interpreter, this Python's prefix and standard library, and
     the stagedoor package."""
-    import stagedoor
-
     paths = [executable, interpreter(executable) if executable else None, sys.prefix,
              sys.base_prefix, str(Path(stagedoor.__file__).parent)]
     reasons: list[str] = []

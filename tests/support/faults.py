@@ -1,0 +1,24 @@
+"""What the fault tests read from the workers' logs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tests.faults.harness import Proc
+    from tests.faults.invariants import Ledger
+
+
+def faulted(procs: list[Proc], ledger: Ledger) -> set[int]:
+    """Outbox ids of the jobs a worker logged a retry or a Redis failure for."""
+    by_entry = {r["entry_id"]: r["outbox_id"] for r in ledger.enqueued()}
+    out: set[int] = set()
+    for proc in procs:
+        for line in proc.log_lines():
+            msg = line.get("msg", "")
+            if "retrying in" in msg or "left pending" in msg or "Redis failed" in msg:
+                if "outbox_id" in line:
+                    out.add(int(line["outbox_id"]))
+                elif line.get("entry_id") in by_entry:
+                    out.add(by_entry[line["entry_id"]])
+    return out
