@@ -26,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import threading
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -40,8 +42,15 @@ from .files import no_unnamed_files, unnamed_files, write_atomic
 # renderer would.  Unset (always, outside that test) it costs one test a render.
 _ABORT_MARK = os.environ.get("_STAGEDOOR_TEST_RENDER_ABORT", "")
 # Another (tests/test_render_abort.py): a render of an order whose text contains this
-# never ends, as a native render stuck in a loop would (render_host.py's render_timeout).
+# never ends, as a native render stuck in a loop would (render_host.py's render_timeout):
+# it burns CPU in a thread of its own, as such a loop does (a process that uses no CPU
+# is not running, and render_host.py does not blame its render: runstate.py).
 _HANG_MARK = os.environ.get("_STAGEDOOR_TEST_RENDER_HANG", "")
+
+
+def _spin() -> None:
+    while True:
+        time.sleep(0)   # CPU time, mostly the kernel's, without holding the GIL
 
 
 class NativeRenderPool:
@@ -266,6 +275,7 @@ class LocalRender:
         if _ABORT_MARK and _ABORT_MARK in repr(order):
             os.abort()
         if _HANG_MARK and _HANG_MARK in repr(order):
+            threading.Thread(target=_spin, daemon=True).start()
             await asyncio.Event().wait()
         before = missing_glyphs()
         pool = self._pool if unnamed_files() else None     # the file system said no since
