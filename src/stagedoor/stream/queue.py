@@ -35,6 +35,13 @@ backlog.AUDIT_LUA, and on the stream's hash tag for Cluster), and the worker log
 line per XADD that trimmed (MAXLEN ~ trims whole nodes, ~100 entries at a time), so
 
     dead letters written = XLEN jobs:dead + the count + what `dead replay/purge` removed
+
+and it records the job's entry id of each dead letter it trimmed in the removed dead
+letters' stream (keys.dead_gone_key, how "trimmed"), as `dead replay/delete/purge` do,
+so `stagedoor job` still says DEAD ("dead letter removed") once its dead letter was
+trimmed (issue 38).  MAXLEN ~ gives no list of what it took: the script reads the
+oldest dead letters it may take (at most XLEN + 1 - dead_maxlen) before the XADD,
+which at the cap costs an XRANGE of up to a node's entries per dead letter.
 """
 
 from __future__ import annotations
@@ -54,7 +61,7 @@ from ..config import Settings
 from .backlog import ACCOUNT_LUA, AUDIT_SCAN_CAP, trimmed_key
 from .errors import OOM_ADVICE, first_line, is_oom, master_changed
 from .job import Job
-from .keys import dead_trimmed_key
+from .keys import dead_gone_key, dead_trimmed_key
 
 log = logging.getLogger("stagedoor.queue")
 
@@ -72,20 +79,44 @@ if ARGV[3] == '1' then
   if pending.err or #pending == 0 then return false end
 end
 local before = redis.call('XLEN', KEYS[2])
+-- At the cap, the oldest dead letters MAXLEN ~ may trim with this XADD (whole nodes, at
+-- most before + 1 - cap, at most its default LIMIT): read first, so that their jobs are
+-- remembered as DEAD once they are gone.
+local doomed = {}
+local over = before + 1 - tonumber(ARGV[4])
+if over > 0 then
+  doomed = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', math.min(over, tonumber(ARGV[7])))
+end
 local args = {'XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*'}
-for i = 6, #ARGV do args[#args + 1] = ARGV[i] end
+for i = 8, #ARGV do args[#args + 1] = ARGV[i] end
 local dead_id = redis.call(unpack(args))
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
--- What MAXLEN ~ took with this XADD, counted exactly; last, and with pcall, so that a
--- count that cannot be written never costs the dead letter itself.
+-- What MAXLEN ~ took with this XADD, counted exactly, and the job of each dead letter it
+-- took, in the removed dead letters' stream as the console's removals are (ARGV[6],
+-- capped like the dead-letter stream); last, and with pcall, so that a record that
+-- cannot be written never costs the dead letter itself.
 local trimmed = before + 1 - redis.call('XLEN', KEYS[2])
-local total = 0
+local total, kept = 0, 0
 if trimmed > 0 then
   total = redis.pcall('INCRBY', ARGV[5], trimmed)
   if type(total) == 'table' then total = -1 end
+  for k = 1, math.min(trimmed, #doomed) do
+    local f, source = doomed[k][2], ''
+    for i = 1, #f - 1, 2 do
+      if f[i] == 'dead:source_id' then source = f[i + 1] break end
+    end
+    if source ~= '' then
+      local r = redis.pcall('XADD', ARGV[6], 'MAXLEN', '~', ARGV[4], '*', 'source_id',
+                            source, 'dead_id', doomed[k][1], 'how', 'trimmed', 'new_id', '')
+      if type(r) ~= 'table' then kept = kept + 1 end
+    end
+  end
 end
-return {dead_id, trimmed, total}
+return {dead_id, trimmed, total, kept}
 """
+# The most dead letters one XADD's MAXLEN ~ trims (its default LIMIT: 100 nodes of
+# stream-node-max-entries, 100 by default), so the most the script reads ahead of it.
+DEAD_TRIM_READ = 10_000
 # Lua's unpack() stops at ~8000 values; a dead letter keeps the first fields of a
 # payload with more (the reason already says what was wrong with it).
 MAX_DEAD_FIELDS = 256
@@ -527,10 +558,14 @@ class DeadLetter:
         result = await self._script(
             keys=[s.stream, s.dead_stream],
             args=[s.group, eid, "1" if only_if_pending else "0", s.dead_maxlen,
-                  dead_trimmed_key(s), *payload])
-        if not isinstance(result, list | tuple) or len(result) != 3:
+                  dead_trimmed_key(s), dead_gone_key(s), DEAD_TRIM_READ, *payload])
+        if not isinstance(result, list | tuple) or len(result) != 4:
             return None  # false: the entry was no longer pending
         dead_id, trimmed, total = result[0], int(result[1]), int(result[2])
+        if int(result[3]) < trimmed:    # out of memory, or no source id in them
+            log.error("%s: %d of the %d dead letters trimmed at the cap have no record in "
+                      "%s: their jobs' lookups cannot say DEAD", s.dead_stream,
+                      trimmed - int(result[3]), trimmed, dead_gone_key(s))
         if trimmed > 0:
             if total < 0:
                 log.error("%s is at its cap (dead_maxlen %d): %d dead letters trimmed, "
