@@ -150,6 +150,33 @@ async def test_a_frozen_render_process_is_a_stall_not_a_verdict(
         await host.close()
 
 
+async def test_a_render_process_in_a_frozen_v1_cgroup_does_not_hold_the_next_one(
+        tmp_path: Path, freezer1: _Cgroup) -> None:
+    """The cgroup v1 freezer (`docker pause` on a v1 host) holds a SIGKILL until the
+    thaw: the process cannot die.  Found frozen, it is killed and left to die when
+    thawed; the order is rendered alone by a fresh process meanwhile, not blamed, and
+    not kept waiting for the thaw."""
+    stats = WorkerStats(["render_tickets"])
+    host = RenderHost(Settings(render_timeout=1.0), stats)
+    try:
+        await host.render_to(1, demo_order(1).to_json(), tmp_path / "order-1.pdf")
+        first = host.pid
+        assert first is not None
+        freezer1.add(first)
+        freezer1.freeze(True)
+        try:
+            await host.render_to(2, demo_order(2).to_json(), tmp_path / "order-2.pdf")
+            assert (tmp_path / "order-2.pdf").read_bytes().startswith(b"%PDF-")
+            assert host.pid is not None and host.pid != first
+            assert not gone([first])     # frozen: its SIGKILL waits for the thaw
+        finally:
+            freezer1.freeze(False)
+        poll(lambda: gone([first]), what="the thawed process dead of its SIGKILL")
+        assert stats.counters["render_hangs"].get("render_tickets", 0) == 0
+    finally:
+        await host.close()
+
+
 _PAUSED_HOST = """
 import asyncio, json, sys
 from pathlib import Path

@@ -41,6 +41,9 @@ also a render blocked in a system call in an otherwise idle process, see runstat
 for why that side is right).  It is killed and replaced as above, but the render alone
 in it is run alone again in the fresh process, not blamed (after STALLS such stalls it
 fails as TransientError, retried by the worker's policy, not dead-lettered as hung).
+A process frozen by a cgroup v1 freezer cannot die of its SIGKILL before it is thawed:
+after KILL_WAIT our end of its socket is aborted (nothing of it is read any more) and
+the next process starts; the frozen one dies of the pending SIGKILL when thawed.
 The worker's own lateness is no render's either: when the watch's tick comes more than
 LOOP_LATE late (the worker itself was stopped, frozen or starved), every render in
 flight gets its render_timeout again from then.
@@ -100,6 +103,7 @@ STOP_TIMEOUT = 10.0     # s a closing worker waits for its render process to exi
 SHORT_LIFE = 1.0        # s: a process that died sooner after its start counts for the backoff
 STALLS = 3              # times a render's process was found not running while it ran alone
 LOOP_LATE = 2.0         # s a watch tick may come late before the worker itself counts as stalled
+KILL_WAIT = 5.0         # s a SIGKILLed render process may take to go before it is left to die
 _ROOT = str(Path(__file__).resolve().parents[2])  # where this stagedoor is: the process's too
 
 
@@ -156,6 +160,7 @@ class RenderHost:
         context) when a render whose caller was cancelled wrote its PDF after all."""
         self._landed_late = landed_late
         self._late: set[asyncio.Task[None]] = set()
+        self._dying: set[asyncio.Future[int]] = set()  # killed, not dead yet (v1-frozen)
         self._threads = settings.render_threads
         self._hang_after = settings.render_timeout
         self._stats = stats
@@ -252,6 +257,8 @@ class RenderHost:
                 await proc.wait()
         for req in [*self._waiting, *self._suspects, *self._inflight.values()]:
             self._fail(req, "transient", "the worker is stopping")
+        for waited in list(self._dying):    # still frozen: it dies when thawed, unreaped
+            waited.cancel()
         if self._late:  # the checks of renders that landed late (landed_late) finish
             await asyncio.gather(*self._late, return_exceptions=True)
 
@@ -512,7 +519,18 @@ class RenderHost:
         if proc is not None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
-        await asyncio.wait([replies])
+        done, _ = await asyncio.wait([replies], timeout=KILL_WAIT)
+        if not done and self._link is not None:
+            # A process frozen by a cgroup v1 freezer dies of SIGKILL only once thawed
+            # (a v2 freeze lets it die).  Abort our end of its socket: nothing of it is
+            # read from now on, and the next process is not kept waiting for the thaw
+            # (it dies of the pending SIGKILL before it runs another instruction).
+            self._log.error("render process %s has not died %gs after SIGKILL (frozen by "
+                            "a cgroup v1 freezer?): nothing of it is read any more, and it "
+                            "dies once thawed", proc.pid if proc is not None else "?",
+                            KILL_WAIT)
+            self._link.abort()
+            await asyncio.wait([replies])
         return why
 
     async def _stalled_alone(self, req: _Render, why: str) -> bool:
@@ -561,10 +579,15 @@ class RenderHost:
         assert proc is not None
         if link is not None:    # our end of the dead process's socket (else a fd each death)
             link.close()
-        rc = await proc.wait()
         self._missing_before += self._missing_now
         self._missing_now = 0
-        return _death(rc)
+        waited = asyncio.ensure_future(proc.wait())
+        done, _ = await asyncio.wait([waited], timeout=KILL_WAIT)
+        if not done:    # killed, not dead (_kill_hung): reaped when it goes, not waited for
+            self._dying.add(waited)
+            waited.add_done_callback(self._dying.discard)
+            return "SIGKILL, not dead yet"
+        return _death(waited.result())
 
     def _on_reply(self, body: bytes) -> None:
         rid, outcome, detail, missing, lost, tickets = parse_reply(body)
