@@ -2,8 +2,9 @@
 
 Writers ensure the group before (in the same round trip as) their XADD, so no entry
 can be added before the group exists and be skipped by the group's `$` start; that
-also covers a Redis that restarted empty.  The enqueue script (producer.py) creates the group itself, in the same script as its
-XADDs; these are for the readers and the tools.
+also covers a Redis that restarted empty.  The enqueue script (producer.py) creates
+the group itself, in the same script as its XADDs; these are for the readers and the
+tools.
 """
 
 from __future__ import annotations
