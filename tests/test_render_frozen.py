@@ -92,17 +92,16 @@ def freezer1() -> Iterator[_Cgroup]:
     yield from _make(_mount("cgroup", "freezer"), False)
 
 
-def test_runstate_tells_running_stopped_frozen_and_idle(cgroup2: _Cgroup,
-                                                        freezer1: _Cgroup) -> None:
+def test_runstate_tells_running_stopped_and_idle() -> None:
     """On real processes: one that spins ran; one that sleeps used no CPU (idle); a
-    SIGSTOPped one is stopped; one in a frozen cgroup, v2 or v1, is frozen although
-    its state is S or D, not T."""
+    SIGSTOPped one is stopped; one that is gone cannot be told about."""
     spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     sleep = subprocess.Popen(["sleep", "60"])
     try:
         before = runstate.cpu_ticks(spin.pid)
         poll(lambda: runstate.cpu_ticks(spin.pid) != before, what="the spinner used CPU")
-        assert runstate.not_running(spin.pid, runstate.cpu_ticks(spin.pid) - 1) is None
+        ticks = runstate.cpu_ticks(spin.pid)
+        assert ticks is not None and runstate.not_running(spin.pid, ticks - 1) is None
         idle = runstate.cpu_ticks(sleep.pid)
         time.sleep(0.1)
         assert runstate.not_running(sleep.pid, idle) == "idle"
@@ -110,21 +109,32 @@ def test_runstate_tells_running_stopped_frozen_and_idle(cgroup2: _Cgroup,
         poll(lambda: runstate.stopped(spin.pid), what="the spinner stopped")
         assert runstate.not_running(spin.pid, None) == "stopped"
         os.kill(spin.pid, signal.SIGCONT)
-        for group in (cgroup2, freezer1):
-            group.add(spin.pid)
-            assert not runstate.frozen(spin.pid)
-            group.freeze(True)
-            poll(lambda: runstate.frozen(spin.pid), what="the freeze seen")
-            assert not runstate.stopped(spin.pid)   # no T: only the cgroup tells
-            assert runstate.not_running(spin.pid, None) == "frozen"
-            group.freeze(False)
-            poll(lambda: not runstate.frozen(spin.pid), what="the thaw seen")
     finally:
         for p in (spin, sleep):
             p.kill()
             p.wait()
     assert runstate.not_running(spin.pid, 0) is None     # gone: cannot tell
     assert not runstate.frozen(spin.pid)
+
+
+def test_runstate_tells_frozen_in_a_v2_or_v1_cgroup(cgroup2: _Cgroup,
+                                                     freezer1: _Cgroup) -> None:
+    """A process in a frozen cgroup, v2 or v1, is frozen although its state is S or D,
+    not T: only the cgroup tells."""
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        for group in (cgroup2, freezer1):
+            group.add(spin.pid)
+            assert not runstate.frozen(spin.pid)
+            group.freeze(True)
+            poll(lambda: runstate.frozen(spin.pid), what="the freeze seen")
+            assert not runstate.stopped(spin.pid)
+            assert runstate.not_running(spin.pid, None) == "frozen"
+            group.freeze(False)
+            poll(lambda: not runstate.frozen(spin.pid), what="the thaw seen")
+    finally:
+        spin.kill()
+        spin.wait()
 
 
 async def test_a_frozen_render_process_is_a_stall_not_a_verdict(
