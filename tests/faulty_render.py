@@ -14,7 +14,10 @@ render_serve does.
 
 Faulty: an order whose text (its repr) contains ABORT aborts the process where its
 render starts (os.abort: SIGABRT); one that contains HANG never ends.  Every other
-order renders as usual, on the native pool's fast path.
+order renders as usual, on the native pool's fast path.  A HANG burns CPU in a thread
+of its own while it waits, as a native render stuck in a loop does: a process that uses
+no CPU is not running, and render_host does not blame its render
+(stagedoor/handlers/runstate.py).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import threading
+import time
 from pathlib import Path
 
 from stagedoor.handlers import render_host, render_serve
@@ -34,6 +39,11 @@ SERVE = "tests.faulty_render"
 
 _submit = LocalRender.submit
 _render_into = LocalRender.render_into
+
+
+def _spin() -> None:
+    while True:
+        time.sleep(0)   # CPU time, mostly the kernel's, without holding the GIL
 
 
 def _faulty(order: Order) -> bool:
@@ -54,6 +64,7 @@ async def render_into(self: LocalRender, order: Order, directory: bytes, name: b
     if ABORT in text:
         os.abort()
     if HANG in text:
+        threading.Thread(target=_spin, daemon=True).start()
         await asyncio.Event().wait()
     return await _render_into(self, order, directory, name, path)
 

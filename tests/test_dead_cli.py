@@ -228,11 +228,69 @@ def test_purge_asks_on_a_terminal(client: redis.Redis, redis_url: str, answer: s
     assert client.xlen("jobs:dead") == (0 if purged else 1)
 
 
+# -- by error (the CLI twin of the console's /dead/errors page) ---------------------------------
+
+
+def test_dead_letters_grouped_by_error_and_one_group_purged_and_replayed(
+        client: redis.Redis, redis_url: str) -> None:
+    """Issue 38 item 8: the console counted dead letters by error (count, first and last
+    seen) and acted on a group; the CLI had no such view.  `dead errors` is the page's
+    query; --error-is TEXT selects one group whole (not the other group whose error
+    contains its text), after a dry run; each action is audited with its filter."""
+    declined = [add_dead(client, job_fields(n), error="card declined",
+                         source=f"1758200000000-{n}") for n in (1, 2, 3)]
+    longer = add_dead(client, job_fields(4), error="card declined twice",
+                      source="1758200000000-4")
+    timeout = add_dead(client, job_fields(5), error="TimeoutError: render took 30s",
+                       source="1758200000000-5")
+    url = ("--redis-url", redis_url)
+    proc = cli("dead", "errors", *url)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "jobs:dead: 5 dead letters in 3 error groups; all 5 read, most first"
+    assert lines[1].split() == ["count", "first", "seen", "last", "seen", "kinds", "error"]
+    assert lines[2].split()[0] == "3" and lines[2].endswith("  card declined")
+    assert {lines[3].split()[0], lines[4].split()[0]} == {"1"}
+    assert "--error-is TEXT" in lines[-1]
+    doc = orjson.loads(cli("dead", "errors", "--json", *url).stdout)
+    assert doc["total"] == 5 and doc["complete"] is True
+    first = doc["groups"][0]
+    assert (first["error"], first["count"], first["first_id"], first["last_id"],
+            first["kinds"]) == ("card declined", 3, declined[0], declined[-1],
+                                ["render_tickets"])
+
+    proc = cli("dead", "purge", "--error-is", "card declined", "--dry-run", *url)
+    assert proc.returncode == 0, proc.stderr
+    assert [line.split()[-1] for line in proc.stdout.splitlines()[:-1]] == declined
+    assert client.xlen("jobs:dead") == 5    # a dry run touches nothing
+    proc = cli("dead", "purge", "--error-is", "card declined", "--yes", *url)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "purged 3 entries from jobs:dead\n"
+    left = [e[0] for e in entries(client, "jobs:dead")]
+    assert left == [longer, timeout]
+    proc = cli("dead", "replay", "--error-is", "TimeoutError: render took 30s", "--yes", *url)
+    assert proc.returncode == 0, proc.stderr
+    assert [e[0] for e in entries(client, "jobs:dead")] == [longer]
+    audit = [e[1] for e in entries(client, "stagedoor:audit:jobs")]
+    detail = [(dict(zip(f[::2], f[1::2], strict=True))) for f in audit]
+    assert [(d[b"action"], d[b"count"], d[b"via"]) for d in detail] == \
+        [(b"purge", b"3", b"cli"), (b"replay", b"1", b"cli")]
+    assert detail[0][b"detail"].startswith(b"error-is='card declined' upto=")
+    assert detail[1][b"detail"] == f"error-is='TimeoutError: render took 30s' {timeout}".encode()
+
+
+def test_dead_errors_on_an_empty_stream(redis_url: str) -> None:
+    proc = cli("dead", "errors", "--redis-url", redis_url)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "jobs:dead: no dead-letter entries\n"
+
+
 # -- arguments and exit codes -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("argv", [("dead",), ("dead", "list"), ("dead", "show"),
-                                  ("dead", "replay"), ("dead", "purge"), ("status",), ()])
+                                  ("dead", "errors"), ("dead", "replay"), ("dead", "purge"),
+                                  ("status",), ()])
 def test_help_exits_0(argv: tuple[str, ...]) -> None:
     proc = cli(*argv, "--help")
     assert proc.returncode == 0, proc.stderr

@@ -20,11 +20,13 @@ from tests.workerkit import add_jobs, eventually, pending_summary, running
 from stagedoor.config import Settings
 from stagedoor.errors import PermanentError
 from stagedoor.handlers import Registry
+from stagedoor.ops import jobs
 from stagedoor.ops.exporter import render_metrics
 from stagedoor.ops.inspect import queue_status
+from stagedoor.ops.records import console_client
 from stagedoor.stream import connection
 from stagedoor.stream.job import Job
-from stagedoor.stream.keys import dead_trimmed_key
+from stagedoor.stream.keys import dead_gone_key, dead_trimmed_key
 from stagedoor.stream.queue import DeadLetter
 
 FAST = {"block_ms": 100, "reclaim_interval": 0.05, "retry_backoff": 0.001, "count": 100,
@@ -100,3 +102,38 @@ async def test_a_count_that_cannot_be_written_never_costs_the_dead_letter(
         raise AssertionError("MAXLEN ~ 1 never trimmed in 200 dead letters")
     assert sync_redis.xpending("jobs", "workers")["pending"] == len(ids) - n  # acked
     assert any("could not be written" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_job_whose_dead_letter_the_cap_trimmed_is_still_dead(
+        settings: Settings, redis_url: str, sync_redis: redis.Redis) -> None:
+    """Issue 38: a dead-lettered job read ACKED once the dead-letter stream's cap
+    (MAXLEN ~ dead_maxlen) trimmed its dead letter.  The dead-letter script records
+    each trimmed one's job in the removed dead letters' stream, as the console's
+    removals do: every job stays DEAD, "dead letter removed (trimmed at the cap...)"."""
+    s = settings.replace(**FAST)
+    ids = add_jobs(s, "refund", range(1, 201))
+    async with running(s, failing()) as w:
+        await eventually(lambda: w.stats.total("dead_lettered") == 200, 60,
+                         what="200 dead letters")
+        await eventually(lambda: pending_summary(sync_redis, s)[0] == 0, what="acks")
+    trimmed = int(sync_redis.get(dead_trimmed_key(s)) or 0)
+    assert trimmed > 0, "the cap never trimmed"
+    kept = {fields[b"dead:source_id"].decode()
+            for _, fields in sync_redis.xrange(s.dead_stream)}
+    gone = [eid for eid in ids if eid not in kept]
+    assert len(gone) == trimmed
+    records = sync_redis.xrange(dead_gone_key(s))
+    assert sorted(f[b"source_id"].decode() for _, f in records) == sorted(gone)
+    assert {f[b"how"] for _, f in records} == {b"trimmed"}
+    client = console_client(s)
+    try:
+        for eid in gone:
+            (e,) = (await jobs.lookup(client, s, entry_id=eid)).entries
+            assert (e.state, e.dead_removed) == ("dead", "trimmed at the cap, dead_maxlen"), \
+                eid
+    finally:
+        await client.aclose()
+    proc = cli("job", "--entry-id", gone[-1], "--redis-url", redis_url)
+    assert proc.returncode == 0, proc.stderr
+    assert "DEAD" in proc.stdout, proc.stdout
+    assert "dead letter removed (trimmed at the cap, dead_maxlen)" in proc.stdout, proc.stdout

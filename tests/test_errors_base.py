@@ -44,7 +44,7 @@ def test_every_module_is_walked() -> None:
 def test_every_stagedoor_exception_derives_from_the_base() -> None:
     classes = exception_classes()
     # the walk sees classes in every layer (a sample the count below cannot hide)
-    for known in ("stagedoor.errors.ConfigError", "stagedoor.stream.queue.BacklogFull",
+    for known in ("stagedoor.errors.ConfigError", "stagedoor.stream.enqueue_errors.BacklogFull",
                   "stagedoor.worker.policy.JobTimedOut", "stagedoor.render.order.RenderFailed",
                   "stagedoor.demo.embedded_redis.PortTaken"):
         assert known in classes

@@ -105,6 +105,21 @@ def test_a_login_token_the_client_made_up_is_refused(tmp_path: Path, redis_url: 
         assert "sd_session" in h.cookies
 
 
+def test_the_login_page_does_not_list_the_roles(tmp_path: Path, redis_url: str) -> None:
+    """Issue 38 item 8: the log-in page offered a list of the roles (its <option>s),
+    telling anyone who reaches it which user names exist.  A text field instead; the
+    operator still logs in by typing the name."""
+    with console(tmp_path, redis_url) as c:
+        h = Http(c.url)
+        status, _, page = h.request("GET", "/login")
+        assert status == 200
+        assert b"<option" not in page and b"<select" not in page
+        assert b"operator" not in page.lower() and b"viewer" not in page.lower()
+        assert re.search(rb'<input type="text" name="username"', page)
+        h.log_in("operator")
+        assert "sd_session" in h.cookies
+
+
 def _guess(c_url: str, token: str, source: str | None, out: list[int]) -> None:
     status, _, _ = raw(c_url, "POST", "/login", {
         "Host": urlsplit(c_url).netloc, "Cookie": f"sd_login={token}"},

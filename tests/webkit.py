@@ -130,11 +130,9 @@ def chrome(profile: Path, *, javascript: bool = True, rebind: Sequence[str] = ()
 
 def log_in(driver: Any, c: Console, role: str, password: str | None = None) -> None:
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
-
     driver.delete_all_cookies()
     driver.get(c.url + "/login")
-    Select(driver.find_element(By.ID, "username")).select_by_value(role)
+    driver.find_element(By.ID, "username").send_keys(role)
     driver.find_element(By.ID, "password").send_keys(PASSWORDS[role] if password is None
                                                      else password)
     button = driver.find_element(By.ID, "login")

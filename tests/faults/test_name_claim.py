@@ -182,3 +182,38 @@ def test_work_with_a_supervisor_slots_name_waits_for_it(
     sup.signal(signal.SIGTERM)
     assert sup.wait(30) == 0
     check_all(client, fsettings, ledger)
+
+
+def test_a_vanished_claim_is_not_a_free_name(
+        procs: Procs, producer: Producer, ledger: Ledger, client: redis.Redis,
+        fsettings: Settings) -> None:
+    """A runs job 1; B, the same name (an orphan's successor, a second supervisor),
+    waits for A's claim.  The claim vanishes (an eviction, a failover that lost it): it
+    is absent until A's next beat renews it.  Before, B took the absent key at once and
+    re-read the name's pending list: job 1 started twice, while A ran it."""
+    # A's renewal comes late (a beat every 3 s), and job 1 runs until its gate opens
+    opts = {"claim_idle_ms": 60_000, "heartbeat_interval": 3, "job_timeout": 30}
+    a = procs.worker(0, opts)
+    producer.enqueue("hold_pre", [1])
+    wait_for(lambda: ledger.starts()[1] == 1, what="job 1 running in A")
+    b = procs.worker(0, opts)
+    b.wait_log(f"{WAITS}: pid ")
+    client.delete(owner_key(fsettings, "f-00"))     # as an eviction would
+    wait_for(lambda: "had vanished from Redis" in a.text() or ledger.starts()[1] > 1,
+             what="A's beat to take its claim back")
+    assert ledger.starts()[1] == 1, "B took the absent claim and ran A's job"
+    b.wait_log(f"{WAITS}: its claim is absent")     # it found the name vacant, not free
+    b.wait_log(f"{WAITS}: pid {a.pid}", count=2)    # and B waits for A again
+    producer.gate(1)
+    producer.enqueue("ledger", [2, 3])
+    wait_for(lambda: {1, 2, 3} <= ledger.done(), what="jobs handled by A")
+    assert twice(ledger) == ([], []), "a second process of the name ran A's job"
+    assert {e["pid"] for e in ledger.events()} == {a.pid}
+    a.signal(signal.SIGTERM)    # a clean exit: the name is released, B takes it at once
+    assert a.wait(20) == 0
+    producer.enqueue("ledger", [4])
+    wait_for(lambda: 4 in ledger.done(), what="job 4 handled by B", timeout=10)
+    assert {e["pid"] for e in ledger.events() if e["outbox_id"] == 4} == {b.pid}
+    b.signal(signal.SIGTERM)
+    assert b.wait(20) == 0
+    check_all(client, fsettings, ledger)

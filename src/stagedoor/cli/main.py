@@ -40,7 +40,7 @@ COMMANDS = {
     "work": "Run one worker in the foreground.",
     "demo": "Run the supervisor on demo orders until drained.",
     "status": "Show the queue: length, lag, pending, queue age, dead letters.",
-    "dead": "List, show, replay, delete or purge dead-letter entries.",
+    "dead": "List, show, group, replay, delete or purge dead-letter entries.",
     "render": "Render an order (JSON) to a PDF, one page per ticket.",
     "systemd": "Print or install the systemd units of this package.",
     "monitoring": "Print the shipped Prometheus alerts and Grafana dashboard.",

@@ -15,6 +15,8 @@
 - render_pool.py   render_tickets' render and write on the native pool's C threads
 - render_host.py   the worker's side of the render process (render_isolation):
                    started, fed, replaced when it dies or hangs, culprits run alone
+- runstate.py     whether a process runs at all (stopped, frozen by a cgroup, no CPU
+                   time): read before render_host blames a render for a hang
 - render_serve.py  the render process itself: render_pool behind a socket
 - orders.py    the order store they read (a Redis hash per order)
 """

@@ -33,12 +33,20 @@ hung) is that order's error, RenderFailed "render hung: no result in 20s
 (render_timeout)", counted as render_hangs and logged with the order id; renders of the
 same order that wait behind it fail with it (the same order renders the same way).
 
-A process found so while it was stopped (SIGSTOP, a debugger: state T in
-/proc/<pid>/stat), not running, says nothing about its renders: it is killed and
-replaced as above, but the render alone in it is run alone again in the fresh process,
-not blamed (after STALLS such stalls it fails as TransientError, retried, never
-dead-lettered).  A frozen cgroup or a render blocked without CPU is not told apart
-from a hang this way.
+A process found so while it was not running says nothing about its renders
+(runstate.py): stopped (SIGSTOP, a debugger: state T), frozen by a cgroup freezer
+(`docker pause`, systemd freezing a unit: no T state, the cgroup says it), or that used
+no CPU time at all since the render was sent (a freeze just lifted, a suspended host;
+also a render blocked in a system call in an otherwise idle process, see runstate.py
+for why that side is right).  It is killed and replaced as above, but the render alone
+in it is run alone again in the fresh process, not blamed (after STALLS such stalls it
+fails as TransientError, retried by the worker's policy, not dead-lettered as hung).
+A process frozen by a cgroup v1 freezer cannot die of its SIGKILL before it is thawed:
+after KILL_WAIT our end of its socket is aborted (nothing of it is read any more) and
+the next process starts; the frozen one dies of the pending SIGKILL when thawed.
+The worker's own lateness is no render's either: when the watch's tick comes more than
+LOOP_LATE late (the worker itself was stopped, frozen or starved), every render in
+flight gets its render_timeout again from then.
 
 A render whose caller was cancelled (the job's time limit, the worker's stop) is
 dropped if it was not sent yet (waiting, or a suspect); one already in a process may
@@ -85,6 +93,7 @@ from ..ops.logs import JOB_FIELDS, current_job
 from ..ops.metrics import WorkerStats
 from ..render.order import OrderDataError, RenderFailed
 from .render_serve import Frames, Outbox, frame, parse_reply, request_frame
+from .runstate import cpu_ticks, not_running
 
 log = logging.getLogger("stagedoor.render_host")
 
@@ -92,7 +101,9 @@ START_ATTEMPTS = 3      # starts in a row that failed before waiting renders fai
 READY_TIMEOUT = 30.0    # s from exec to "ready" (imports, fonts, a warm-up render)
 STOP_TIMEOUT = 10.0     # s a closing worker waits for its render process to exit
 SHORT_LIFE = 1.0        # s: a process that died sooner after its start counts for the backoff
-STALLS = 3              # times a render's process was found stopped while it ran alone
+STALLS = 3              # times a render's process was found not running while it ran alone
+LOOP_LATE = 2.0         # s a watch tick may come late before the worker itself counts as stalled
+KILL_WAIT = 5.0         # s a SIGKILLed render process may take to go before it is left to die
 # the module the render process runs (tests/faulty_render.py runs a faulty one instead)
 SERVE_MODULE = "stagedoor.handlers.render_serve"
 _ROOT = str(Path(__file__).resolve().parents[2])  # where this stagedoor is: the process's too
@@ -113,7 +124,7 @@ class _Render:
     path: Path
     job: Mapping[str, Any] | None     # the log fields of the job that asked for it
     alone_kills: int = 0    # times the process died of SIGKILL while this ran alone
-    stalls: int = 0         # times its process was found stopped while this ran alone
+    stalls: int = 0         # times its process was found not running while this ran alone
     sent: float = 0.0       # when it was last written to a process (time.monotonic)
     abandoned: bool = False  # its caller was cancelled (the job's time limit): not sent
     #                          any more; if it was, landed_late checks what it wrote
@@ -131,17 +142,6 @@ def _in_context(job: Mapping[str, Any] | None) -> contextvars.Context:
     if job is not None:
         context.run(JOB_FIELDS.set, job)
     return context
-
-
-def _stopped(pid: int) -> bool:
-    """Whether the process is stopped, not running (SIGSTOP, a debugger: state T or t
-    in /proc/<pid>/stat); False where that cannot be read."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return stat[stat.rindex(b")") + 2:][:1] in (b"T", b"t")
 
 
 def _death(rc: int) -> str:
@@ -162,6 +162,7 @@ class RenderHost:
         context) when a render whose caller was cancelled wrote its PDF after all."""
         self._landed_late = landed_late
         self._late: set[asyncio.Task[None]] = set()
+        self._dying: set[asyncio.Future[int]] = set()  # killed, not dead yet (v1-frozen)
         self._threads = settings.render_threads
         self._hang_after = settings.render_timeout
         self._stats = stats
@@ -258,6 +259,8 @@ class RenderHost:
                 await proc.wait()
         for req in [*self._waiting, *self._suspects, *self._inflight.values()]:
             self._fail(req, "transient", "the worker is stopping")
+        for waited in list(self._dying):    # still frozen: it dies when thawed, unreaped
+            waited.cancel()
         if self._late:  # the checks of renders that landed late (landed_late) finish
             await asyncio.gather(*self._late, return_exceptions=True)
 
@@ -394,7 +397,7 @@ class RenderHost:
         transport = frames.transport
         assert transport is not None
         hung: _Render | None = None
-        stalled = False
+        stalled: str | None = None
         try:
             while self._suspects:   # nothing goes out directly while suspects run alone
                 req = self._suspects.popleft()
@@ -405,12 +408,10 @@ class RenderHost:
                 transport.write(req.frame)
                 req.sent = time.monotonic()
                 self._inflight[req.rid] = req
-                either: list[asyncio.Future[Any]] = [req.replied, replies]
-                done, _ = await asyncio.wait(either, timeout=self._hang_after,
-                                             return_when=asyncio.FIRST_COMPLETED)
-                if not done:    # no reply while alone: it hangs, or the process stalled
-                    if await self._kill_hung(req, replies):
-                        return await self._stalled_alone(req)
+                alone, why = await self._watch(replies, req)
+                if alone is not None:   # no reply while alone: it hangs, or a stall
+                    if why is not None:
+                        return await self._stalled_alone(req, why)
                     return await self._hung_alone(req)
                 if not req.replied.done():  # the process died with this render alone in it
                     return await self._died_alone(req, await self._reap())
@@ -428,7 +429,7 @@ class RenderHost:
         lost = [r for r in self._inflight.values() if not r.replied.done()]
         if hung is not None and lost == [hung]:     # it was alone: the verdict is in
             if stalled:     # unless the process was not running: no verdict on a stall
-                return await self._stalled_alone(hung)
+                return await self._stalled_alone(hung, stalled)
             return await self._hung_alone(hung)
         how = await self._reap()
         self._inflight.clear()
@@ -438,8 +439,8 @@ class RenderHost:
             self._log.error("render process killed: order %d had no result in %gs "
                             "(render_timeout)%s, with %d renders in flight; running them "
                             "again one at a time to find the one that hangs", hung.order_id,
-                            self._hang_after, " and the process was stopped" if stalled
-                            else "", len(lost),
+                            self._hang_after, f" and the process was not running ({stalled})"
+                            if stalled else "", len(lost),
                             extra=_about(hung, order_ids=[r.order_id for r in lost][:20]))
             return False
         if not lost:
@@ -467,55 +468,93 @@ class RenderHost:
         self._fail(req, "failed", f"render aborted the render process ({how})")
         return True
 
-    async def _watch(self, replies: asyncio.Future[None]) -> tuple[_Render | None, bool]:
-        """Wait until the process dies or is closed; if the oldest render in it has had
-        no reply for render_timeout, kill the process and return that render, and
-        whether the process was stopped then (_kill_hung)."""
+    async def _watch(self, replies: asyncio.Future[None], alone: _Render | None = None
+                     ) -> tuple[_Render | None, str | None]:
+        """Wait until the process dies or is closed (or `alone`, the one render in it,
+        has its reply); if the oldest render in it has had no reply for render_timeout,
+        kill the process and return that render, and why the process was not running
+        then (runstate.not_running), None when it was: a hang (_kill_hung)."""
         every = min(1.0, self._hang_after / 4)
+        pid = self.pid
+        waits: list[asyncio.Future[Any]] = [replies] if alone is None else [replies,
+                                                                           alone.replied]
+        # (when, the process's CPU ticks then), from the tick after the oldest was sent
+        ticks: deque[tuple[float, int | None]] = deque()
+        last = time.monotonic()
         while True:
-            done, _ = await asyncio.wait([replies], timeout=every)
+            done, _ = await asyncio.wait(waits, timeout=every,
+                                         return_when=asyncio.FIRST_COMPLETED)
             if done:
-                return None, False
+                return None, None
+            now = time.monotonic()
+            if now - last > every + LOOP_LATE:
+                # this loop did not run (the worker stopped, frozen or starved): the
+                # renders' time without a reply may be its own, so none is charged
+                self._log.warning("the render watch ran %.1fs late (the worker was not "
+                                  "running); the %d renders in flight get render_timeout "
+                                  "again", now - last - every, len(self._inflight))
+                for req in self._inflight.values():
+                    req.sent = max(req.sent, now)
+                ticks.clear()
+            last = now
             oldest = next(iter(self._inflight.values()), None)
-            if oldest is not None and time.monotonic() - oldest.sent > self._hang_after:
-                return oldest, await self._kill_hung(oldest, replies)
+            while ticks and (oldest is None or ticks[0][0] < oldest.sent):
+                ticks.popleft()     # from before the oldest render in flight was sent
+            ticks.append((now, cpu_ticks(pid) if pid is not None else None))
+            if oldest is not None and now - oldest.sent > self._hang_after:
+                return oldest, await self._kill_hung(oldest, replies, ticks[0][1])
 
-    async def _kill_hung(self, req: _Render, replies: asyncio.Future[None]) -> bool:
+    async def _kill_hung(self, req: _Render, replies: asyncio.Future[None],
+                         ticks_before: int | None) -> str | None:
         """SIGKILL the process (a hung render ignores anything gentler) and wait until its
-        end of the socket is closed: no reply of it can come after this.  True when the
-        process was stopped (SIGSTOP, a debugger), not running: a stall, which says
-        nothing about the render (issue 37)."""
+        end of the socket is closed: no reply of it can come after this.  Returns why the
+        process was not running (stopped, frozen, or idle: no CPU time since
+        `ticks_before`), a stall which says nothing about the render (issue 37); None
+        when it was running: a hang."""
         proc = self._proc
-        stalled = proc is not None and _stopped(proc.pid)
+        why = not_running(proc.pid, ticks_before) if proc is not None else None
         self._log.warning("order %d: render has no result after %gs (render_timeout)%s; "
                           "killing render process %s", req.order_id, self._hang_after,
-                          ", but the process is stopped, not running" if stalled else "",
-                          proc.pid if proc is not None else "?", extra=_about(req))
+                          f", but the process is not running ({why}), not hung" if why
+                          else "", proc.pid if proc is not None else "?",
+                          extra=_about(req))
         if proc is not None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
-        await asyncio.wait([replies])
-        return stalled
+        done, _ = await asyncio.wait([replies], timeout=KILL_WAIT)
+        if not done and self._link is not None:
+            # A process frozen by a cgroup v1 freezer dies of SIGKILL only once thawed
+            # (a v2 freeze lets it die).  Abort our end of its socket: nothing of it is
+            # read from now on, and the next process is not kept waiting for the thaw
+            # (it dies of the pending SIGKILL before it runs another instruction).
+            self._log.error("render process %s has not died %gs after SIGKILL (frozen by "
+                            "a cgroup v1 freezer?): nothing of it is read any more, and it "
+                            "dies once thawed", proc.pid if proc is not None else "?",
+                            KILL_WAIT)
+            self._link.abort()
+            await asyncio.wait([replies])
+        return why
 
-    async def _stalled_alone(self, req: _Render) -> bool:
-        """The process was killed with only `req` in it, stopped rather than rendering:
-        no verdict.  The render runs alone again in a fresh process; after STALLS such
-        stalls it fails as transient (retried by the worker's policy, not dead-lettered)."""
+    async def _stalled_alone(self, req: _Render, why: str) -> bool:
+        """The process was killed with only `req` in it, not running (`why`: stopped,
+        frozen, idle) rather than rendering: no verdict.  The render runs alone again in
+        a fresh process; after STALLS such stalls it fails as transient (retried by the
+        worker's policy, not dead-lettered as hung)."""
         await self._reap()
         self._inflight.clear()
         self._stats.inc("render_deaths")
         req.stalls += 1
         if req.stalls >= STALLS:
-            self._log.error("order %d: the render process was stopped each of %d times it "
-                            "rendered it alone; failing the render as transient",
-                            req.order_id, req.stalls, extra=_about(req))
-            self._fail(req, "transient", f"render process stopped {req.stalls} times "
-                                         "while rendering this order")
+            self._log.error("order %d: the render process was not running (%s) each "
+                            "of %d times it rendered it alone; failing the render as "
+                            "transient", req.order_id, why, req.stalls, extra=_about(req))
+            self._fail(req, "transient", f"render process not running ({why}) "
+                                         f"{req.stalls} times while rendering this order")
             return False
         self._suspects.appendleft(req)
-        self._log.warning("order %d: the render process was stopped, not hung; running the "
-                          "render alone again in a fresh process", req.order_id,
-                          extra=_about(req))
+        self._log.warning("order %d: the render process was not running (%s), not hung; "
+                          "running the render alone again in a fresh process", req.order_id,
+                          why, extra=_about(req))
         return False
 
     async def _hung_alone(self, req: _Render) -> bool:
@@ -542,10 +581,15 @@ class RenderHost:
         assert proc is not None
         if link is not None:    # our end of the dead process's socket (else a fd each death)
             link.close()
-        rc = await proc.wait()
         self._missing_before += self._missing_now
         self._missing_now = 0
-        return _death(rc)
+        waited = asyncio.ensure_future(proc.wait())
+        done, _ = await asyncio.wait([waited], timeout=KILL_WAIT)
+        if not done:    # killed, not dead (_kill_hung): reaped when it goes, not waited for
+            self._dying.add(waited)
+            waited.add_done_callback(self._dying.discard)
+            return "SIGKILL, not dead yet"
+        return _death(waited.result())
 
     def _on_reply(self, body: bytes) -> None:
         rid, outcome, detail, missing, lost, tickets = parse_reply(body)

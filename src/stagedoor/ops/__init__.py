@@ -20,5 +20,8 @@
 - jobs.py      one job's story (`stagedoor job`, the console's page)
 - jobscan.py   finding jobs by order or outbox id: the streams read in slices, no index
 - audit.py     the audit log of operator actions: a log line and a capped stream
+- release.py   a stuck pending entry handed to the fleet now (`pending release`, the page)
+- kindstats.py the per-kind ring of the last hour (the Metrics tab): written at the
+               workers' beat, read as counts and percentiles
 - doctor/      `stagedoor doctor`: what a host and its Redis lack, and what to do
 """

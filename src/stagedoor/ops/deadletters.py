@@ -211,22 +211,31 @@ def parse_bound(value: str, *, end: bool = False) -> str:
     return f"{ms}-{2**64 - 1}" if end else f"{ms}-0"
 
 
+NO_ERROR = "(no dead:error)"  # the error group of dead letters without one (by_error)
+
+
 @dataclasses.dataclass
 class DeadFilter(Record):
     kind: str | None = None
     error: str | None = None  # substring of dead:error
     since: str | None = None  # an entry id (parse_bound turns a time into one)
     until: str | None = None
+    error_is: str | None = None  # the whole dead:error: one group of by_error
 
     @property
     def empty(self) -> bool:
-        return not (self.kind or self.error or self.since or self.until)
+        return not (self.kind or self.error or self.since or self.until
+                    or self.error_is is not None)
 
     def matches(self, fields: list[bytes]) -> bool:
         if self.kind is not None and field(fields, b"kind") != self.kind:
             return False
+        error = field(fields, DEAD_FIELD_PREFIX + b"error")
+        if self.error_is is not None and (error if error is not None else NO_ERROR) \
+                != self.error_is:
+            return False
         if self.error:
-            return self.error in (field(fields, DEAD_FIELD_PREFIX + b"error") or "")
+            return self.error in (error or "")
         return True
 
 
@@ -436,7 +445,7 @@ async def by_error(client: aioredis.Redis, settings: Settings, *,
         page = [] if isinstance(page, Exception) else list(page or [])
         for eid, fields in page:
             d = dead_entry(eid, fields)
-            error = d.error if d.error is not None else "(no dead:error)"
+            error = d.error if d.error is not None else NO_ERROR
             when = _id_time(d.id)  # Redis's clock, which orders the stream
             g = groups.get(error)
             if g is None:

@@ -249,6 +249,8 @@ def _gone(hits: list[tuple[str, list[bytes]]]) -> dict[str, str]:
         source = field(fields, b"source_id")
         if source and source not in out:
             how, new_id = field(fields, b"how") or "removed", field(fields, b"new_id")
+            if how == "trimmed":    # by the dead-letter stream's cap (stream/queue.py)
+                how = "trimmed at the cap, dead_maxlen"
             out[source] = f"{how} as {new_id}" if how == "replayed" and new_id else how
     return out
 

@@ -183,7 +183,8 @@ def audit_key(settings: Settings) -> str:
 
 
 def dead_gone_key(settings: Settings) -> str:
-    """The dead letters the console removed (replayed, deleted, purged): a stream of
+    """The dead letters the console removed (replayed, deleted, purged) or the
+    dead-letter stream's cap trimmed (stream/queue.py's script): a stream of
     (source_id, dead_id, how, new_id), capped by MAXLEN ~ dead_maxlen, so a job
     dead-lettered is still told DEAD after its dead letter went (ops/deadletters.py).
     On the stream's hash tag: the replay and delete scripts write it with the streams."""
@@ -194,3 +195,9 @@ def owner_key(settings: Settings, consumer: str) -> str:
     """Who reads under a consumer name now (worker/ownership.py): one small key per live
     name, with an expiry, on the stream's hash tag like the presence record."""
     return settings.key("owner", settings.stream, consumer)
+
+
+def released_key(settings: Settings, consumer: str) -> str:
+    """Set for a claim's TTL when a worker released its name at a clean exit
+    (worker/ownership.py): the name is free at once, not vanished."""
+    return settings.key("owner-released", settings.stream, consumer)

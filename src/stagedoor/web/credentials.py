@@ -53,10 +53,6 @@ class Credentials:
         ok = hmac.compare_digest(given, want)
         return role if ok and role in self.digests else None
 
-    @property
-    def roles(self) -> tuple[str, ...]:
-        return tuple(r for r in ROLES if r in self.digests)
-
 
 def file_signature(path: str) -> tuple[int, ...] | None:
     """What changes when the file is replaced or rewritten (None: cannot stat it)."""

@@ -89,8 +89,7 @@ async def login_form(request: web.Request, error: str | None = None,
     token = request.cookies.get(security.PRE_COOKIE) or ""
     if not console.login_tokens.valid(token):
         token = console.login_tokens.issue()
-    response = page(request, "login.html", status=status, login_csrf=token, error=error,
-                    roles=console.credentials.current().roles)
+    response = page(request, "login.html", status=status, login_csrf=token, error=error)
     response.set_cookie(security.PRE_COOKIE, token, httponly=True, samesite="Strict",
                         secure=_secure(request), path="/login", max_age=3600)
     return response

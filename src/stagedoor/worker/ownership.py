@@ -22,9 +22,27 @@ recorded start time: a kill -9'd worker's successor takes over at its first atte
 Lost claims.  The key can vanish (Redis restarted empty, FLUSHDB, a failover that lost
 the last writes, an eviction): the next renewal finds it absent and takes it back, with
 a warning.  Found held by another process, the worker reads nothing more (the jobs it
-holds finish) until it has the name again.  A claim not renewed for 0.8 of its TTL
-(Redis too slow or away for the renewal) stops the reading too, until a renewal goes
-through: past the TTL another process could take the name.
+holds finish) until it has the name again.
+
+A vanished claim is not a free name.  Until the holder's next renewal (one presence
+beat) nothing in Redis says it still reads, and a second process of the name that took
+the absent key at once would re-read the name's pending list, the jobs the holder is
+running among them, and run them twice (the lease cannot tell the two apart).  So an
+absent key is free at once only when nothing says the name is in use: a clean exit
+left `stagedoor:owner-released:<stream>:<consumer>` (released_key, for a claim's TTL),
+or the name has no pending entries and was not seen in the group (XINFO CONSUMERS
+idle) for a claim's TTL plus a blocking read.  Otherwise the absent key is VACANT: the
+waiting process takes it only after it has stayed absent for a whole claim TTL.  A live
+holder renews it well within that (every beat; it stops reading by itself when a
+renewal is 0.8 of the TTL overdue), so the name goes back to the holder, and the
+waiting process waits for the holder's exit as for any holder.  A fresh name (never
+read, or idle for longer than the TTL with nothing pending) is taken at once, as before.
+This is checked in the claim script, atomically with the SET.
+
+A claim not renewed for 0.8 of its TTL (Redis too slow or away for the renewal) stops
+the reading too, until a renewal goes through: past the TTL another process could take
+the name (the jobs the cut-off holder still runs may then run twice, as for any worker
+cut off from Redis for longer than that).
 
 Bounded: one small key per live consumer name, so by the fleet's size (hosts x
 slots); each goes TTL after its process, or at its clean exit.
@@ -48,10 +66,9 @@ import redis
 import redis.asyncio as aioredis
 
 from ..config import Settings
-from ..ops.fleet import presence_ttl_ms
 from ..ops.metrics import WorkerStats
 from ..stream import connection
-from ..stream.keys import owner_key
+from ..stream.keys import owner_key, presence_ttl_ms, released_key
 
 log = logging.getLogger("stagedoor.worker")
 
@@ -59,19 +76,45 @@ OVERDUE = 0.8  # a claim not renewed for this share of its TTL no longer lets us
 POLL_MIN, POLL_MAX = 0.05, 0.25  # seconds between two attempts while the name is held
 _ERRORS: tuple[type[BaseException], ...] = (redis.RedisError, *connection.TRANSIENT_ERRORS)
 
-# KEYS: the claim.  ARGV: our value, TTL ms, a dead holder's value we may replace ('').
+# KEYS: the claim, its released mark.  ARGV: our value, TTL ms, a dead holder's value we
+# may replace (''), '1' to take an absent claim even if the name looks in use (ours, or
+# vacant for a TTL), the group, the consumer name, how recently seen (ms) a name counts
+# as in use, the stream (in ARGV, not KEYS: the worker's ACL grants the stream and the
+# stagedoor:* keys to different selectors, and one EVALSHA's KEYS must all match one).
 # -> {2, ''} taken (it was free), {1, ''} renewed (ours, or the dead holder's),
-#    {0, holder's value} held by another process
+#    {0, holder's value} held by another process, {3, ''} vacant: absent, but the name
+#    has pending entries or was seen lately, and no clean exit released it
 CLAIM_LUA = """
 local v = redis.call('GET', KEYS[1])
 if v and v ~= ARGV[1] and v ~= ARGV[3] then return {0, v} end
+if not v then
+  if ARGV[4] ~= '1' and redis.call('EXISTS', KEYS[2]) == 0 then
+    local ok, cs = pcall(redis.call, 'XINFO', 'CONSUMERS', ARGV[8], ARGV[5])
+    if ok then
+      for _, c in ipairs(cs) do
+        local f = {}
+        for i = 1, #c, 2 do f[c[i]] = c[i + 1] end
+        if f['name'] == ARGV[6] and (tonumber(f['pending']) > 0
+            or tonumber(f['idle']) < tonumber(ARGV[7])) then
+          return {3, ''}
+        end
+      end
+    end
+  end
+  redis.call('DEL', KEYS[2])
+end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 if v then return {1, ''} end
 return {2, ''}
 """
-# KEYS: the claim.  ARGV: our value.  Deleted only while it is still ours.
+# KEYS: the claim, its released mark.  ARGV: our value, TTL ms.  Deleted only while it
+# is still ours; the mark says the name was released, not lost (a successor takes it
+# at once).
 RELEASE_LUA = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+  return redis.call('DEL', KEYS[1])
+end
 return 0
 """
 
@@ -135,7 +178,13 @@ class NameClaim:
         self.on_lost = on_lost  # stop reading (the caller ends a blocking read)
         self.on_back = on_back  # read again (the own pending list first)
         self.key = owner_key(settings, consumer)
+        self.keys = [self.key, released_key(settings, consumer)]
+        self.stream = settings.stream
+        self.group = settings.group
         self.ttl_ms = presence_ttl_ms(settings)
+        # seen in the group this recently (a blocking read ago, at most), the name is in use
+        self.seen_ms = self.ttl_ms + settings.block_ms
+        self.vacant_since: float | None = None  # monotonic: first found vacant
         self.poll = min(POLL_MAX, max(POLL_MIN, settings.heartbeat_interval))
         self.machine = machine_id()
         self.me = {"token": uuid.uuid4().hex, "host": socket.gethostname(),
@@ -155,15 +204,24 @@ class NameClaim:
                              self.cmd.register_script(RELEASE_LUA))
         return self._scripts[which]
 
-    async def _claim(self, takeover: bytes = b"") -> tuple[int, bytes]:
-        status, holder = await self._script(0)(keys=[self.key],
-                                               args=[self.value, self.ttl_ms, takeover])
+    async def _claim(self, takeover: bytes = b"", vacant: bool = False
+                     ) -> tuple[int, bytes]:
+        status, holder = await self._script(0)(
+            keys=self.keys, args=[self.value, self.ttl_ms, takeover, "1" if vacant else "",
+                                  self.group, self.consumer, self.seen_ms, self.stream])
         return int(status), holder or b""
 
     async def attempt(self) -> bool:
         """Take or renew the claim once (raises on a Redis error); True if ours now."""
         sent = time.monotonic()
-        status, raw = await self._claim()
+        # ours: a vanished claim is taken back; a vacant name, after a whole TTL of it
+        vacant = self.owned or (self.vacant_since is not None
+                                and sent - self.vacant_since >= self.ttl_ms / 1000)
+        status, raw = await self._claim(vacant=vacant)
+        if status == 3:
+            self._on_vacant(sent)
+            return False
+        self.vacant_since = None
         holder: dict[str, Any] = {}
         if status == 0:
             with contextlib.suppress(orjson.JSONDecodeError, TypeError):
@@ -196,6 +254,20 @@ class NameClaim:
             log.warning("worker %s has its consumer name back: reading again", self.consumer,
                         extra={"consumer": self.consumer})
             self.on_back()
+
+    def _on_vacant(self, now: float) -> None:
+        """The claim is absent but the name in use (pending entries, or seen lately)
+        and no clean exit released it: its holder may be alive and renew it at its next
+        beat.  Wait a whole TTL for that before taking it."""
+        self.stats.gauges["name_held_elsewhere"] = 1
+        if self.vacant_since is None:
+            self.vacant_since = now
+            self._told = None
+            log.warning("worker %s waits for its consumer name: its claim is absent but "
+                        "the name has pending entries or read within %d ms, and no clean "
+                        "exit released it (a vanished claim, or a holder that stopped); it "
+                        "takes the name if no holder renews it within %d ms", self.consumer,
+                        self.seen_ms, self.ttl_ms, extra={"consumer": self.consumer})
 
     async def _on_held(self, holder: dict[str, Any]) -> None:
         self.stats.gauges["name_held_elsewhere"] = 1
@@ -249,4 +321,4 @@ class NameClaim:
         self.owned = False
         with contextlib.suppress(*_ERRORS, TimeoutError):
             async with asyncio.timeout(1.0):
-                await self._script(1)(keys=[self.key], args=[self.value])
+                await self._script(1)(keys=self.keys, args=[self.value, self.ttl_ms])

@@ -7,6 +7,7 @@
                  connection flags and client the other commands reuse
 - dead.py        `stagedoor dead list|show|replay|delete|purge`: the dead letters
 - pending.py     `stagedoor pending list|show`: delivered, unacked entries
+- status_kinds.py `stagedoor status --kinds`: the console's Metrics tab as text or JSON
 - job.py         `stagedoor job`: one job's story
 - pause.py       `stagedoor pause` / `resume`: the fleet-wide pause flag
 - render.py      `stagedoor render`: an order's tickets to a PDF file

@@ -1,11 +1,13 @@
-"""`stagedoor dead list|show|replay|delete|purge`: the dead-letter stream from the CLI.
+"""`stagedoor dead list|show|errors|replay|delete|purge`: the dead-letter stream from
+the CLI.
 
 A thin front end over stagedoor.ops.deadletters (the web page calls the same
 functions): what an entry holds, the filters, and why replay is idempotent and safe
 to interrupt are told there.  Here: arguments, confirmation, output.
 
-Filters (list, replay, purge): --kind, --error (substring), --since/--until (an entry
-id, epoch ms or an ISO 8601 time, UTC unless it says otherwise).  Bulk actions count
+Filters (list, replay, purge): --kind, --error (substring), --error-is (the whole error
+text: one group of `dead errors`, the console's /dead/errors page), --since/--until (an
+entry id, epoch ms or an ISO 8601 time, UTC unless it says otherwise).  Bulk actions count
 what they would touch first: --dry-run prints it and stops; on a terminal they ask;
 without one, purge (destructive) needs --yes, replay (which only puts jobs back) goes on.
 """
@@ -30,7 +32,7 @@ from .status import CONNECTION_SETTINGS
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "dead", help="List, show, replay, delete or purge dead-letter entries.",
+        "dead", help="List, show, group, replay, delete or purge dead-letter entries.",
         description="Work with the dead-letter stream: jobs that failed for good or were "
                     "poison. Replay puts a job back on the job stream; delete and purge "
                     "remove entries.")
@@ -50,6 +52,17 @@ def register(subparsers: Any) -> None:
     show.add_argument("id", type=_entry_id, metavar="ID", help="the dead-letter entry id")
     show.add_argument("--json", action="store_true", help="one JSON object (for scripts)")
     show.set_defaults(func=run_show)
+
+    errors = sub.add_parser(
+        "errors", help="the dead letters grouped by error: count, first and last seen",
+        description="The dead letters counted by their whole error text, most first, with "
+                    "the job kinds among them and when the first and the last of each "
+                    "were dead-lettered (the console's /dead/errors page). Replay or purge "
+                    "one group with --error-is TEXT (after a --dry-run).")
+    errors.add_argument("--scan-limit", type=_positive, default=None, metavar="N",
+                        help="read at most the newest N dead letters [default: 5000]")
+    errors.add_argument("--json", action="store_true", help="one JSON object (for scripts)")
+    errors.set_defaults(func=run_errors)
 
     replay = sub.add_parser(
         "replay", help="put jobs back on the job stream (new id) and delete the dead entries",
@@ -84,6 +97,9 @@ def register(subparsers: Any) -> None:
         leaf.add_argument("--kind", metavar="KIND", help="only entries of this job kind")
         leaf.add_argument("--error", metavar="TEXT",
                           help="only entries whose error contains TEXT")
+        leaf.add_argument("--error-is", metavar="TEXT",
+                          help="only entries whose error is TEXT, whole: one group of "
+                               "`stagedoor dead errors`")
         leaf.add_argument("--since", type=_bound, metavar="WHEN",
                           help="only entries dead-lettered at or after WHEN: an entry id, "
                                "epoch ms or an ISO 8601 time (UTC unless it says)")
@@ -94,7 +110,7 @@ def register(subparsers: Any) -> None:
                           help="print what would be touched, touch nothing")
         leaf.add_argument("--json", action="store_true", help="JSON out (for scripts)")
     replay.add_argument("--yes", "-y", action="store_true", help="do not ask")
-    for leaf in (ls, show, delete, purge):
+    for leaf in (ls, show, errors, delete, purge):
         config.add_arguments(leaf, only=(*CONNECTION_SETTINGS, "maxlen", "audit_maxlen"))
     # The producers' levels: a replay stops where enqueue refuses.
     config.add_arguments(replay, only=(*CONNECTION_SETTINGS, "maxlen", "audit_maxlen",
@@ -133,7 +149,15 @@ def _bound_end(text: str) -> str:
 
 
 def _filter(args: argparse.Namespace) -> dl.DeadFilter:
-    return dl.DeadFilter(kind=args.kind, error=args.error, since=args.since, until=args.until)
+    return dl.DeadFilter(kind=args.kind, error=args.error, since=args.since, until=args.until,
+                         error_is=args.error_is)
+
+
+def _described(flt: dl.DeadFilter) -> str:
+    """The filters of a bulk action, for its audit entry (ops/audit.py)."""
+    given = (("kind", flt.kind), ("error", flt.error), ("error-is", flt.error_is),
+             ("since", flt.since), ("until", flt.until))
+    return " ".join(f"{name}={value!r}" for name, value in given if value is not None)
 
 
 # -- output ---------------------------------------------------------------------------------
@@ -211,6 +235,33 @@ def run_show(args: argparse.Namespace) -> int:
     return run_op("stagedoor dead show", s, action)
 
 
+def run_errors(args: argparse.Namespace) -> int:
+    from ...ops import deadletters as dl
+    s = config.from_args(args)
+
+    async def action(client: aioredis.Redis) -> int:
+        found = await dl.by_error(client, s, scan_limit=args.scan_limit or dl.SCAN_LIMIT)
+        if args.json:
+            write_json(found.to_json())
+            return 0
+        if not found.groups:
+            print(f"{s.dead_stream}: no dead-letter entries")
+            return 0
+        read = (f"all {found.scanned} read" if found.complete else
+                f"the newest {found.scanned} read (older ones not counted)")
+        print(f"{s.dead_stream}: {found.total} dead letters in {len(found.groups)} error "
+              f"groups; {read}, most first")
+        table = [("count", "first seen", "last seen", "kinds", "error")] + [
+            (str(g.count), g.first_time, g.last_time, short(", ".join(g.kinds), 40),
+             short(g.error, 100)) for g in found.groups]
+        print_table(table)
+        print("replay or purge one group: stagedoor dead replay|purge --error-is TEXT "
+              "(--dry-run first)")
+        return 0
+
+    return run_op("stagedoor dead errors", s, action)
+
+
 def _print_selection(s: config.Settings, sel: dl.Selection, verb: str, as_json: bool,
                      room: dl.Room | None = None) -> None:
     if as_json:
@@ -275,7 +326,7 @@ def run_replay(args: argparse.Namespace) -> int:
             return 0
         result = await dl.replay(client, s, ids)
         outcomes, done, stopped = result.outcomes, result.done, result.stopped
-        await _audit(client, s, "replay", outcomes)
+        await _audit(client, s, "replay", outcomes, _described(flt) if bulk else "")
         code = EX_TEMPFAIL if stopped else 0 if done == len(outcomes) else 1
         if args.json:
             write_json({"replayed": done, "of": len(outcomes),
@@ -371,7 +422,9 @@ def run_purge(args: argparse.Namespace) -> int:
         else:
             removed = len([o for o in await dl.delete(client, s, sel.ids) if o.status == "ok"])
         await audit.record(client, s, who=audit.cli_user(), via="cli", action="purge",
-                           count=removed, detail=f"upto={sel.newest}")
+                           count=removed,
+                           detail=" ".join(filter(None, (_described(flt),
+                                                         f"upto={sel.newest}"))))
         if args.json:
             write_json({"purged": removed})
         else:
@@ -382,11 +435,12 @@ def run_purge(args: argparse.Namespace) -> int:
 
 
 async def _audit(client: aioredis.Redis, s: config.Settings, action: str,
-                 outcomes: list[Any]) -> None:
-    """The audit entry of a replay or delete (ops/audit.py): how many, which ids."""
+                 outcomes: list[Any], filters: str = "") -> None:
+    """The audit entry of a replay or delete (ops/audit.py): how many, the filters of a
+    bulk one, which ids."""
     done = [o.id for o in outcomes if o.status == "ok"]
     await audit.record(client, s, who=audit.cli_user(), via="cli", action=action,
-                       count=len(done), detail=" ".join(done))
+                       count=len(done), detail=" ".join(filter(None, (filters, *done))))
 
 
 __all__: Sequence[str] = ("register", "safe", "summary")

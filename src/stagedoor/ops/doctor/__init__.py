@@ -8,8 +8,8 @@ one line of what it found and, unless OK, one line of what to do.  The host's pa
 directory, systemd units, metrics port) needs no Redis; the server's part (server.py:
 reachable, version floor, ACL, maxmemory policy, persistence, replication, clock) talks
 to it, and keys.py looks at what stagedoor keeps in Redis besides the streams, by
-family.  The command's exit code is the worst state: CRITICAL, then UNKNOWN, then
-WARNING, then OK.  docs/doctor.md lists every check.
+family; emoji.py says whether a colour emoji font is there.  The command's exit code is
+the worst state: CRITICAL, then UNKNOWN, then WARNING, then OK.  docs/doctor.md lists every check.
 """
 
 from __future__ import annotations

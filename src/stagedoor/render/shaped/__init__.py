@@ -29,4 +29,5 @@ In the order of the data flow, each module beside the native unit it mirrors:
     para.py     one paragraph: scripts, bidi levels, shaped runs   (shape.pxi)
     layout.py   the order's glyph registry, a field's fit and wrap (layout.pxi)
     pdf.py      text operators, the order's Type 3 fonts, ToUnicode (layout.pxi, type3.pxi)
+    emoji.py    emoji sequences: the colour face's PNG as image XObjects (emoji.pxi)
 """
