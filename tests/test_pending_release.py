@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import redis
 import redis.asyncio as aioredis
-from tests.clikit import cli, one_line
+from tests.support.cli import cli, one_line
 from tests.test_web import Http
 from tests.webkit import console
 from tests.workerkit import add_jobs, eventually, poll, running

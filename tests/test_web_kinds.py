@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import redis
 import redis.asyncio as aioredis
-from tests.clikit import cli
 from tests.helpers_supervisor import Sup, enqueue, wait_for
+from tests.support.cli import cli
 from tests.test_web import Http
 from tests.webkit import console
 
