@@ -42,6 +42,7 @@ way asyncpg splits its protocol (one extension, one C module, several .pxi):
     render/_native/shape.pxi     itemise, bidi, shape one line of a field
     render/_native/type3.pxi     the order's glyphs as Type 3 fonts + ToUnicode
     render/_native/thai.pxi      Thai word breaks from libthai's dictionary
+    render/_native/dictbreaks.pxi  Lao, Myanmar and Khmer word breaks from ICU's dictionaries
     render/_native/layout.pxi    fit a field in its box (shrink, wrap, ellipsis); its ops
     render/_native/pdf.pxi       the file: objects, deflate, scratch pool, xref, render_c
     render/_native/text.pxi      str -> Helvetica bytes when they fit, else shaped text
@@ -110,6 +111,7 @@ include "render/_native/glyphs.pxi"
 include "render/_native/shape.pxi"
 include "render/_native/type3.pxi"
 include "render/_native/thai.pxi"
+include "render/_native/dictbreaks.pxi"
 include "render/_native/layout.pxi"
 include "render/_native/pdf.pxi"
 include "render/_native/text.pxi"

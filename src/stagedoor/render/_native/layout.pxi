@@ -4,9 +4,10 @@
 # tables.FIELD_INK: bottom and top): the text is drawn at its size when it fits; else
 # shrunk to fit, down to 6 pt (the small print, 5 pt, is never shrunk); else wrapped at
 # the UAX #14 break opportunities libunibreak gives, and inside Thai at the word
-# boundaries of libthai's dictionary (thai.pxi; Lao, Khmer and Myanmar words have no
-# breaks without a dictionary: those are cut at a grapheme cluster boundary, never
-# inside a conjunct: boundary()), at most FIELD_BOX lines; what still does not fit ends
+# boundaries of libthai's dictionary (thai.pxi), inside Lao, Myanmar and Khmer at those
+# of ICU's dictionaries (dictbreaks.pxi); a word longer than a line is cut at a
+# grapheme cluster boundary, never inside a conjunct (boundary()); at most FIELD_BOX
+# lines; what still does not fit ends
 # in an ellipsis, cut the same way, and the field's full text is in its /ActualText.
 #
 # What fits is measured by the ink, not the advances: each glyph's outline box (the
@@ -315,7 +316,7 @@ cdef int layout_lines(TextCtx* c, int f, const unsigned int* u, int n, int size,
     else:
         # wrap: greedy over the break opportunities, by the advances of the whole line
         c.gv.n = g0
-        if thai_breaks(u, n, p.brk) != 0:
+        if thai_breaks(u, n, p.brk) != 0 or dict_breaks(u, n, p.brk) != 0:
             return -1
         if code:
             # the code breaks after each hyphen too (UAX #14 has none before a digit)

@@ -1,5 +1,6 @@
 """The order's glyph registry (type3.pxi) and a field's layout: shrink to the floor
-size, then wrap or ellipsise at cluster boundaries, all measured by the ink of the
+size, then wrap (at UAX #14's breaks, libthai's in Thai, ICU's in Lao, Myanmar and
+Khmer) or ellipsise at cluster boundaries, all measured by the ink of the
 glyphs, then placed and if need be shrunk so that the ink stays in the field's box
 (layout.pxi says how)."""
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 
 from .. import tables
 from .faces import Fonts, OrderFonts
-from .libs import thai_breaks
+from .libs import dict_breaks, thai_breaks
 from .para import Glyph, Para, para, shape_line
 
 ELLIPSIS = 0x2026
@@ -363,7 +364,7 @@ def _fit(fs: Fonts, reg: Registry, f: int, u: list[int], han: OrderFonts | list[
         register(fs, reg, glyphs, u)
         lines.append(whole)
         return size, lines, lossy, p
-    brk = thai_breaks(u, p.brk)
+    brk = dict_breaks(u, thai_breaks(u, p.brk))
     code = f == CODE_FIELD
     if code:
         # the code breaks after each hyphen too (UAX #14 has none before a digit)
