@@ -44,6 +44,7 @@ way asyncpg splits its protocol (one extension, one C module, several .pxi):
     render/_native/thai.pxi      Thai word breaks from libthai's dictionary
     render/_native/dictbreaks.pxi  Lao, Myanmar and Khmer word breaks from ICU's dictionaries
     render/_native/layout.pxi    fit a field in its box (shrink, wrap, ellipsis); its ops
+    render/_native/linetext.pxi  the text layer of Nastaliq lines and of Adlam and N'Ko
     render/_native/pdf.pxi       the file: objects, deflate, scratch pool, xref, render_c
     render/_native/text.pxi      str -> Helvetica bytes when they fit, else shaped text
     render/_native/pool.pxi      a pool of C threads rendering orders into sinks (the
@@ -113,6 +114,7 @@ include "render/_native/type3.pxi"
 include "render/_native/thai.pxi"
 include "render/_native/dictbreaks.pxi"
 include "render/_native/layout.pxi"
+include "render/_native/linetext.pxi"
 include "render/_native/pdf.pxi"
 include "render/_native/text.pxi"
 

@@ -611,6 +611,10 @@ cdef void put_glyph(Buf* b, TJ* s, int code, int x, int width, int yoff) noexcep
 # (the face's space, no text, no ink) goes between two that would not be
 cdef enum:
     BRIDGE_RISE = 500
+    # pdfminer.six reads a space where a glyph starts more than a tenth of an em (its
+    # word_margin) right of the one before: a gap after a mark wider than this gets a
+    # bridge (half that, to stay clear of rounding)
+    MARK_GAP = 50
 
 
 cdef inline int floor_half(int v) noexcept nogil:
@@ -647,7 +651,12 @@ cdef int put_bridges(TextCtx* c, Buf* b, TJ* s, const WItem* it, int at0, int at
         else:
             gap = 0
         wide = at1 - at0 if at1 - at0 > w else w
-        if gap >= wide:
+        if at1 == at0 and x > at1 and gap > MARK_GAP:
+            # after a mark of no width drawn left of its pen (a Tibetan vowel sign),
+            # pdfminer.six would read the gap to the next letter as a word space:
+            # bridged all the way
+            n = (gap + sw - 1) // sw
+        elif gap >= wide:
             n = gap // sw if gap // sw > 1 else 1
     if n > 0 or rise - rise0 >= BRIDGE_RISE or rise0 - rise >= BRIDGE_RISE:
         bridge = reg_code(&c.reg, it.face, sid, NULL, 0)
@@ -690,11 +699,14 @@ cdef int walk_line(TextCtx* c, int g0, int ng, Buf* b, TJ* s) noexcept nogil:
     in writing order, too).  Before each, the bridges pdfminer.six needs.  b NULL: only
     register the bridges' codes (at layout, so that the fonts are complete before any
     page is written).  -1: no memory."""
-    cdef int* order = logical_order(c, g0, ng)
+    cdef int* order
     cdef int i, j, k, m, gs, nm, base, ni = 0, need, at0 = 0, at1 = 0, rise0 = 0, t
     cdef SGlyph* g
     cdef SGlyph* h
     cdef WItem* it
+    if flat_line(c, g0, ng):
+        return walk_flat(c, g0, ng, b, s)      # a cascading line (linetext.pxi)
+    order = logical_order(c, g0, ng)
     if order == NULL:
         return -1
     need = ng + c.nxc
@@ -777,7 +789,7 @@ cdef void put_field_ops(Buf* b, TextCtx* c, const FieldOut* fo, int f) noexcept 
     each moved to its visual place by a TJ adjustment (walk_line): a reader that takes
     the content stream's order (pdfminer.six) gets the text in reading order, one that
     sorts by position (poppler) the same glyphs (docs/text-layer.md)."""
-    cdef int i
+    cdef int i, span
     cdef const FLine* ln
     cdef TJ s
     buf_puts(b, b"BT ")
@@ -786,6 +798,11 @@ cdef void put_field_ops(Buf* b, TextCtx* c, const FieldOut* fo, int f) noexcept 
         ln = &fo.line[i]
         if ln.ng == 0:
             continue
+        # the line's own /ActualText, where poppler needs one (linetext.pxi)
+        span = line_span(c, ln.g0, ln.ng, b)
+        if span < 0:
+            b.failed = 1
+            return
         buf_puts(b, b" 1 0 0 1 ")
         buf_milli(b, ln.x)
         buf_byte(b, b' ')
@@ -803,6 +820,8 @@ cdef void put_field_ops(Buf* b, TextCtx* c, const FieldOut* fo, int f) noexcept 
             buf_puts(b, b">] TJ" if s.inhex else b"] TJ")
         if s.rise != 0:
             buf_puts(b, b" 0 Ts")
+        if span:
+            buf_puts(b, b" EMC")
     buf_puts(b, b" ET\n")
 
 

@@ -19,6 +19,9 @@ NTEXT = 11
 # pdfminer.six puts two glyphs on one line when their boxes (one em tall) overlap by
 # half an em: a glyph raised or lowered this much from the one before gets a bridge
 BRIDGE_RISE = 500
+# pdfminer.six reads a space where a glyph starts more than a tenth of an em right of
+# the one before: a gap after a mark of no width wider than this gets bridges
+MARK_GAP = 50
 # the invisible glyphs of moved characters: 1/50 em apart, leftwards from their glyph
 MOVE_STEP = 20
 MARK_CATEGORIES = ("Mn", "Mc", "Me")
@@ -75,7 +78,12 @@ def bridges(at0: int, at1: int, rise0: int, x: int, w: int, rise: int,
     out = []
     if sw > 0:
         gap = x - at1 if x > at1 else at0 - x - w if x + w < at0 else 0
-        if gap >= max(at1 - at0, w):
+        if at1 == at0 and x > at1 and gap > MARK_GAP:
+            # after a mark of no width drawn left of its pen (a Tibetan vowel sign),
+            # pdfminer.six would read the gap to the next letter as a word space:
+            # bridged all the way
+            out += [(at1 + i * sw, rise0) for i in range(-(-gap // sw))]
+        elif gap >= max(at1 - at0, w):
             n = max(1, gap // sw)
             if x > at1:
                 out += [(at1 + i * sw, rise0) for i in range(n)]
@@ -91,7 +99,21 @@ def bridges(at0: int, at1: int, rise0: int, x: int, w: int, rise: int,
 def register(fs: Fonts, reg: Registry, glyphs: list[Glyph], u: list[int]) -> None:
     """register_glyphs in type3.pxi: each glyph's code; the codes of the invisible glyphs
     carrying the characters moved off it (moved); the code of a face's bridge (its space
-    with no text) when field_ops will need one."""
+    with no text) when field_ops will need one.  A line written flat (flat, as
+    register_flat in linetext.pxi): each glyph with no text, all its characters moved."""
+    if glyphs and flat(fs, glyphs):
+        for g in glyphs:
+            g.code = reg.code(g.face, g.gid, ())
+            fs.proc(g.face, g.gid)
+            g.extra = ()
+            if g.cn:
+                space = fs.has(g.face, 32)
+                assert space is not None
+                g.extra = tuple(reg.code(g.face, space, (u[g.ci + j],))
+                                for j in range(g.cn))
+                fs.proc(g.face, space)
+        writing_order(fs, reg, glyphs)
+        return
     for g in glyphs:
         m = moved(fs, g)
         if m is None:
@@ -132,6 +154,8 @@ def writing_order(fs: Fonts, reg: Registry, glyphs: list[Glyph]
         pos.append(pen + g.xoff)
         pen += g.adv
     order = logical_order(glyphs)
+    if flat(fs, glyphs):
+        return _flat_order(fs, reg, glyphs, order, pos, pen)
     items: list[tuple[Glyph, int, int, int, int]] = []   # glyph, code, x, width, rise
     i, n = 0, len(order)
     while i < n:
@@ -165,6 +189,88 @@ def writing_order(fs: Fonts, reg: Registry, glyphs: list[Glyph]
         out.append((code, x, w, rise))
         at0, at1, rise0 = x, x + w, rise
     return out
+
+
+# -- lines whose text layer poppler needs spelled out (linetext.pxi) ---------------------
+
+def flat(fs: Fonts, glyphs: list[Glyph]) -> bool:
+    """flat_line in linetext.pxi: the line's letters cascade (a right-to-left glyph with
+    an advance raised or lowered: Nastaliq) and every face standing for a character has
+    a space to carry it."""
+    if not any(g.rtl and g.adv and g.yoff for g in glyphs):
+        return False
+    return all(fs.has(g.face, 32) is not None for g in glyphs if g.cn > 0)
+
+
+def _flat_order(fs: Fonts, reg: Registry, glyphs: list[Glyph], order: list[int],
+                pos: list[int], width: int) -> list[tuple[int, int, int, int]]:
+    """walk_flat in linetext.pxi: the characters' invisible glyphs in logical order on
+    the baseline, leftwards from the line's right end (width / characters apart, at most
+    a glyph's width), the visible glyphs at their places, the face's space with no text
+    at the left end."""
+    n = sum(len(g.extra) for g in glyphs)
+    last = max((k for k, g in enumerate(glyphs) if g.extra), default=-1)
+    if last < 0:
+        return []
+    face = glyphs[last].face
+    space = fs.has(face, 32)
+    assert space is not None
+    end = reg.code(face, space, ())
+    out = []
+    step = width // n
+    x = 0
+    for k in order:
+        for code in glyphs[k].extra:
+            w = code_width(fs, reg, code)
+            if x == 0:
+                step = min(step, w)
+            x += step
+            out.append((code, width - x, w, 0))
+    for k, g in enumerate(glyphs):
+        out.append((g.code, pos[k], code_width(fs, reg, g.code), g.yoff))
+    out.append((end, 0, code_width(fs, reg, end), 0))
+    return out
+
+
+def _poppler_r(cp: int) -> bool:
+    """poppler_r in linetext.pxi: poppler's unicodeTypeR."""
+    return (cp in (0x05BE, 0x05C0, 0x05C3, 0x060D, 0x06DD, 0x0710, 0x07B1, 0x200F, 0x202B,
+                   0x202E)
+            or 0x05C5 <= cp <= 0x0603 or 0x0616 <= cp <= 0x064A or 0x066D <= cp <= 0x066F
+            or 0x0671 <= cp <= 0x06D5 or 0x06E5 <= cp <= 0x06E6 or 0x06EE <= cp <= 0x06EF
+            or 0x06FA <= cp <= 0x070D or 0x0712 <= cp <= 0x072F or 0x074B <= cp <= 0x07A5
+            or 0xFB18 <= cp <= 0xFB1D or 0xFB1F <= cp <= 0xFB28 or 0xFB2A <= cp <= 0xFD3D
+            or 0xFD40 <= cp <= 0xFDFC or 0xFE6C <= cp <= 0xFEFC)
+
+
+def _poppler_neutral(cp: int) -> bool:
+    """poppler_neutral in linetext.pxi."""
+    return (cp in (0x20, 0x200C, 0x200D, 0x05BF, 0x05C4, 0x0670, 0x0711)
+            or 0x0590 <= cp <= 0x05BD or 0x05C1 <= cp <= 0x05C2 or 0x060E <= cp <= 0x0615
+            or 0x064B <= cp <= 0x0658 or 0x06D6 <= cp <= 0x06DC or 0x06DE <= cp <= 0x06E4
+            or 0x06E7 <= cp <= 0x06ED or 0x070E <= cp <= 0x070F or 0x0730 <= cp <= 0x074A
+            or 0x07A6 <= cp <= 0x07B0 or 0x07B2 <= cp <= 0x07FF or cp > 0xFFFF)
+
+
+def line_span(fs: Fonts, reg: Registry, glyphs: list[Glyph]) -> str | None:
+    """line_span in linetext.pxi: the /ActualText of a line that needs one (the text as
+    it is when poppler sees no right-to-left letter in it, reversed for a flat line of
+    right-to-left letters and neutrals), else None."""
+    if not any(g.rtl for g in glyphs):
+        return None
+    chars: list[int] = []
+    for k in logical_order(glyphs):
+        g = glyphs[k]
+        chars += reg.entries[g.code][2]
+        for code in g.extra:
+            chars += reg.entries[code][2]
+    if not chars:
+        return None
+    nr = sum(1 for c in chars if _poppler_r(c))
+    nl = sum(1 for c in chars if not _poppler_r(c) and not _poppler_neutral(c))
+    if nr and not (flat(fs, glyphs) and nl == 0):
+        return None
+    return "".join(map(chr, reversed(chars) if nr else chars))
 
 
 # -- layout (layout.pxi) -----------------------------------------------------------------
