@@ -1,12 +1,14 @@
 """Each field reads back exactly, in every script the set-up's fonts cover, with the
 locale its order carries: pdftotext cropped to the field (-x -y -W -H, the field's box)
 and pdfminer.six (its text lines inside the field's box) both return the value (NFC,
-white space collapsed), issue 39 item 1 and 2.
+white space collapsed), issue 39 item 1 and 2; pdftotext of the whole page has the
+right-to-left ones too, but where poppler cannot (WHOLE_PAGE_LIMITS).
 
 The right-to-left scripts are the hard ones: Urdu in Nastaliq (locale ur), whose
 letters cascade (render/_native/linetext.pxi writes such a line flat and gives it an
-/ActualText), Adlam and N'Ko, which poppler does not know as right-to-left (the same
-file: an /ActualText per line), Thaana, Syriac, Arabic, Persian, Hebrew.
+/ActualText), Adlam, N'Ko, Hanifi Rohingya, Samaritan, Mandaic and Old Hungarian,
+which poppler does not know as right-to-left (the same file: an /ActualText per line),
+Thaana, Syriac, Arabic, Persian, Hebrew.
 docs/text-layer.md says what each tool does and where one cannot (WHOLE_PAGE_LIMITS).
 """
 
@@ -44,6 +46,10 @@ CORPUS = [
     ("thaana", "dv", "buyer", "އަޙްމަދު ޙަސަން"),
     ("thaana-venue", "dv-MV", "venue", "މާލެ ސިޓީ ހޯލް"),
     ("syriac", "syr", "venue", "ܒܝܬ ܙܡܪܐ ܪܒܐ"),
+    ("hanifi-rohingya", "rhg", "buyer", "𐴀𐴝𐴊𐴝𐴌𐴞 𐴌𐴡𐴇𐴞𐴚𐴝"),
+    ("samaritan", "smp", "venue", "ࠔࠊࠌࠅ ࠔࠌࠓࠄ"),
+    ("mandaic", "myz", "venue", "ࡌࡀࡍࡃࡀ ࡓࡁࡀ"),
+    ("old-hungarian", "hu-Hung", "buyer", "𐳀𐳛𐳮𐳀 𐳐𐳀𐳢"),
     ("arabic", "ar-EG", "venue", "دار الأوبرا المصرية"),
     ("persian", "fa", "buyer", "می‌خواهم کتاب‌ها را ببینم"),  # noqa: RUF001
     ("hebrew", "he-IL", "venue", "היכל התרבות"),
@@ -55,6 +61,16 @@ CORPUS = [
     ("devanagari", "hi-IN", "event", "शास्त्रीय संगीत संध्या"),
     ("bengali", "bn", "venue", "রবীন্দ্র সদন কলকাতা"),
     ("tamil", "ta", "venue", "சென்னை இசை அரங்கம்"),
+    ("gujarati", "gu", "venue", "ટાગોર હોલ અમદાવાદ"),
+    ("gurmukhi", "pa", "venue", "ਪੰਜਾਬ ਕਲਾ ਭਵਨ"),
+    ("kannada", "kn", "venue", "ರವೀಂದ್ರ ಕಲಾಕ್ಷೇತ್ರ"),
+    ("malayalam", "ml", "venue", "കേരള സംഗീത നാടക അക്കാദമി"),
+    ("telugu", "te", "venue", "రవీంద్ర భారతి హైదరాబాద్"),
+    ("oriya", "or", "venue", "ରବୀନ୍ଦ୍ର ମଣ୍ଡପ"),
+    ("balinese", "ban", "buyer", "ᬩᬮᬶ ᬤ᭄ᬯᬶᬧ"),
+    ("ol-chiki", "sat", "buyer", "ᱥᱟᱱᱛᱟᱲᱤ ᱯᱟᱹᱨᱥᱤ"),
+    ("vai", "vai", "buyer", "ꕙꔤ ꕢꕌ"),
+    ("osage", "osa", "buyer", "𐓏𐓘𐓻𐓘𐓻𐓟 𐒻𐓟"),
     ("sinhala", "si", "venue", "නෙලුම් පොකුණ රඟහල"),
     ("thai", "th-TH", "venue", "ศูนย์วัฒนธรรมแห่งประเทศไทย"),
     ("lao", "lo", "venue", "ຫໍວັດທະນະທຳແຫ່ງຊາດ"),
@@ -146,7 +162,8 @@ WHOLE_PAGE_LIMITS = {"thaana", "thaana-venue"}
 
 
 @pytest.mark.parametrize("name", [n for n in IDS if n.split("-")[0] in
-                                  ("urdu", "adlam", "nko", "thaana")])
+                                  ("urdu", "adlam", "nko", "thaana", "hanifi", "samaritan",
+                                   "mandaic", "old")])
 def test_pdftotext_of_the_whole_page_has_the_field(pdfs: dict[str, Path], name: str) -> None:
     value = next(v for n, _, _, v in CORPUS if n == name)
     page = norm(subprocess.run(["pdftotext", "-enc", "UTF-8", str(pdfs[name]), "-"],
