@@ -109,3 +109,66 @@ def test_the_doctor_sees_the_dictionaries() -> None:
         assert set(want) <= set(_render.dictionary_breaks(text)), text
         assert set(want) <= {b for b in icu_boundaries(text) if 0 < b < len(text)}, text
     assert {"icuuc", "icudata"} <= set(host.loaded_libraries())
+
+
+def killed_consonant(text: str, n: int) -> bool:
+    """text[n] is a Myanmar consonant its asat kills (maybe under a dot below): it ends
+    the syllable before it (ကုန်), so no cut may come before it."""
+    k = n + 1
+    while k < len(text) and text[k] == "\u1037":
+        k += 1
+    return "\u1000" <= text[n] <= "\u1021" and k < len(text) and text[k] == "\u103a"
+
+
+MYANMAR_WORDS = ["ရန်ကုန်", "မန္တလေး", "မြို့တော်", "ခန်းမ", "ကျင်းပ", "ဖျော်ဖြေပွဲ", "လက်မှတ်",
+                 "အမျိုးသား", "ပြဇာတ်ရုံ", "တွင်"]
+
+
+@pytest.mark.parametrize("field", ["row", "seat", "section", "price", "event", "buyer"])
+def test_no_cut_or_ellipsis_inside_a_myanmar_syllable(field: str) -> None:
+    """Line ends and ellipsis cuts in narrow and wide fields never fall inside a
+    syllable, before a consonant its asat kills (`ကု` / `န်`): every one of these
+    fields had such cuts before (no dictionary breaks).  Where no dictionary break fits
+    at all, the cluster-boundary fallback (boundary()) keeps such a consonant with its
+    syllable too: test_boundary_keeps_a_killed_consonant_with_its_syllable."""
+    import random
+
+    rnd = random.Random(3)
+    base = demo_order(1).tickets[0]
+    fs = faces.fonts_for(fonts.current())
+    f = FIELDS.index(field)
+    for _ in range(12):
+        text = "".join(rnd.choice(MYANMAR_WORDS) for _ in range(40))
+        order = Order(order_id=base.order_id, locale="my",
+                      tickets=(dataclasses.replace(base, **{field: text}),))  # type: ignore[arg-type]
+        assert _render.render_order(order) == reference.render_order(order)
+        reg = layout.Registry()
+        out = layout.layout_field(fs, reg, f, [ord(c) for c in text], [])
+        start = 0
+        for line in out.lines:
+            texts = [reg.entries[g.code][2] for g in line.glyphs]
+            if (0x2026,) in texts:
+                # an ellipsis line is shaped from its own text, text[start:cut] + "…"
+                last = max(g.ci for g, t in zip(line.glyphs, texts, strict=True)
+                           if t == (0x2026,))
+                end = start + max(g.ci + g.cn for g in line.glyphs if g.cn and g.ci < last)
+            else:
+                end = max(g.ci + g.cn for g in line.glyphs if g.cn)
+            assert end >= len(text) or not killed_consonant(text, end), (
+                field, text[max(0, end - 5):end] + "|" + text[end:end + 5])
+            start = end
+
+
+def test_boundary_keeps_a_killed_consonant_with_its_syllable() -> None:
+    """boundary() (layout.pxi, and shaped.layout.boundary, which the byte comparisons
+    hold the native one to): no cut before န in ကုန် (with asat, and with a dot below
+    and asat), one before the next syllable's consonant."""
+    for word in ("ရန်ကုန်", "ကုန့်ကြမ်း"):
+        u = [ord(c) for c in word]
+        cuts = [n for n in range(1, len(u)) if layout.boundary(u, n)]
+        for n in cuts:
+            assert not killed_consonant(word, n), (word[:n] + "|" + word[n:])
+    u = [ord(c) for c in "ရန်ကုန်"]
+    assert layout.boundary(u, 3)          # ရန် | ကုန်
+    assert not layout.boundary(u, 1)      # ရ | န်
+    assert not layout.boundary(u, 5)      # ရန်ကု | န်

@@ -152,7 +152,8 @@ cdef int boundary(const unsigned int* u, int len_, int n) noexcept nogil:
     cluster boundary (UAX #29: not before a mark or a joiner, not inside a Hangul
     syllable's jamo, not after a ZWJ, not between the two regional indicators of a
     flag) that is not inside an Indic conjunct (not after a virama, canonical
-    combining class 9, when a letter follows, but for the killers: is_killer).
+    combining class 9, when a letter follows, but for the killers: is_killer), nor
+    inside a Myanmar syllable (not before a consonant its asat kills).
     shaped.layout.boundary in Python."""
     cdef unsigned int c, b
     cdef int jb, jc, k
@@ -164,6 +165,14 @@ cdef int boundary(const unsigned int* u, int len_, int n) noexcept nogil:
         return 0
     if hb_unicode_combining_class(UFUNCS, b) == 9 and not is_killer(b) and is_letter(c):
         return 0
+    if 0x1000 <= c <= 0x1021:
+        # a Myanmar consonant killed by asat (under a dot below or not) closes the
+        # syllable before it: ကုန် is one syllable, never ကု + န်
+        k = n + 1
+        while k < len_ and u[k] == 0x1037:
+            k += 1
+        if k < len_ and u[k] == 0x103A:
+            return 0
     jb = jamo(b)
     jc = jamo(c)
     if jb and jc and ((jb == 1 and jc != 3) or ((jb == 2 or jb == 4) and (jc == 2 or jc == 3))

@@ -363,7 +363,8 @@ def boundary(u: list[int], n: int) -> bool:
     cluster boundary (UAX #29: not before a mark or a joiner, not inside a Hangul
     syllable's jamo, not after a ZWJ, not between the two regional indicators of a
     flag) that is not inside an Indic conjunct (not after a virama, canonical combining
-    class 9, when a letter follows, but for the KILLERS).  boundary() in layout.pxi."""
+    class 9, when a letter follows, but for the KILLERS), nor inside a Myanmar syllable
+    (not before a consonant its asat kills).  boundary() in layout.pxi."""
     if n <= 0 or n >= len(u):
         return True
     c, b = u[n], u[n - 1]
@@ -372,6 +373,13 @@ def boundary(u: list[int], n: int) -> bool:
     if (unicodedata.combining(chr(b)) == 9 and b not in KILLERS
             and unicodedata.category(chr(c))[0] == "L"):
         return False
+    if 0x1000 <= c <= 0x1021:
+        # a Myanmar consonant killed by asat closes the syllable before it (ကုန်)
+        k = n + 1
+        while k < len(u) and u[k] == 0x1037:
+            k += 1
+        if k < len(u) and u[k] == 0x103A:
+            return False
     jb, jc = _jamo(b), _jamo(c)
     if jb and jc and ((jb == 1 and jc != 3) or (jb in (2, 4) and jc in (2, 3))
                       or (jb in (3, 5) and jc == 3)):
