@@ -175,3 +175,31 @@ def test_pdftotext_of_the_whole_page_has_the_field(pdfs: dict[str, Path], name: 
                  if sorted(w) == sorted(norm(value)))), page
     else:
         assert norm(value) in page, page
+
+
+# Nastaliq lines with digits or Latin: pdfminer.six exact; pdftotext every character
+# and every word in order, but the spaces around the run, which its bidi pass places
+# its own way (reorderText, as for Naskh Arabic: docs/text-layer.md)
+MIXED = [
+    ("urdu-digits", "venue", "لاہور 2026 اسٹیڈیم"),
+    ("urdu-urdu-digits", "venue", "قیمت ۱۵۰۰ روپے"),  # noqa: RUF001
+    ("urdu-latin", "venue", "بڑا Hall 1200 ہال"),
+    ("urdu-doubled", "buyer", "اللہ ۱۱۲۲ ہال"),
+]
+
+
+@pytest.mark.parametrize(("name", "field", "value"), MIXED, ids=[m[0] for m in MIXED])
+def test_mixed_nastaliq_lines(name: str, field: str, value: str, tmp_path: Path) -> None:
+    base = demo_order(1).tickets[0]
+    order = Order(order_id=base.order_id, locale="ur",
+                  tickets=(dataclasses.replace(base, **{field: value}),))  # type: ignore[arg-type]
+    data = _render.render_order(order)
+    assert data == reference.render_order(order)
+    path = tmp_path / f"{name}.pdf"
+    path.write_bytes(data)
+    f = FIELDS.index(field)
+    assert norm(miner_field(path, f)) == norm(value)
+    got = norm(field_text(path, 1, f))
+    assert sorted(got.replace(" ", "")) == sorted(norm(value).replace(" ", "")), got
+    for word in norm(value).split():
+        assert word in got, (word, got)

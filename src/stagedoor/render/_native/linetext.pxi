@@ -19,11 +19,12 @@
 # spreads it over the span's box left to right (ActualText::end, TextPage::addChar),
 # then runs reorderText over the line; pdfminer.six ignores it and reads the glyphs.
 # Without a poppler right-to-left letter the span holds the text as it is (reorderText
-# leaves it alone); a cascading line with right-to-left letters and neutrals only gets
-# the text reversed, which reorderText, reading a line of right-to-left letters from
-# the right (a crop of the field, or a page that reads right to left), turns back.  A
-# line that mixes in letters or digits poppler counts as left-to-right gets no span
-# (reorderText's runs would need the inverse of its own reordering).
+# leaves it alone); a cascading line with right-to-left letters holds its characters in
+# visual order (the glyphs left to right, a right-to-left glyph's characters reversed),
+# which reorderText turns into logical order as it would glyphs drawn one per
+# character: exactly for right-to-left letters and neutrals on a line that reads right
+# to left (a crop of the field), and with its own placement of the spaces around a run
+# of digits or Latin (as for any right-to-left text; docs/text-layer.md).
 # stagedoor.render.shaped.layout (flat, line_span) makes the same decisions.
 
 cdef int flat_line(TextCtx* c, int g0, int ng) noexcept nogil:
@@ -87,15 +88,34 @@ cdef int register_flat(TextCtx* c, int g0, const unsigned int* text) noexcept no
     return 0
 
 
+cdef int put_carrier(TextCtx* c, Buf* b, TJ* s, int code, int x, int* px, int step,
+                     int bridge, int bw) noexcept nogil:
+    """Write a character's invisible glyph at x; when that is more than a slot left of
+    the last one (*px, after a left-to-right run), bridges (no text) a slot apart in
+    between, so pdfminer.six keeps the line whole.  -1: no memory."""
+    cdef int w = code_width(c, code)
+    if w < 0:
+        return -1
+    while px[0] - step > x:
+        px[0] -= step
+        put_glyph(b, s, bridge, px[0], bw, 0)
+    put_glyph(b, s, code, x, w, 0)
+    px[0] = x
+    return 0
+
+
 cdef int walk_flat(TextCtx* c, int g0, int ng, Buf* b, TJ* s) noexcept nogil:
     """walk_line for a cascading line registered by register_flat: the characters'
-    invisible glyphs in logical order on the baseline, from the line's right end
-    leftwards, each the line's width / characters left of the one before (at most its
-    own width: pdfminer.six keeps touching glyphs on one line); then the visible glyphs
+    invisible glyphs in logical order on the baseline, in slots from the line's right
+    end leftwards, each the line's width / characters left of the one before (at most
+    the first one's width: pdfminer.six keeps touching glyphs on one line), a
+    left-to-right run's in its slots reversed (put_carrier bridges the jumps); then
+    the visible glyphs
     at their places; then the face's space with no text at the line's left end.  b
     NULL: only register that last code.  -1: no memory."""
     cdef int* order = logical_order(c, g0, ng)
-    cdef int k, j, n = 0, width = 0, step, w, x, last = -1, face = -1, code
+    cdef int k, j, n = 0, width = 0, step, w, last = -1, face = -1, code, bw, px, slot
+    cdef int m, e, i, t
     cdef unsigned int space
     cdef SGlyph* g
     if order == NULL:
@@ -116,17 +136,49 @@ cdef int walk_flat(TextCtx* c, int g0, int ng, Buf* b, TJ* s) noexcept nogil:
     if b == NULL:
         return 0
     step = width // n
-    x = 0
     for k in range(ng):
         g = &c.gv.g[g0 + order[k]]
-        for j in range(g.xn):
-            w = code_width(c, c.xc[g.xi + j])
+        if g.xn > 0:
+            w = code_width(c, c.xc[g.xi])
             if w < 0:
                 return -1
-            if x == 0:
-                step = step if step < w else w
-            x += step
-            put_glyph(b, s, c.xc[g.xi + j], width - x, w, 0)
+            step = step if step < w else w
+            break
+    if step < 1:
+        step = 1
+    bw = code_width(c, code)
+    if bw < 0:
+        return -1
+    px = width
+    slot = 0
+    k = 0
+    while k < ng:
+        g = &c.gv.g[g0 + order[k]]
+        if g.rtl:
+            for j in range(g.xn):
+                slot += 1
+                if put_carrier(c, b, s, c.xc[g.xi + j], width - slot * step, &px, step,
+                               code, bw) != 0:
+                    return -1
+            k += 1
+            continue
+        # a left-to-right run (digits, Latin): its characters take their slots in
+        # reverse, so that they read left to right by position too
+        m = 0
+        e = k
+        while e < ng and not c.gv.g[g0 + order[e]].rtl:
+            m += c.gv.g[g0 + order[e]].xn
+            e += 1
+        i = 0
+        for t in range(k, e):
+            g = &c.gv.g[g0 + order[t]]
+            for j in range(g.xn):
+                if put_carrier(c, b, s, c.xc[g.xi + j], width - (slot + m - i) * step, &px,
+                               step, code, bw) != 0:
+                    return -1
+                i += 1
+        slot += m
+        k = e
     for k in range(ng):
         g = &c.gv.g[g0 + k]
         w = code_width(c, g.code)
@@ -152,18 +204,6 @@ cdef inline int poppler_r(unsigned int cp) noexcept nogil:
             or 0xFE6C <= cp <= 0xFEFC)
 
 
-cdef inline int poppler_neutral(unsigned int cp) noexcept nogil:
-    """A character poppler's bidi pass counts as neither right-to-left, left-to-right
-    nor a digit, of those a right-to-left line holds: the space, the joiners, the
-    Hebrew, Arabic, Syriac and Thaana marks, N'Ko, everything past U+FFFF."""
-    return (cp == 0x20 or cp == 0x200C or cp == 0x200D or 0x0590 <= cp <= 0x05BD
-            or cp == 0x05BF or 0x05C1 <= cp <= 0x05C2 or cp == 0x05C4
-            or 0x060E <= cp <= 0x0615 or 0x064B <= cp <= 0x0658 or cp == 0x0670
-            or 0x06D6 <= cp <= 0x06DC or 0x06DE <= cp <= 0x06E4 or 0x06E7 <= cp <= 0x06ED
-            or 0x070E <= cp <= 0x070F or cp == 0x0711 or 0x0730 <= cp <= 0x074A
-            or 0x07A6 <= cp <= 0x07B0 or 0x07B2 <= cp <= 0x07FF or cp > 0xFFFF)
-
-
 cdef inline void put_utf16_hex(Buf* b, unsigned int cp) noexcept nogil:
     if cp > 0xFFFF:
         cp -= 0x10000
@@ -181,7 +221,7 @@ cdef int line_span(TextCtx* c, int g0, int ng, Buf* b) noexcept nogil:
     not, -1 no memory.  Its text: the glyphs' characters in logical order (each glyph's
     code's text, then its moved characters')."""
     cdef int* order = logical_order(c, g0, ng)
-    cdef int k, j, t, rtl = 0, nr = 0, nl = 0, flat, n = 0, m
+    cdef int k, j, t, t0, rtl = 0, nr = 0, flat, n = 0, m
     cdef unsigned int cp
     cdef unsigned int* chars
     cdef SGlyph* g
@@ -210,18 +250,40 @@ cdef int line_span(TextCtx* c, int g0, int ng, Buf* b) noexcept nogil:
                 chars[m] = c.reg.pool[e.toff + t]
                 m += 1
     for k in range(n):
-        cp = chars[k]
-        if poppler_r(cp):
+        if poppler_r(chars[k]):
             nr += 1
-        elif not poppler_neutral(cp):
-            nl += 1
     flat = flat_line(c, g0, ng)
-    if nr > 0 and not (flat and nl == 0):
+    if nr > 0 and not flat:
         free(chars)
         return 0
+    if nr > 0:
+        # visual order: the glyphs left to right, a right-to-left glyph's characters
+        # reversed (poppler's reorderText turns a line read by position into logical
+        # order, as it would the glyphs themselves, drawn one per character)
+        m = 0
+        for k in range(ng):
+            g = &c.gv.g[g0 + k]
+            t0 = m
+            e = &c.reg.e[g.code]
+            for t in range(e.tlen):
+                chars[m] = c.reg.pool[e.toff + t]
+                m += 1
+            for j in range(g.xn):
+                e = &c.reg.e[c.xc[g.xi + j]]
+                for t in range(e.tlen):
+                    chars[m] = c.reg.pool[e.toff + t]
+                    m += 1
+            if g.rtl:
+                t = m - 1
+                while t0 < t:
+                    cp = chars[t0]
+                    chars[t0] = chars[t]
+                    chars[t] = cp
+                    t0 += 1
+                    t -= 1
     buf_puts(b, b" /Span << /ActualText <FEFF")
     for k in range(n):
-        put_utf16_hex(b, chars[n - 1 - k] if nr > 0 else chars[k])
+        put_utf16_hex(b, chars[k])
     buf_puts(b, b"> >> BDC")
     free(chars)
     return 1

@@ -205,9 +205,10 @@ def flat(fs: Fonts, glyphs: list[Glyph]) -> bool:
 def _flat_order(fs: Fonts, reg: Registry, glyphs: list[Glyph], order: list[int],
                 pos: list[int], width: int) -> list[tuple[int, int, int, int]]:
     """walk_flat in linetext.pxi: the characters' invisible glyphs in logical order on
-    the baseline, leftwards from the line's right end (width / characters apart, at most
-    a glyph's width), the visible glyphs at their places, the face's space with no text
-    at the left end."""
+    the baseline, in slots leftwards from the line's right end (width / characters
+    apart, at most the first one's width), a left-to-right run's in its slots reversed
+    with bridges over the jumps; the visible glyphs at their places, the face's space
+    with no text at the left end."""
     n = sum(len(g.extra) for g in glyphs)
     last = max((k for k, g in enumerate(glyphs) if g.extra), default=-1)
     if last < 0:
@@ -216,16 +217,40 @@ def _flat_order(fs: Fonts, reg: Registry, glyphs: list[Glyph], order: list[int],
     space = fs.has(face, 32)
     assert space is not None
     end = reg.code(face, space, ())
-    out = []
+    out: list[tuple[int, int, int, int]] = []
     step = width // n
-    x = 0
-    for k in order:
-        for code in glyphs[k].extra:
-            w = code_width(fs, reg, code)
-            if x == 0:
-                step = min(step, w)
-            x += step
-            out.append((code, width - x, w, 0))
+    first = next(glyphs[k].extra[0] for k in order if glyphs[k].extra)
+    step = max(1, min(step, code_width(fs, reg, first)))
+    bw = code_width(fs, reg, end)
+    px = width
+
+    def put(code: int, x: int) -> None:
+        """put_carrier: bridges a slot apart over a jump left, then the character."""
+        nonlocal px
+        while px - step > x:
+            px -= step
+            out.append((end, px, bw, 0))
+        out.append((code, x, code_width(fs, reg, code), 0))
+        px = x
+
+    slot = k = 0
+    while k < len(order):
+        g = glyphs[order[k]]
+        if g.rtl:
+            for code in g.extra:
+                slot += 1
+                put(code, width - slot * step)
+            k += 1
+            continue
+        # a left-to-right run: its characters take their slots in reverse
+        e = k
+        while e < len(order) and not glyphs[order[e]].rtl:
+            e += 1
+        run = [code for t in range(k, e) for code in glyphs[order[t]].extra]
+        for i, code in enumerate(run):
+            put(code, width - (slot + len(run) - i) * step)
+        slot += len(run)
+        k = e
     for k, g in enumerate(glyphs):
         out.append((g.code, pos[k], code_width(fs, reg, g.code), g.yoff))
     out.append((end, 0, code_width(fs, reg, end), 0))
@@ -243,19 +268,10 @@ def _poppler_r(cp: int) -> bool:
             or 0xFD40 <= cp <= 0xFDFC or 0xFE6C <= cp <= 0xFEFC)
 
 
-def _poppler_neutral(cp: int) -> bool:
-    """poppler_neutral in linetext.pxi."""
-    return (cp in (0x20, 0x200C, 0x200D, 0x05BF, 0x05C4, 0x0670, 0x0711)
-            or 0x0590 <= cp <= 0x05BD or 0x05C1 <= cp <= 0x05C2 or 0x060E <= cp <= 0x0615
-            or 0x064B <= cp <= 0x0658 or 0x06D6 <= cp <= 0x06DC or 0x06DE <= cp <= 0x06E4
-            or 0x06E7 <= cp <= 0x06ED or 0x070E <= cp <= 0x070F or 0x0730 <= cp <= 0x074A
-            or 0x07A6 <= cp <= 0x07B0 or 0x07B2 <= cp <= 0x07FF or cp > 0xFFFF)
-
-
 def line_span(fs: Fonts, reg: Registry, glyphs: list[Glyph]) -> str | None:
     """line_span in linetext.pxi: the /ActualText of a line that needs one (the text as
-    it is when poppler sees no right-to-left letter in it, reversed for a flat line of
-    right-to-left letters and neutrals), else None."""
+    it is when poppler sees no right-to-left letter in it, in visual order for a flat
+    line), else None."""
     if not any(g.rtl for g in glyphs):
         return None
     chars: list[int] = []
@@ -266,11 +282,17 @@ def line_span(fs: Fonts, reg: Registry, glyphs: list[Glyph]) -> str | None:
             chars += reg.entries[code][2]
     if not chars:
         return None
-    nr = sum(1 for c in chars if _poppler_r(c))
-    nl = sum(1 for c in chars if not _poppler_r(c) and not _poppler_neutral(c))
-    if nr and not (flat(fs, glyphs) and nl == 0):
-        return None
-    return "".join(map(chr, reversed(chars) if nr else chars))
+    if any(_poppler_r(c) for c in chars):
+        if not flat(fs, glyphs):
+            return None
+        # visual order: the glyphs left to right, a right-to-left glyph's reversed
+        chars = []
+        for g in glyphs:
+            own = list(reg.entries[g.code][2])
+            for code in g.extra:
+                own += reg.entries[code][2]
+            chars += own[::-1] if g.rtl else own
+    return "".join(map(chr, chars))
 
 
 # -- layout (layout.pxi) -----------------------------------------------------------------
