@@ -21,6 +21,7 @@ Three figures, each against a redis-server of its own (bench/measure_common.py):
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import http.client
 import re
@@ -39,10 +40,11 @@ from stagedoor.stream.queue import dead_letter_fields
 
 from . import measure_common as mc
 from .measure_drain import drain
+from .measure_kinds_ring import seed as seed_ring
 
 PASSWORD = "bench-viewer-password"
 PAGES = ("/", "/api/overview", "/fleet", "/pending", "/dead", "/dead?kind=refund&error=gate",
-         "/job?order_id=50000", "/job?outbox_id=99999", "/dead/{dead}")
+         "/job?order_id=50000", "/job?outbox_id=99999", "/dead/{dead}", "/kinds")
 
 
 class Viewer:
@@ -153,7 +155,8 @@ def calls(c: Any) -> dict[str, int]:
 
 
 def big_queue(url: str, backlog: int, dead: int, consumers: int) -> str:
-    """The on-sale night: a backlog, dead letters, consumers holding pending entries.
+    """The on-sale night: a backlog, dead letters, consumers holding pending entries, the
+    per-kind ring full.
     Returns one dead letter's id."""
     mc.fill(url, backlog)
     c = mc.client(url)
@@ -172,6 +175,8 @@ def big_queue(url: str, backlog: int, dead: int, consumers: int) -> str:
             if i % 1000 == 999:
                 pipe.execute()
         pipe.execute()
+        # the Metrics tab's ring full: an hour of 3 kinds with every bucket filled
+        asyncio.run(seed_ring(url, 3, every_bucket=True))
         first = c.execute_command("XRANGE", "jobs:dead", "-", "+", "COUNT", 1)
         return str(first[0][0].decode())
     finally:

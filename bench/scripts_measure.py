@@ -2,7 +2,7 @@
 
 Every figure from this process, in this run, side by side:
 
-- median and P95 per one-ticket order, 1 thread, for a Latin ticket (the Helvetica fast
+- median and P95 per one-ticket order, 1 thread, for a Latin ticket (the Noto Sans fast
   path) and for tickets whose event and buyer are Cyrillic, Arabic and CJK, each over
   N distinct generated names (no order repeats, so no order's font is reused; the
   process is warm: glyph outlines are cached per process by design, and the warm-up

@@ -4,8 +4,9 @@ Renders, with the renderer the worker uses (the native one when it is built), on
 per script family with its hardest text (bench/ticket_corpus.py: stacked marks, tall
 wrapped lines, right-to-left values in narrow columns, conjuncts cut by an ellipsis,
 names of nothing but combining marks) and one per sample order of
-src/stagedoor/demo/scripts/, rasterises each with poppler's pdftoppm at 60 dpi and
-keeps 16 colours (small PNGs: the repository carries them).  Options: --out DIR
+src/stagedoor/demo/scripts/, rasterises each with poppler's pdftoppm at 150 dpi (so
+that a reader can judge the marks; issue 39) and keeps 16 colours (PNGs the repository
+can carry).  Options: --out DIR
 (default docs/tickets), --dpi N.
 """
 
@@ -47,7 +48,7 @@ def rasterise(pdf: bytes, png: Path, dpi: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "tickets")
-    ap.add_argument("--dpi", type=int, default=60)
+    ap.add_argument("--dpi", type=int, default=150)
     args = ap.parse_args(argv)
     render = renderer()
     args.out.mkdir(parents=True, exist_ok=True)

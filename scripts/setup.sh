@@ -41,6 +41,7 @@ command -v pkg-config >/dev/null || need_apt+=(pkg-config)
 [ -e /usr/share/fonts/truetype/noto/NotoSans-Regular.ttf ] || need_apt+=(fonts-noto-core)
 [ -e /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc ] || need_apt+=(fonts-noto-cjk)
 [ -e /usr/share/fonts/truetype/ancient-scripts/Symbola_hint.ttf ] || need_apt+=(fonts-symbola)
+[ -e /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf ] || need_apt+=(fonts-noto-color-emoji)  # emoji in colour
 # OCR of rendered tickets in tests/test_scripts.py: tesseract and one model per script
 command -v tesseract >/dev/null || need_apt+=(tesseract-ocr)
 for lang in rus ell ara heb chi-sim chi-tra jpn kor hin tha vie; do

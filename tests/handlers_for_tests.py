@@ -13,6 +13,7 @@ import os
 import signal
 import time
 
+from stagedoor.errors import PermanentError
 from stagedoor.handlers import Context, Registry
 from stagedoor.stream.job import Job
 
@@ -42,6 +43,15 @@ async def slow(job: Job, ctx: Context) -> None:
     mark(job, "start")
     await asyncio.sleep(float(os.environ.get("SUP_TEST_SLOW", "1.0")))
     mark(job, "done")
+
+
+@registry.register("refuse")
+async def refuse(job: Job, ctx: Context) -> None:
+    """Fails for good at once (dead-lettered, counted failed), after SUP_TEST_SLOW/10."""
+    mark(job, "start")
+    await asyncio.sleep(float(os.environ.get("SUP_TEST_SLOW", "1.0")) / 10)
+    mark(job, "refused")
+    raise PermanentError(f"order {job.order_id} refused on purpose")
 
 
 @registry.register("envdump")

@@ -3,10 +3,11 @@
 pypdf parses the page's content stream and the fonts; this module interprets the text
 operators the renderers write (BT ET Tm Td Tf Ts TL T* Tj TJ) and places each glyph:
 a Type 3 glyph's box is the one its procedure declares (`wx 0 llx lly urx ury d1`,
-the outline's bounding box, in the font's 1/1000 em), a standard Helvetica glyph's is
-its advance across and the font's /FontBBox up and down (the AFM's; Helvetica is not
-embedded).  pdfminer.six would give a Type 3 glyph the font's /FontBBox, which the
-renderers leave empty, so it cannot see marks above or below; the procedures can.
+the outline's bounding box, in the font's 1/1000 em; a colour emoji's, `d0`, the box
+its image is painted in); every font of a ticket is Type 3 (the labels' and the fast
+path's too: render/fastfont.py).  pdfminer.six would give a Type 3 glyph the font's
+/FontBBox, which the renderers leave empty, so it cannot see marks above or below;
+the procedures can.
 
 A page's contents are the static part (object 6: one text object, the STAGEDOOR mark
 and the labels; its glyphs come out as field -1), then one text object (BT .. ET) per
@@ -24,12 +25,10 @@ from typing import Any
 import pypdf
 from pypdf.generic import ContentStream
 
-from stagedoor.render import tables
-
-# /FontBBox of the standard fonts (Adobe's AFM files), 1/1000 em
-HELVETICA_BBOX = {b"/F1": (-166, -225, 1000, 931), b"/F2": (-170, -228, 1003, 962)}
-HELVETICA_ADV = {b"/F1": tables.HELVETICA_WIDTHS, b"/F2": tables.HELVETICA_BOLD_WIDTHS}
 D1 = re.compile(rb"^\s*(-?\d+) 0 (-?\d+) (-?\d+) (-?\d+) (-?\d+) d1")
+# a colour emoji glyph (render/_native/emoji.pxi) paints its image: `wx 0 d0 q w 0 0 h x y
+# cm /E.. Do Q`, the image's box is the glyph's (not padded)
+D0_IMAGE = re.compile(rb"^\s*(-?\d+) 0 d0\s+q (-?\d+) 0 0 (-?\d+) (-?\d+) (-?\d+) cm /E")
 
 
 @dataclass(frozen=True)
@@ -57,7 +56,13 @@ class _Type3:
         procs = font["/CharProcs"]
         self.boxes: dict[int, tuple[int, int, int, int] | None] = {}
         for c, name in names.items():
-            m = D1.match(procs[name].get_object().get_data())
+            data = procs[name].get_object().get_data()
+            image = D0_IMAGE.match(data)
+            if image:
+                w, h, ix, iy = (int(v) for v in image.groups()[1:])
+                self.boxes[c] = (ix, iy, ix + w, iy + h)
+                continue
+            m = D1.match(data)
             assert m, name
             x0, y0, x1, y1 = (int(v) for v in m.groups()[1:])
             # the renderers pad the outline's box by one unit each way
@@ -82,8 +87,8 @@ def page_glyphs(data: bytes) -> list[list[GlyphBox]]:
         fonts: dict[bytes, Any] = {}
         for name, ref in page["/Resources"]["/Font"].items():
             font = ref.get_object()
-            fonts[name.encode()] = (_Type3(font) if font["/Subtype"] == "/Type3"
-                                    else None)
+            assert font["/Subtype"] == "/Type3", (name, font["/Subtype"])
+            fonts[name.encode()] = _Type3(font)
         glyphs: list[GlyphBox] = []
         field = -2
         line = 0
@@ -122,15 +127,6 @@ def page_glyphs(data: bytes) -> list[list[GlyphBox]]:
                         continue
                     for code in _raw(item):
                         t3 = fonts[font]
-                        if t3 is None:
-                            adv = HELVETICA_ADV[font][code] / 1000 * size
-                            _, by0, _, by1 = HELVETICA_BBOX[font]
-                            if code != 32:
-                                glyphs.append(GlyphBox(field, line, x, y + rise + by0 * size
-                                                       / 1000, x + adv,
-                                                       y + rise + by1 * size / 1000))
-                            x += adv
-                            continue
                         w, box = t3.glyph(code)
                         if box is not None:
                             s = size / 1000

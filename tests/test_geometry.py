@@ -1,7 +1,7 @@
 """Nothing on a ticket page collides: checked geometrically, glyph by glyph.
 
 tests/pdfglyphs.py reads every glyph's box back from the PDF (a Type 3 glyph's is its
-procedure's d1 box, the outline's; Helvetica's is its advance and /FontBBox).  Over the
+procedure's d1 box, the outline's; every font is Type 3, the labels' too).  Over the
 corpus -- every sample of src/stagedoor/demo/scripts/ and, from bench/ticket_corpus.py,
 one ticket per script family with its hardest text (Myanmar, Lao, Khmer and Thai
 stacks, Vietnamese capitals with two diacritics, Sinhala, conjuncts, right-to-left
@@ -27,7 +27,7 @@ import pytest
 from bench import ticket_corpus
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from tests.pdfglyphs import HELVETICA_BBOX, page_glyphs
+from tests.pdfglyphs import page_glyphs
 
 from stagedoor import _render
 from stagedoor.render import fonts, tables
@@ -57,7 +57,26 @@ CORPUS.update({f"reach-{name}": Order(order_id=1, tickets=(dataclasses.replace(
 EPS = 0.01              # points: the milli-point rounding of positions and text rise
 BRAND_X = 340           # the header's STAGEDOOR starts here (tables.STATIC_CONTENT)
 QR = (288, 130, 404, 246)
-LABEL_TOPS = 4.67       # 6.5 pt Helvetica capitals
+LABEL_SIZE = 6.5
+
+
+def _fast() -> render.FastFonts:
+    return render.fast_fonts(faces.fonts_for(fonts.current()))
+
+
+def _label_width(text: str) -> float:
+    """A label's advance in points: its font's (Noto Sans, fastfont.py) widths."""
+    return sum(_fast().widths[0][ord(c)] for c in text) * LABEL_SIZE / 1000
+
+
+def _label_tops() -> float:
+    """How far the labels' ink reaches above their baseline, in points."""
+    fs = faces.fonts_for(fonts.current())
+    ff = _fast()
+    return max(fs.ink(ff.faces[0], ff.gids[0][ord(c)])[3] - 1
+               for _, _, text in LABELS for c in text if c != " ") * LABEL_SIZE / 1000
+
+
 LABELS = [(24, 238, "VENUE"), (24, 212, "DATE / TIME"), (24, 186, "SECTION"), (130, 186, "ROW"),
           (180, 186, "SEAT"), (24, 160, "BUYER"), (24, 134, "PRICE"), (130, 134, "ORDER"),
           (24, 108, "ADMISSION CODE")]
@@ -109,20 +128,17 @@ def test_the_lines_of_a_field_do_not_overlap(rendered: dict[str, bytes], name: s
                 assert below[1] <= lo + EPS, (ticket_field(f), i, lo, below)
 
 
-# A label's ink, read from the PDF: its glyphs' advances across, and up and down from its
-# baseline (Helvetica's AFM: capitals 0-718, the slash of DATE / TIME -19-737, 1/1000 em)
-LABEL_INK = (-0.019 * 6.5, 0.737 * 6.5)
 LABEL_CLEAR = 1.0       # points of air at least between a label's ink and a value's
 
 
 @pytest.mark.parametrize("name", sorted(CORPUS))
 def test_no_mark_comes_near_a_label(rendered: dict[str, bytes], name: str) -> None:
-    """Every glyph of every field (its outline's box; Helvetica's /FontBBox) keeps
-    LABEL_CLEAR from the ink of every label above or below it that it shares columns
-    with: no mark of any script reaches a label (issue 39 item 5)."""
-    below = -HELVETICA_BBOX[b"/F1"][1] * 6.5 / 1000     # a label glyph's box under its baseline
+    """Every glyph of every field (its outline's box) keeps LABEL_CLEAR from the ink of
+    every label above or below it that it shares columns with (the labels' glyphs'
+    outline boxes too, read from the PDF): no mark of any script reaches a label
+    (issue 39 item 5)."""
     for k, glyphs in enumerate(page_glyphs(rendered[name])):
-        labels = [(g.x0, g.y0 + below + LABEL_INK[0], g.x1, g.y0 + below + LABEL_INK[1])
+        labels = [(g.x0, g.y0, g.x1, g.y1)
                   for g in glyphs if g.field < 0 and g.y0 < 250]   # not the header's mark
         assert len(labels) == sum(len(text.replace(" ", "")) for _, _, text in LABELS)
         near = []
@@ -150,9 +166,9 @@ def test_the_boxes_keep_clear_of_labels_brand_qr_and_each_other() -> None:
             if g != f and v0 < y1 and y0 < v1:           # side by side: a gap between
                 assert u1 + gap <= x0 or x1 + gap <= u0, (ticket_field(f), ticket_field(g))
         for lx, ly, text in LABELS:
-            width = sum(tables.HELVETICA_WIDTHS[ord(c)] for c in text) * 6.5 / 1000
+            width = _label_width(text)
             if lx < x1 and x0 < lx + width:
-                assert y1 <= ly or y0 >= ly + LABEL_TOPS, (ticket_field(f), text)
+                assert y1 <= ly or y0 >= ly + _label_tops(), (ticket_field(f), text)
         if y1 > QR[1] and y0 < QR[3]:
             assert x1 + gap <= QR[0], ticket_field(f)
     _, ey0, ex1, ey1 = boxes[0]
@@ -320,8 +336,7 @@ def stray_pixels(data: bytes, tmp_path: Path) -> list[tuple[int, int]]:
 
     white_ok = [area(*_box(f)) for f in range(1, len(tables.FIELD_BOXES))]
     for lx, ly, text in LABELS:
-        width = sum(tables.HELVETICA_WIDTHS[ord(c)] for c in text) * 6.5 / 1000
-        white_ok.append(area(lx, ly - 1.5, lx + width, ly + LABEL_TOPS + 0.5))
+        white_ok.append(area(lx, ly - 1.5, lx + _label_width(text), ly + _label_tops() + 0.5))
     white_ok.append(area(*QR))
     bar_ok = [area(*_box(0)), area(BRAND_X, 262, 404, 271)]
 

@@ -30,9 +30,10 @@ from tests.pdftools import (
 import stagedoor
 from stagedoor import _render
 from stagedoor.demo.orders import demo_order
-from stagedoor.render import native_available, native_import_error, renderer
+from stagedoor.render import fastfont, fonts, native_available, native_import_error, renderer
 from stagedoor.render import reference as render
 from stagedoor.render.order import Order, Ticket
+from stagedoor.render.shaped import faces
 
 BASE = Ticket(event="Die Zauberflöte", venue="Staatsoper Unter den Linden",
               starts_at="2026-12-19 19:30", section="Parkett", row="7", seat="12",
@@ -70,8 +71,13 @@ def test_valid_pdf(tmp_path: Path) -> None:
 def test_xref_offsets_point_at_objects() -> None:
     data = pdf_of(BASE, ticket(seat="13"))
     startxref = int(data.rsplit(b"startxref\n", 1)[1].split(b"\n")[0])
-    assert data[startxref:].startswith(b"xref\n0 11\n")
-    entries = data[startxref:].split(b"\n")[3:13]
+    # 10 fixed and per-page objects, then the glyphs of the fast path's fonts (as many
+    # as the order shows distinct codes per font) and their ToUnicode
+    size = int(data.rsplit(b"/Size ", 1)[1].split(b" ", 1)[0])
+    assert size > 11
+    assert data[startxref:].startswith(b"xref\n0 %d\n" % size)
+    entries = data[startxref:].split(b"\n")[3:2 + size]
+    assert len(entries) == size - 1
     for num, entry in enumerate(entries, start=1):
         offset = int(entry[:10])
         assert data[offset:].startswith(b"%d 0 obj\n" % num)
@@ -178,10 +184,14 @@ def test_fast_path_rules() -> None:
     assert render.encode_winansi("a\tb\x7f") == b"a b "
     for text in ("Łódź \u0131", "ŋ", "⅓", "李", "Zoe\u0308"):
         assert render.encode_winansi(text) is None
-    # fits: the buyer box is 256 pt wide, Helvetica-Bold 11 pt
+    # fits: the buyer box is 254 pt wide, Noto Sans Bold 11 pt (its advances, read
+    # from the face: fastfont.py)
     assert render.fits(b"Jurgen Weiss", 6)
     assert not render.fits(b"W" * 40, 6)
-    assert render.fits(b"i" * 80, 6)
+    ff = render.fast_fonts(faces.fonts_for(fonts.current()))
+    most = 254_000 * 1000 // (ff.widths[1][ord("i")] * 11_000)
+    assert render.fits(b"i" * most, 6)
+    assert not render.fits(b"i" * (most + 1), 6)
 
 
 def test_controls_print_as_spaces() -> None:
@@ -314,3 +324,95 @@ def test_edge_strings_are_identical_and_valid(tmp_path: Path, value: str) -> Non
     t = ticket(buyer=value, venue=value, admission_code=value or "x", small_print=value * 3)
     data = pdf_of(t)
     qpdf_check(data, tmp_path)
+
+
+# -- one typeface, embedded (issue 39 item 7) ---------------------------------------------
+
+def _pdffonts(data: bytes, tmp_path: Path) -> list[list[str]]:
+    path = tmp_path / "fonts.pdf"
+    path.write_bytes(data)
+    out = subprocess.run(["pdffonts", str(path)], capture_output=True, text=True,
+                         check=True).stdout.splitlines()[2:]
+    return [line.split() for line in out]
+
+
+def test_every_font_is_embedded_and_the_labels_are_noto_sans(tmp_path: Path) -> None:
+    """A Latin ticket (labels, fast-path fields) and a mixed one: every font pdffonts
+    lists is embedded, and the fast path's two are Noto Sans and Noto Sans Bold (was:
+    the standard Helvetica pair, not embedded)."""
+    for order in (demo_order(7), Order(order_id=1, tickets=(
+            ticket(buyer="Zoë Ødegaard-Šimić", venue="Τεχνόπολη"),))):
+        data = _render.render_order(order)
+        assert data == render.render_order(order)
+        rows = _pdffonts(data, tmp_path)
+        assert rows and all(r[-5] == "yes" for r in rows), rows     # the emb column
+        names = {r[0].split("+", 1)[1] for r in rows}
+        assert {"NotoSans-Regular", "NotoSans-Bold"} <= names, names
+        assert not any("Helvetica" in n for n in names)
+
+
+def test_fast_path_glyphs_are_harfbuzz_glyphs() -> None:
+    """Each code of the fast encoding draws the glyph HarfBuzz shapes its character
+    to, alone, in the same face (libharfbuzz through ctypes, a font of its own), with
+    HarfBuzz's advance."""
+    from stagedoor.render.shaped import libs
+
+    fs = faces.fonts_for(fonts.current())
+    ff = render.fast_fonts(fs)
+    for k in (0, 1):
+        f = fs.faces[ff.faces[k]]
+        font = libs.hb_font(f.path, f.index)
+        for code, ch in enumerate(fastfont.CODE_CHARS):
+            if ch is None or ff.widths[k][code] < 0:
+                continue
+            shaped = libs.hb_shape(font, [ord(ch)], 0, 1, 0, "Latn")
+            assert [(g[0], g[2]) for g in shaped] == [
+                (ff.gids[k][code], ff.widths[k][code])], (k, ch)
+
+
+def test_a_fast_glyph_that_would_reach_the_label_takes_the_shaped_path() -> None:
+    """Noto Sans' Ů reaches 996/1000 em up, past the room under the label at 11 pt: a
+    buyer with it is shaped (its ink measured and the line placed), not drawn by the
+    fast path, in both renderers."""
+    raw = render.encode_winansi("Ůrsula")
+    assert raw is not None and not render.fits(raw, 6) and render.fits(raw[1:], 6)
+    data = pdf_of(ticket(buyer="Ůrsula Nováková"))
+    assert b"/T0 " in data
+
+
+def test_a_plan_without_any_face_still_renders_the_same_bytes(tmp_path: Path) -> None:
+    """No face configured (the doctor's CRITICAL): F1 and F2 have no glyph, every field
+    is shaped (as replacement marks), and both renderers agree; nothing raises."""
+    try:
+        fonts.use(fonts.plan(fonts={}, fallback=(), han={}, lang={}, discover=False))
+        order = demo_order(1)
+        data = _render.render_order(order)
+        assert data == render.render_order(order)
+        qpdf_check(data, tmp_path)
+    finally:
+        fonts.use(fonts.plan())
+
+
+def test_shaped_runs_from_the_cache_give_the_bytes_of_a_fresh_shaping() -> None:
+    """The second order with the same long values takes their runs from the shaped-run
+    cache (shapecache.pxi) and their line breaks from the break cache (breakcache.pxi):
+    the same bytes as the reference, which shapes and breaks every time, and the same
+    as with the shape cache emptied (configure empties it); a run in another context
+    (other characters around it) is not taken for it."""
+    base = demo_order(1).tickets[0]
+    venue = "नई दिल्ली " * 24
+    first = Order(order_id=1, tickets=(dataclasses.replace(base, venue=venue),))
+    again = Order(order_id=2, tickets=(dataclasses.replace(base, venue=venue, order_id=2),))
+    context = Order(order_id=3, tickets=(dataclasses.replace(base, venue="क" + venue),))
+    _render.configure(fonts.current())
+    cold = _render.render_order(first)
+    hits = _render.shape_cache_stats()["hits"]
+    breaks = _render.break_cache_stats()["hits"]
+    for order in (first, again, context):
+        assert _render.render_order(order) == render.render_order(order)
+    assert _render.shape_cache_stats()["hits"] > hits
+    assert _render.break_cache_stats()["hits"] > breaks
+    assert _render.render_order(first) == cold
+    _render.configure(fonts.current())
+    assert _render.shape_cache_stats()["entries"] == 0
+    assert _render.render_order(first) == cold

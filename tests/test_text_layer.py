@@ -1,8 +1,8 @@
 """The text layer of right-to-left and mixed fields, read back as indexers read it.
 
 Each field of the corpus is rendered on a ticket of its own whose other fields take the
-Helvetica fast path, so that every Type 3 glyph on the page is that field's; both
-renderers give the same bytes.  Then:
+fast path (fonts F1 and F2, render/fastfont.py), so that every glyph of the shaped
+path's fonts on the page is that field's; both renderers give the same bytes.  Then:
 
 - pdfminer.six (the content stream's order; it ignores /ActualText) returns the field's
   text NFC-equal to the input (line breaks of a wrapped field read as spaces), in its
@@ -38,7 +38,7 @@ from pdfminer.pdfpage import PDFPage
 
 from stagedoor import _render
 from stagedoor.demo.orders import demo_order
-from stagedoor.render import reference
+from stagedoor.render import fastfont, reference
 from stagedoor.render.order import Order
 
 CORPUS = [
@@ -62,6 +62,7 @@ CORPUS = [
 ]
 IDS = [name for name, _, _ in CORPUS]
 POPPLER_MARKS = re.compile("[\u202a-\u202c]")
+FAST_TAGS = tuple(tag.decode() + "+" for tag in fastfont.TAGS)
 ELLIPSIS = "\u2026"
 
 
@@ -82,11 +83,24 @@ def norm(text: str) -> str:
     return " ".join(unicodedata.normalize("NFC", text).split())
 
 
+class _NamedFonts(PDFResourceManager):
+    """pdfminer.six names a Type 3 font without a descriptor "unknown": here its
+    /BaseFont, so that a character tells which font it is from."""
+
+    def get_font(self, objid: object, spec: Any) -> Any:
+        font = super().get_font(objid, spec)
+        base = spec.get("BaseFont") if isinstance(spec, dict) else None
+        if base is not None:
+            font.fontname = getattr(base, "name", str(base))
+        return font
+
+
 def type3_lines(path: Path, page: int) -> list[LTTextLine]:
-    """pdfminer.six's text lines (default LAParams, as extract_text) of the page's Type 3
-    glyphs, in its order."""
+    """pdfminer.six's text lines (default LAParams, as extract_text) of the page's
+    glyphs from the shaped path's Type 3 fonts (not the fast path's F1 and F2, whose
+    subset tags are fastfont.TAGS), in its order."""
     with path.open("rb") as fh:
-        rm = PDFResourceManager()
+        rm = _NamedFonts()
         dev = PDFPageAggregator(rm, laparams=LAParams())
         interp = PDFPageInterpreter(rm, dev)
         for k, p in enumerate(PDFPage.get_pages(fh)):
@@ -101,7 +115,7 @@ def type3_lines(path: Path, page: int) -> list[LTTextLine]:
             if isinstance(box, LTTextContainer) else [])
         for line in lines:
             chars = [c for c in line if isinstance(c, LTChar)]
-            if chars and all("Helvetica" not in c.fontname for c in chars):
+            if chars and not any(c.fontname.startswith(FAST_TAGS) for c in chars):
                 out.append(line)
     return out
 

@@ -315,6 +315,29 @@ def test_page_views_send_nothing_to_redis(tmp_path: Path, redis_url: str) -> Non
 
 
 # -- Sentinel and Cluster ----------------------------------------------------------------------
+def _flush_ring(url: str, names: dict[str, str]) -> None:
+    """A worker's Flusher through the project's asyncio client, in a process of its own
+    (an asyncio Cluster client leaves its node connections to the garbage collector)."""
+    code = f"""
+import asyncio, time
+from stagedoor.config import Settings
+from stagedoor.ops.kindstats import Flusher
+from stagedoor.ops.metrics import WorkerStats
+from stagedoor.stream import connection
+
+async def main():
+    settings = Settings(redis_url={url!r}, **{names!r})
+    client = connection.async_client(settings, name="test-ring")
+    stats = WorkerStats(["render_tickets"])
+    stats.inc("handled", "render_tickets", 3)
+    assert await Flusher(settings, stats).flush(client, time.time())
+    await client.aclose()
+asyncio.run(main())
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60, env={
+        **os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{REPO}"})
+
+
 @pytest.mark.server
 @pytest.mark.parametrize("topology", ["sentinel", "cluster"])
 def test_the_console_on_sentinel_and_cluster(tmp_path: Path, topology: str) -> None:
@@ -332,6 +355,7 @@ def test_the_console_on_sentinel_and_cluster(tmp_path: Path, topology: str) -> N
             enqueue_sync(client, settings, [Job("render_tickets", 4471, 9001, "r", "t")])
         finally:
             client.close()
+        _flush_ring(topo.url, names)  # as a worker writes it: the Metrics tab's ring
         args = ["--stream", names["stream"], "--dead-stream", names["dead_stream"]]
         with console(tmp_path, topo.url, args) as c:
             h = Http(c.url)
@@ -340,6 +364,8 @@ def test_the_console_on_sentinel_and_cluster(tmp_path: Path, topology: str) -> N
             o = json.loads(body)
             assert status == 200 and o["ready"], o
             assert o["values"]["backlog"] == 1 and o["values"]["role"] == "master", o["values"]
+            status, _, body = h.request("GET", "/kinds")
+            assert status == 200 and b'data-kind="render_tickets"' in body, body[:300]
             for path in ("/", "/fleet", "/pending", "/dead", "/job?order_id=4471"):
                 status, _, body = h.request("GET", path)
                 assert status == 200, (path, body[:300])

@@ -584,3 +584,93 @@ def test_every_action_works_without_javascript(tmp_path: Path, redis_url: str) -
             wait(lambda: by_id(driver, "fleet-state").text == "running")
     finally:
         driver.quit()
+
+
+def test_a_stuck_pending_entry_released_to_the_fleet_from_its_page(
+        browser: Any, tmp_path: Path, redis_url: str) -> None:
+    """Issue 38 item 8: a job read by a worker that never came back (host-a) waits for
+    claim_idle_ms (10 minutes here); the operator opens its page from /pending, clicks
+    "Release to the fleet now", confirms, and a live worker runs it; audited."""
+    (entry,) = enqueue(redis_url, "noop", [3805])
+    client = redis.Redis.from_url(redis_url, protocol=2)
+    try:
+        client.execute_command("XREADGROUP", "GROUP", "workers", "host-a", "COUNT", 1,
+                               "STREAMS", "jobs", ">")
+    finally:
+        client.close()
+    sup = Sup(tmp_path, redis_url, ["--workers", "1", "--claim-idle-ms", "600000"]).start()
+    try:
+        (tmp_path / "web").mkdir()
+        with console(tmp_path / "web", redis_url) as c:
+            log_in(browser, c, "operator")
+            browser.get(c.url + "/pending")
+            [row] = all_css(browser, "#pending tbody tr")
+            assert entry in row.text and "host-a" in row.text
+            row.find_element("css selector", "a.entry-page").click()
+            wait(lambda: browser.current_url.endswith(f"/pending/{entry}"), what="its page")
+            assert "no live worker under this name" in by_id(browser, "owner").text
+            assert by_id(browser, "dead-letter")  # the other action, beside it
+            by_id(browser, "release").click()
+            what = wait(lambda: all_css(browser, "#release-what"))[0].text
+            assert "stays pending on host-a" in what
+            time.sleep(0.5)  # the worker's reclaim passes ran: none took it
+            assert not (sup.marks / "3805.log").exists()
+            by_id(browser, "confirm-release").click()
+            wait(lambda: f"released {entry} (pending on host-a)" in
+                 browser.find_element("css selector", ".flash").text, what="the flash")
+            wait(lambda: (sup.marks / "3805.log").exists() and
+                 "done" in (sup.marks / "3805.log").read_text(), 20,
+                 "a live worker to run it")
+            browser.get(c.url + "/audit")
+            rows = all_css(browser, "#audit tbody tr[data-id]")
+            assert [r.find_element("css selector", ".action").text for r in rows] == [
+                "release"]
+            assert f"{entry} from host-a" in rows[0].text
+    finally:
+        sup.kill_all()
+
+
+# -- metrics by kind -----------------------------------------------------------------------
+def test_metrics_by_kind_opened_from_the_nav(browser: Any, tmp_path: Path,
+                                             redis_url: str) -> None:
+    """A viewer opens the Metrics tab from the nav after a worker drained two kinds, one
+    of which fails for good: the table counts them and the plots are drawn."""
+    enqueue(redis_url, "noop", range(1, 31))
+    enqueue(redis_url, "refuse", range(1001, 1005))
+    sup = Sup(tmp_path, redis_url, ["--workers", "1"], env={"SUP_TEST_SLOW": "0.02"}).start()
+    try:
+        def ran() -> bool:
+            text = "".join(p.read_text() for p in sup.marks.glob("*.log"))
+            return text.count("done ") == 30 and text.count("refused ") == 4
+        wait(ran, 60, "30 jobs done and 4 refused")
+        (tmp_path / "web").mkdir()
+        with console(tmp_path / "web", redis_url) as c:
+            log_in(browser, c, "viewer")
+            browser.find_element("link text", "Metrics").click()
+            wait(lambda: browser.current_url.endswith("/kinds"), 10, "the Metrics tab")
+
+            def cell(kind: str, name: str) -> str:
+                return str(browser.find_element(
+                    "css selector", f'tr[data-kind="{kind}"] td.{name}').text)
+
+            def counted() -> bool:
+                if cell("noop", "handled") == "30" and cell("refuse", "dead") == "4":
+                    return True
+                browser.refresh()  # the tab is not live: a person reloads
+                return False
+            wait(counted, 20, "the tab to count every job")
+            assert cell("noop", "failed") == "0" and cell("refuse", "handled") == "0"
+            for kind in ("noop", "refuse"):
+                for name in ("run-p50", "run-p95", "run-p99", "wait-p50", "wait-p99"):
+                    assert cell(kind, name) != "-", (kind, name)
+            chart = by_id(browser, "chart-jobs")
+            assert chart.size["width"] == 600 and chart.is_displayed()
+            lines = all_css(browser, "#chart-jobs polyline.handled")
+            assert len(lines) == 2
+            # the last minute of noop's line is up from the floor (30 jobs)
+            tops = [min(float(p.split(",")[1]) for p in line.get_attribute("points").split())
+                    for line in lines]
+            assert min(tops) < 10
+            assert all_css(browser, "#chart-p95 polyline")
+    finally:
+        sup.kill_all()

@@ -21,6 +21,15 @@ def thai_stats() -> dict[str, int]:
 def dictionary_breaks(text: str) -> list[int]:
     """Where ICU's Lao, Myanmar and Khmer dictionaries let a line break inside text."""
 
+def configure_emoji(faces: object) -> None:
+    """The colour emoji faces of the plan (FontPlan.emoji), tried in order."""
+
+def emoji_face_path() -> str | None:
+    """The file of the colour emoji face in use, None without one (the doctor)."""
+
+def png_planes(data: bytes) -> tuple[int, int, bytes, bytes] | None:
+    """(width, height, RGB, alpha) of a PNG as the colour glyph path decodes it."""
+
 def missing_glyphs() -> int:
     """Characters drawn as replacement marks in this process so far (every thread)."""
 

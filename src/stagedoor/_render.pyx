@@ -25,7 +25,7 @@ Type 3 procedure (type3.pxi says why Type 3 and not an hb-subset per order).
 The layout and the QR algorithm mirror stagedoor/render/reference.py,
 stagedoor/render/shaped/ and stagedoor/render/qr.py step by step; change them
 together (tests/test_render.py and tests/test_scripts.py compare the bytes).  The tables
-both read (ECC, static page content, fixed objects, field boxes, Helvetica widths) are
+both read (ECC, static page content, fixed objects, field boxes) are
 stagedoor/render/tables.py, read once at import.
 
 The source is split by concern into include files beside the Python they mirror, the
@@ -41,12 +41,16 @@ way asyncpg splits its protocol (one extension, one C module, several .pxi):
     render/_native/glyphs.pxi    a glyph's outline as a Type 3 procedure, cached per process
     render/_native/shape.pxi     itemise, bidi, shape one line of a field
     render/_native/type3.pxi     the order's glyphs as Type 3 fonts + ToUnicode
+    render/_native/emoji.pxi     emoji sequences to the colour face; its PNGs as images
+    render/_native/breakcache.pxi  a text's line-break classes, cached per process
+    render/_native/shapecache.pxi  HarfBuzz's glyphs of a run, cached per process
     render/_native/thai.pxi      Thai word breaks from libthai's dictionary
     render/_native/dictbreaks.pxi  Lao, Myanmar and Khmer word breaks from ICU's dictionaries
     render/_native/layout.pxi    fit a field in its box (shrink, wrap, ellipsis); its ops
     render/_native/linetext.pxi  the text layer of Nastaliq lines and of Adlam and N'Ko
+    render/_native/fastfont.pxi  the fast path's fonts: Noto Sans (and Bold) as Type 3
     render/_native/pdf.pxi       the file: objects, deflate, scratch pool, xref, render_c
-    render/_native/text.pxi      str -> Helvetica bytes when they fit, else shaped text
+    render/_native/text.pxi      str -> fast-path bytes when they fit, else shaped text
     render/_native/pool.pxi      a pool of C threads rendering orders into sinks (the
                                  durable write of handlers/_durable.pyx), no GIL
 
@@ -63,7 +67,7 @@ from cpython cimport array
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from libc.stdio cimport snprintf
 from libc.stdlib cimport calloc, free, malloc, realloc
-from libc.string cimport memcpy, memset, strlen
+from libc.string cimport memcmp, memcpy, memset, strlen
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport (
     PyUnicode_AsUTF8AndSize,
@@ -111,10 +115,14 @@ include "render/_native/fonts.pxi"
 include "render/_native/glyphs.pxi"
 include "render/_native/shape.pxi"
 include "render/_native/type3.pxi"
+include "render/_native/emoji.pxi"
+include "render/_native/breakcache.pxi"
+include "render/_native/shapecache.pxi"
 include "render/_native/thai.pxi"
 include "render/_native/dictbreaks.pxi"
 include "render/_native/layout.pxi"
 include "render/_native/linetext.pxi"
+include "render/_native/fastfont.pxi"
 include "render/_native/pdf.pxi"
 include "render/_native/text.pxi"
 
@@ -142,6 +150,9 @@ def configure(plan):
     boot, before its render threads start)."""
     global _PLAN, PLAN_READY
     configure_fonts(plan.faces, plan.scripts, plan.fallback, plan.han_order)
+    configure_emoji(plan.emoji)
+    fast_configure(plan)
+    shape_cache_clear()     # its runs name faces by number
     _PLAN = plan
     PLAN_READY = 1
     _HAN.clear()
@@ -196,6 +207,9 @@ cdef int prepare(object order, Prepared* pr) except -1:
     cdef array.array arr
     if n == 0:
         raise ValueError("order has no tickets")
+    if not PLAN_READY:
+        # the fit test of the fast path reads the Latin face's advances (fastfont.pxi)
+        han_array(order, False)
     pr.n = n
     pr.shaped = NOT_SHAPED
     pr.keep.n = 0

@@ -19,6 +19,7 @@ the systemd unit lists in RestartPreventExitStatus.
 from ..errors import ConfigError
 from .load import ENV_PREFIX, add_arguments, from_args, from_env, from_toml, load, markdown_table
 from .settings import (
+    EMOJI_FONTS,
     FALLBACK_FONTS,
     FONT_DIRS,
     HAN_FONTS,
@@ -29,6 +30,6 @@ from .settings import (
 )
 from .urls import redact_url
 
-__all__ = ["ENV_PREFIX", "FALLBACK_FONTS", "FONT_DIRS", "HAN_FONTS", "HAN_ORDER", "LANG_FONTS",
-           "SCRIPT_FONTS", "ConfigError", "Settings", "add_arguments", "from_args", "from_env",
-           "from_toml", "load", "markdown_table", "redact_url"]
+__all__ = ["EMOJI_FONTS", "ENV_PREFIX", "FALLBACK_FONTS", "FONT_DIRS", "HAN_FONTS", "HAN_ORDER",
+           "LANG_FONTS", "SCRIPT_FONTS", "ConfigError", "Settings", "add_arguments",
+           "from_args", "from_env", "from_toml", "load", "markdown_table", "redact_url"]

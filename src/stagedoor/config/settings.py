@@ -50,6 +50,8 @@ HAN_ORDER = ("zh-Hans", "zh-Hant", "ja", "ko")
 # faces an order's language (its locale's primary subtag) asks for: Urdu is written in
 # Nastaliq, the Arabic faces are Naskh
 LANG_FONTS = ("ur=Arab:NotoNastaliqUrdu-Regular.ttf",)
+# colour emoji (render/emoji.py): Noto Color Emoji from fonts-noto-color-emoji
+EMOJI_FONTS = ("NotoColorEmoji.ttf",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +164,10 @@ class Settings:
     render_font_discover: int = _opt(
         1, "1: derive the faces of every script from what the fonts in render_font_dirs "
            "cover (render_fonts first); 0: only the configured fonts.", lo=0, hi=1)
+    render_emoji_fonts: list[str] = _list_opt(
+        "Colour emoji fonts (PNG glyphs), the first found draws every emoji sequence "
+        "(flags, skin tones, joined emoji) as one glyph; empty: emoji in black, a "
+        "sequence as its base emoji.", EMOJI_FONTS)
     tickets_dir: str = _opt("var/tickets", "Where ticket PDFs are written.")
     idempotency_ttl: int = _opt(
         7 * 86_400, "Longest a finished outbox_id is remembered, in s: a done mark lives "

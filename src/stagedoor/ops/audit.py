@@ -1,6 +1,7 @@
 """The audit log: every operator action, from the console or the CLI, recorded twice.
 
-An action (pause, resume, replay, delete, purge, ticket download) is one structured
+An action (pause, resume, replay, delete, purge, ticket download, and for one stuck
+pending entry dead-letter and release) is one structured
 log line (logger `stagedoor.audit`, the fields as extras: one JSON object with
 --log-format json) and one entry of the audit stream in Redis (stream/keys.audit_key,
 on the queue's hash tag; XADD MAXLEN ~ audit_maxlen, so it is capped by count and the
@@ -31,7 +32,8 @@ from ..config import Settings
 from ..stream.keys import audit_key
 
 log = logging.getLogger("stagedoor.audit")
-ACTIONS = ("pause", "resume", "replay", "delete", "purge", "ticket download")
+ACTIONS = ("pause", "resume", "replay", "delete", "purge", "ticket download", "dead-letter",
+           "release")
 DETAIL_MAX = 300
 FIELDS = ("at", "who", "via", "action", "count", "detail")
 

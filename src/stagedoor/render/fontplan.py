@@ -28,6 +28,9 @@ class FontPlan:
     # language (primary subtag) -> [(script, face number)]: tried first for the script
     lang: dict[str, list[tuple[str, int]]] = dataclasses.field(default_factory=dict)
     configured: frozenset[str] = frozenset()     # the scripts render_fonts names
+    # the colour emoji faces (render_emoji_fonts found in the directories),
+    # tried in order for emoji sequences only; empty: emoji print monochrome
+    emoji: list[int] = dataclasses.field(default_factory=list)
 
 
 _default: Callable[[], FontPlan] | None = None

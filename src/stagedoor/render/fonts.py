@@ -15,6 +15,8 @@ locale; kana in an order moves the Japanese face first).  The defaults are Noto
 (fonts-noto-core, fonts-noto-cjk) and Symbola (fonts-symbola), which scripts/setup.sh
 installs; nothing is ever downloaded.  A file name may end in `#N` for face N of a
 collection (.ttc).  Bold fields use the file with `-Bold` for `-Regular` when it exists.
+The colour emoji fonts (`render_emoji_fonts`: NotoColorEmoji.ttf, fonts-noto-color-emoji)
+are FontPlan.emoji when a directory has them: only emoji sequences go to them (emoji.py).
 
 Nothing is opened here: the native renderer memory-maps a face the first time a
 character needs it (see render/_native/fonts.pxi).  `check()` says which configured files are
@@ -60,7 +62,7 @@ def plan_for(settings: config.Settings) -> FontPlan:
     return plan(settings.render_font_dirs, _pairs(settings.render_fonts),
                 settings.render_font_fallback, _pairs(settings.render_han_fonts),
                 settings.render_han_order, _lang_pairs(settings.render_lang_fonts),
-                bool(settings.render_font_discover))
+                bool(settings.render_font_discover), settings.render_emoji_fonts)
 
 
 def _lang_pairs(entries: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
@@ -98,11 +100,13 @@ def plan(dirs: Sequence[str] = config.FONT_DIRS,
          han: Mapping[str, str] | None = None,
          han_order: Sequence[str] = config.HAN_ORDER,
          lang: Mapping[str, Sequence[tuple[str, str]]] | None = None,
-         discover: bool = True) -> FontPlan:
+         discover: bool = True,
+         emoji_fonts: Sequence[str] = config.EMOJI_FONTS) -> FontPlan:
     """Face numbers for the native renderer; missing files are left out (and reported).
     fonts: script -> "file[#face][|file...]"; han: locale key -> "file[#face]"; lang:
     language -> [(script, "file[#face]")]; discover: add, for every script, the installed
-    faces that cover it (installed.py), after the configured ones."""
+    faces that cover it (installed.py), after the configured ones; emoji_fonts: the
+    colour emoji fonts (FontPlan.emoji: those found, in order)."""
     if fonts is None:
         fonts = _pairs(config.SCRIPT_FONTS)
     if han is None:
@@ -150,8 +154,12 @@ def plan(dirs: Sequence[str] = config.FONT_DIRS,
                 n = face(name, tag)
                 if n is not None and n not in nums and len(nums) < MAX_SCRIPT_FACES:
                     nums.append(n)
+    # the colour emoji font: not a missing font when absent (the doctor says so)
+    colour = [n for name in emoji_fonts if name.strip()
+              and _find(_split(name.strip())[0], dirs) is not None
+              and (n := face(name.strip(), "emoji")) is not None]
     return FontPlan(tuple(faces), scripts, fb, han_faces, order, missing, lang_faces,
-                    frozenset(fonts))
+                    frozenset(fonts), colour)
 
 
 def missing_warning(p: FontPlan) -> str | None:

@@ -11,21 +11,23 @@ always gives the same bytes.  Both renderers deflate with level 1, window 15, me
 byte identity assumes Python's zlib module and the extension use the same libz (they
 do when both link the system zlib; tests/test_render.py would catch a difference).
 
-Layout of the file: 1 catalog, 2 pages, 3 shared resources, 4 Helvetica, 5
-Helvetica-Bold (standard Type1 fonts, /WinAnsiEncoding, not embedded), 6 the static
-part of every page (border, header bar, labels), compressed once; then per ticket k
-object 7+2k, the page, and 8+2k, its own content stream (the fields and the QR code as
-filled rectangles, see qr_rectangles).
+Layout of the file: 1 catalog, 2 pages, 3 shared resources, 4 and 5 the fast path's
+fonts F1 and F2 (Noto Sans and Noto Sans Bold as Type 3 fonts of the glyphs the order
+shows: fastfont.py), 6 the static part of every page (border, header bar, labels),
+compressed once; then per ticket k object 7+2k, the page, and 8+2k, its own content
+stream (the fields and the QR code as filled rectangles, see qr_rectangles); then the
+shaped path's fonts (below), then F1's and F2's glyph procedures and their ToUnicode.
 
-Text: the Helvetica fast path, and shaped glyphs of real fonts for the rest
---------------------------------------------------------------------------
-The standard fonts use /WinAnsiEncoding (cp1252) with /Differences that put 36 Central
-European letters the standard Helvetica fonts also have (Ą Ć Ę Ł Ń Ś Ź Ż Č Ď Ě Ň Ř Ť Ů Ő
-Ű Đ and their small letters, EXTRA_GLYPHS) on codes WinAnsi leaves unused.  A field
-whose every character has a byte there (C0 controls and DEL print as a space) and that
-fits its box (tables.FIELD_BOXES, measured with the Helvetica metrics) is drawn as
-before: "Zoë Ødegaard-Šimić", "Łukasz Żółć", €, Œ, ž.  Everything else -- Turkish ş ğ
-and the dotless i, Vietnamese, Greek, Cyrillic, Arabic, Hebrew, Devanagari, Thai, CJK,
+Text: the fast path, and shaped glyphs for the rest -- one typeface, all embedded
+-------------------------------------------------------------------------------
+The fast path's fonts F1 and F2 use the bytes of cp1252 (WinAnsi) plus 36 Central
+European letters (Ą Ć Ę Ł Ń Ś Ź Ż Č Ď Ě Ň Ř Ť Ů Ő Ű Đ and their small letters,
+EXTRA_GLYPHS) on codes WinAnsi leaves unused; each code draws the Latin face's glyph of
+its character (fastfont.py).  A field whose every character has a byte there (C0
+controls and DEL print as a space), whose glyphs stay inside its ink limits and that
+fits its box (tables.FIELD_BOXES, by the face's advances) is drawn as is: "Zoë
+Ødegaard-Šimić", "Łukasz Żółć", €, Œ, ž.  Everything else -- Turkish ş ğ and the
+dotless i, Vietnamese, Greek, Cyrillic, Arabic, Hebrew, Devanagari, Thai, CJK,
 Hangul, emoji, combining marks, and text too long for its box -- takes the shaped path
 (render/shaped/, and render/_native/ in C): normalised to NFC, every character given a face
 of the configured fonts (render/fonts.py), ordered by the Unicode bidi algorithm, shaped
@@ -55,11 +57,12 @@ not fit the box, or there would be more than 11, it takes the shaped path.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 import zlib
 
-from . import fonts, qr
+from . import fastfont, fonts, qr
 from .order import Order, Ticket
 from .shaped import faces, layout, pdf
 from .tables import (
@@ -68,8 +71,6 @@ from .tables import (
     FIELD_BOXES,
     FIELDS,
     HEADER,
-    HELVETICA_BOLD_WIDTHS,
-    HELVETICA_WIDTHS,
     SMALL_PRINT_OPS,
     STATIC_CONTENT,
     STATIC_OBJECTS,
@@ -116,16 +117,64 @@ def encode_winansi(text: str) -> bytes | None:
     return bytes(out)
 
 
+class FastFonts:
+    """The fast path's fonts for a plan (fastfont.py): per font (0 regular, 1 bold) its
+    face, each code's glyph and advance (-1: the face has none), its dictionary's head."""
+
+    def __init__(self, fs: faces.Fonts) -> None:
+        regular = fastfont.latin_face(fs.plan)
+        self.faces = (regular, fs.faces[regular].bold) if regular >= 0 else (-1, -1)
+        self.gids: list[list[int]] = []
+        self.widths: list[list[int]] = []
+        self.heads: list[bytes] = []
+        # the codes the static page shows (none without a face: nothing to draw them)
+        self.static = fastfont.STATIC_CODES if regular >= 0 else (frozenset(), frozenset())
+        for k, face in enumerate(self.faces):
+            if face < 0:
+                self.gids.append([0] * 256)
+                self.widths.append([-1] * 256)
+                self.heads.append(fastfont.head(k, b"F", [0] * 256))
+                continue
+            if not fs.faces[face].open():
+                raise RuntimeError(f"the Latin face {fs.faces[face].path} cannot be opened")
+            gids, widths = [0] * 256, [-1] * 256
+            for c, ch in enumerate(fastfont.CODE_CHARS):
+                usable = ch is not None and ch not in fastfont.SHAPED_ONLY
+                gid = fs.has(face, ord(ch)) if ch is not None and usable else None
+                if gid:
+                    gids[c], widths[c] = gid, fs.proc(face, gid)[1]
+            self.gids.append(gids)
+            self.widths.append(widths)
+            drawn = fastfont.drawn_widths(k, widths, fs.proc(face, 0)[1])
+            self.heads.append(fastfont.head(k, fs.psname(face), drawn))
+        # per field, each code's advance in its font, -1 when it has no glyph or its
+        # glyph's ink leaves the field's limits (fastfont.inside)
+        self.field_widths = [
+            [w if w >= 0 and fastfont.inside(f, fs.ink(self.faces[box[4]],
+                                                       self.gids[box[4]][c]))
+             else -1 for c, w in enumerate(self.widths[box[4]])]
+            for f, box in enumerate(FIELD_BOXES)]
+
+
+@functools.cache
+def fast_fonts(fs: faces.Fonts) -> FastFonts:
+    return FastFonts(fs)
+
+
 def fits(raw: bytes, f: int) -> bool:
-    """Whether Helvetica bytes fit field f's box (the small print: its wrapped lines)."""
-    left, right, _, size, bold, lines = FIELD_BOXES[f]
-    widths = HELVETICA_BOLD_WIDTHS if bold else HELVETICA_WIDTHS
+    """Whether fast-path bytes fit field f's box (the small print: its wrapped lines) in
+    the fast path's font (fastfont.py); False when the face lacks one of their glyphs
+    or one would leave the field's ink limits."""
+    left, right, _, size, _, lines = FIELD_BOXES[f]
+    widths = fast_fonts(faces.fonts_for(fonts.current())).field_widths[f]
+    if any(widths[b] < 0 for b in raw):
+        return False
     box = (right - left) * 1000
     if f != SMALL_PRINT:
         return sum(widths[b] for b in raw) * size // 1000 <= box
     wrapped = wrap(raw)
     return len(wrapped) <= lines and all(
-        sum(HELVETICA_WIDTHS[b] for b in line) * size // 1000 <= box for line in wrapped)
+        sum(widths[b] for b in line) * size // 1000 <= box for line in wrapped)
 
 
 def actual_text(text: str) -> bytes:
@@ -315,7 +364,20 @@ def render_order(order: Order) -> bytes:
         pos += len(obj)
 
     sh = _Shaped(order)
+    ff = fast_fonts(sh.fonts)
+    # the codes the order shows in F1 and F2: the labels', and its fast fields' bytes
+    used = [set(ff.static[0]), set(ff.static[1])]
+    for (_, f), raw in sh.fast.items():
+        used[FIELD_BOXES[f][4]].update(raw)
+    codes = [sorted(used[0]), sorted(used[1])]
     first_text = FIRST_PAGE_OBJ + 2 * n
+    # the shaped path's objects (procedures, a font and CMap per 256 codes, an image and
+    # its /SMask per colour emoji procedure), then the fast path's
+    first_fast = first_text + (len(sh.reg.proc_list) + 2 * sh.nfonts
+                               + 2 * sum(sh.fonts.image(face, gid) is not None
+                                         for face, gid in sh.reg.proc_list)
+                               if sh.nfonts else 0)
+    tounicode = first_fast + len(codes[0]) + len(codes[1])
     add(STATIC_OBJECTS[0])
     kids = b" ".join(b"%d 0 R" % (FIRST_PAGE_OBJ + 2 * k) for k in range(n))
     add(b"2 0 obj\n<< /Type /Pages /Kids [" + kids + b"] /Count %d >>\nendobj\n" % n)
@@ -327,8 +389,8 @@ def render_order(order: Order) -> bytes:
             + b" >> >>\nendobj\n")
     else:
         add(STATIC_OBJECTS[1])
-    for obj in STATIC_OBJECTS[2:]:
-        add(obj)
+    add(fastfont.font_object(4, ff.heads[0], codes[0], first_fast, tounicode))
+    add(fastfont.font_object(5, ff.heads[1], codes[1], first_fast + len(codes[0]), tounicode))
     add(_stream(6, STATIC_CONTENT))
     for k, ticket in enumerate(order.tickets):
         page = FIRST_PAGE_OBJ + 2 * k
@@ -337,6 +399,12 @@ def render_order(order: Order) -> bytes:
         add(_stream(page + 1, page_content(k, ticket, sh)))
     for obj in pdf.font_objects(sh.fonts, sh.reg, first_text):
         add(obj)
+    num = first_fast
+    for k in (0, 1):
+        for c in codes[k]:
+            add(b"%d 0 obj\n" % num + sh.fonts.proc(ff.faces[k], ff.gids[k][c])[0])
+            num += 1
+    add(b"%d 0 obj\n" % tounicode + fastfont.TOUNICODE_BODY)
     size = len(offsets) + 1
     xref = [b"xref\n0 %d\n0000000000 65535 f \n" % size]
     xref += [b"%010d 00000 n \n" % off for off in offsets]

@@ -51,9 +51,10 @@ FIELDS: tuple[tuple[str, bytes], ...] = (
 SMALL_PRINT_OPS = b"/F1 5 Tf 0.3 0.3 0.3 rg 6 TL 24 80 Td"
 
 HEADER = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n"
-# Central European letters that WinAnsi lacks but the standard Helvetica fonts have:
-# they take the codes WinAnsi leaves unused (C0 controls print as spaces, so 1-31 are
-# free), through /Differences on top of /WinAnsiEncoding.  Order = code order.
+# Central European letters that WinAnsi lacks (the standard Helvetica fonts had them,
+# and the fast path kept them when it moved to Noto Sans, fastfont.py): they take the
+# codes WinAnsi leaves unused (C0 controls print as spaces, so 1-31 are free).  Order =
+# code order.
 EXTRA_GLYPHS = (
     ("Ą", "Aogonek"), ("ą", "aogonek"), ("Ć", "Cacute"), ("ć", "cacute"),
     ("Ę", "Eogonek"), ("ę", "eogonek"), ("Ł", "Lslash"), ("ł", "lslash"),
@@ -66,19 +67,11 @@ EXTRA_GLYPHS = (
     ("Ű", "Uhungarumlaut"), ("ű", "uhungarumlaut"), ("Đ", "Dcroat"), ("đ", "dcroat"),
 )
 EXTRA_CODES = (*range(1, 32), 0x7F, 0x81, 0x8D, 0x8F, 0x90)
-ENCODING = (b"<< /Type /Encoding /BaseEncoding /WinAnsiEncoding /Differences [1 "
-            + b" ".join(b"/" + name.encode() for _, name in EXTRA_GLYPHS[:31])
-            + b" 127 /" + EXTRA_GLYPHS[31][1].encode() + b" 129 /" + EXTRA_GLYPHS[32][1].encode()
-            + b" 141 /" + EXTRA_GLYPHS[33][1].encode() + b" 143 /"
-            + EXTRA_GLYPHS[34][1].encode() + b" /" + EXTRA_GLYPHS[35][1].encode() + b"] >>")
-
+# Objects 1 and 3; objects 4 and 5, the fast path's fonts F1 and F2 (the labels' too),
+# are written per order from fastfont.py's pieces (Type 3, the glyphs the order shows).
 STATIC_OBJECTS = (
     b"1 0 obj\n<< /Type /Catalog /Pages 2 0 R >>\nendobj\n",
     b"3 0 obj\n<< /Font << /F1 4 0 R /F2 5 0 R >> >>\nendobj\n",
-    b"4 0 obj\n<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding "
-    + ENCODING + b" >>\nendobj\n",
-    b"5 0 obj\n<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding "
-    + ENCODING + b" >>\nendobj\n",
 )
 
 
@@ -106,16 +99,16 @@ MIN_SIZE = 6000
 
 # Where each field's ink may go, up and down: (bottom, top) in 1/1000 pt, in FIELD_BOXES
 # order.  A field's box runs from LABEL_CLEAR below its own label's ink down to
-# LABEL_CLEAR above the ink of the next row's label: a label's ink (6.5 pt Helvetica
-# capitals and the slash of DATE / TIME) lies from LABEL_INK[0] below its baseline to
+# LABEL_CLEAR above the ink of the next row's label: a label's ink (6.5 pt capitals and
+# the slash of DATE / TIME; sized for Helvetica's, which Noto Sans' fit inside: 0.07 pt
+# below to 4.72 pt above, fastfont.py) lies from LABEL_INK[0] below its baseline to
 # LABEL_INK[1] above it.  The event stays inside the header bar (y 250-286), the small
 # print above the border (y 12).  Was: from 0.3 pt under the label's baseline, room
 # sized for Latin, in which Tibetan, Myanmar, Lao, Sinhala, Thai and Javanese marks came
-# within a pixel of the label (issue 39); the values' baselines moved 1 pt down with it,
-# so the Helvetica fast path's /FontBBox still fits.  The shaped path
-# measures the ink of what it draws (each glyph's outline box, at its offset) and
-# places, spaces and shrinks the lines so that all of it lies in here; the Helvetica
-# fast path stays inside by its fonts' /FontBBox at the sizes it draws.
+# within a pixel of the label (issue 39); the values' baselines moved 1 pt down with it.
+# The shaped path measures the ink of what it draws (each glyph's outline box, at its offset) and
+# places, spaces and shrinks the lines so that all of it lies in here; the fast path
+# takes only the codes whose glyph's ink stays in here (fastfont.inside).
 # The least room, in 1/1000 pt, between a field's box and the box of the next column
 # (section | row | seat, price | order_id), the QR code and the header's STAGEDOOR: a
 # right-aligned value must not read as one phrase with its neighbour.
@@ -142,46 +135,4 @@ FIELD_INK: tuple[tuple[int, int], ...] = (
     _between(108, 134),     # order_id
     (86000, 108000 - LABEL_INK[0] - LABEL_CLEAR),  # admission_code: above the small print
     (14000, 85000),         # small print
-)
-
-# Advance widths (1/1000 em) of the standard Helvetica and Helvetica-Bold by byte of the
-# fonts' encoding (WinAnsi + the EXTRA_GLYPHS codes 1-31, 127, 129, 141, 143, 144): the
-# Adobe core-14 metrics as reportlab ships them; the EXTRA_GLYPHS letters are as wide as
-# their base letter (as in the AFM), but for dcaron and tcaron.  Only used to see whether
-# a field fits its box; byte 0 never occurs (controls print as spaces).
-HELVETICA_WIDTHS = (
-    0, 667, 556, 722, 500, 667, 556, 556, 222, 722, 556, 667, 500, 611, 500, 611,
-    500, 722, 500, 722, 643, 667, 556, 722, 556, 722, 333, 611, 317, 722, 556, 778,
-    278, 278, 355, 556, 556, 889, 667, 191, 333, 333, 389, 584, 278, 333, 278, 278,
-    556, 556, 556, 556, 556, 556, 556, 556, 556, 556, 278, 278, 584, 584, 584, 556,
-    1015, 667, 667, 722, 722, 667, 611, 778, 722, 278, 500, 667, 556, 833, 722, 778,
-    667, 778, 722, 667, 611, 722, 667, 944, 667, 667, 611, 278, 278, 278, 469, 556,
-    333, 556, 556, 500, 556, 556, 278, 556, 556, 222, 222, 500, 222, 833, 556, 556,
-    556, 556, 333, 500, 278, 556, 500, 722, 500, 500, 500, 334, 260, 334, 584, 556,
-    556, 722, 222, 556, 333, 1000, 556, 556, 333, 1000, 667, 333, 1000, 556, 611, 722,
-    556, 222, 222, 333, 333, 350, 556, 1000, 333, 1000, 500, 333, 944, 0, 500, 667,
-    278, 333, 556, 556, 556, 556, 260, 556, 333, 737, 370, 556, 584, 333, 737, 333,
-    400, 584, 333, 333, 333, 556, 537, 278, 333, 333, 365, 556, 834, 834, 834, 611,
-    667, 667, 667, 667, 667, 667, 1000, 722, 667, 667, 667, 667, 278, 278, 278, 278,
-    722, 722, 778, 778, 778, 778, 778, 584, 778, 722, 722, 722, 722, 667, 667, 611,
-    556, 556, 556, 556, 556, 556, 889, 500, 556, 556, 556, 556, 278, 278, 278, 278,
-    556, 556, 556, 556, 556, 556, 556, 584, 611, 556, 556, 556, 556, 500, 556, 500,
-)
-HELVETICA_BOLD_WIDTHS = (
-    0, 722, 556, 722, 556, 667, 556, 611, 278, 722, 611, 667, 556, 611, 500, 611,
-    500, 722, 556, 722, 743, 667, 556, 722, 611, 722, 389, 611, 389, 722, 611, 778,
-    278, 333, 474, 556, 556, 889, 722, 238, 333, 333, 389, 584, 278, 333, 278, 278,
-    556, 556, 556, 556, 556, 556, 556, 556, 556, 556, 333, 333, 584, 584, 584, 611,
-    975, 722, 722, 722, 722, 667, 611, 778, 722, 278, 556, 722, 611, 833, 722, 778,
-    667, 778, 722, 667, 611, 722, 667, 944, 667, 667, 611, 333, 278, 333, 584, 556,
-    333, 556, 611, 556, 611, 556, 333, 611, 611, 278, 278, 556, 278, 889, 611, 611,
-    611, 611, 389, 556, 333, 611, 556, 778, 556, 556, 500, 389, 280, 389, 584, 611,
-    556, 722, 278, 556, 500, 1000, 556, 556, 333, 1000, 667, 333, 1000, 611, 611, 722,
-    611, 278, 278, 500, 500, 350, 556, 1000, 333, 1000, 556, 333, 944, 0, 500, 667,
-    278, 333, 556, 556, 556, 556, 280, 556, 333, 737, 370, 556, 584, 333, 737, 333,
-    400, 584, 333, 333, 333, 611, 556, 278, 333, 333, 365, 556, 834, 834, 834, 611,
-    722, 722, 722, 722, 722, 722, 1000, 722, 667, 667, 667, 667, 278, 278, 278, 278,
-    722, 722, 778, 778, 778, 778, 778, 584, 778, 722, 722, 722, 722, 667, 667, 611,
-    556, 556, 556, 556, 556, 556, 889, 556, 556, 556, 556, 556, 278, 278, 278, 278,
-    611, 611, 611, 611, 611, 611, 611, 584, 611, 611, 611, 611, 611, 556, 611, 556,
 )

@@ -14,6 +14,7 @@ from aiohttp import web
 from ..cli.commands.status import human_ms
 from ..cli.text import safe
 from ..config import Settings
+from ..ops.kindstats import seconds_text
 from . import security
 from .admission import Gate
 from .credentials import PasswordFiles
@@ -71,6 +72,7 @@ def templates() -> jinja2.Environment:
     env.filters["ms"] = lambda v: human_ms(v) if isinstance(v, int | float) else "-"
     env.filters["bytes"] = lambda v: human_bytes(v) if isinstance(v, int) else "-"
     env.filters["utc"] = utc
+    env.filters["secs"] = lambda v: seconds_text(v) if isinstance(v, int | float) else "-"
     return env
 
 

@@ -22,10 +22,10 @@ from typing import Any
 from aiohttp import web
 
 from ..handlers.files import OutsideTicketsDir, confined
-from ..ops import audit, deadletters, fleet, jobs, pending
+from ..ops import audit, deadletters, fleet, jobs, kindstats, pending, release
 from ..ops.deadletters import BadBound, DeadFilter
 from ..ops.inspect import BadEntryId, check_id, parse_id
-from . import security
+from . import kindchart, security
 from .console import Console, console_of
 from .credentials import ACTS
 
@@ -230,13 +230,13 @@ async def pending_dead_letter(request: web.Request) -> web.StreamResponse:
     form = await request.post()
     entry_id = _entry_id(str(form.get("id", "")))
     if not form.get("confirm"):
-        entry = await pending.show_pending(console.client, console.settings, entry_id)
-        if entry is None:
+        p = await release.plan(console.client, console.settings, entry_id)
+        if p is None:
             tell(request, "error", f"{entry_id} is not pending any more (acked or "
                                    "dead-lettered meanwhile)")
             raise web.HTTPSeeOther("/pending")
-        return page(request, "pending_confirm.html", e=entry,
-                    running=entry.idle_ms < console.settings.claim_idle_ms)
+        return page(request, "pending_confirm.html", e=p.entry, owner=p.owner,
+                    running=p.entry.idle_ms < console.settings.claim_idle_ms)
     dead_id = await pending.dead_letter(console.client, console.settings, entry_id,
                                         who=who(request))
     if dead_id is None:
@@ -245,6 +245,50 @@ async def pending_dead_letter(request: web.Request) -> web.StreamResponse:
         await record(request, "dead-letter", 1, f"{entry_id} {dead_id}")
         tell(request, "ok", f"dead-lettered {entry_id} as {dead_id}: replay or delete it "
                             "from the dead letters")
+    raise web.HTTPSeeOther("/pending")
+
+
+NOT_PENDING = ("{} is not pending any more (acked, dead-lettered, or never delivered): "
+               "nothing to release\n")
+
+
+async def pending_entry_page(request: web.Request) -> web.StreamResponse:
+    """One pending entry with its owner's presence, and (operator) its two actions."""
+    console = console_of(request)
+    entry_id = _entry_id(request.match_info["entry_id"])
+    p = await release.plan(console.client, console.settings, entry_id)
+    if p is None:
+        raise web.HTTPNotFound(text=NOT_PENDING.format(entry_id).replace(
+            ": nothing to release", ""))
+    return page(request, "pending_entry.html", e=p.entry, owner=p.owner, p=p)
+
+
+@operator_only
+async def pending_release(request: web.Request) -> web.StreamResponse:
+    """Release a stuck pending entry to the fleet now (ops/release.py), in two steps: the
+    first POST shows what will happen (the entry, its owner and whether that worker may
+    be running it); the second, with confirm, does it if the entry is still pending on
+    the owner shown.  Not pending any more: 409; taken by another consumer meanwhile:
+    409, look again."""
+    console = console_of(request)
+    form = await request.post()
+    entry_id = _entry_id(str(form.get("id", "")))
+    owner = str(form.get("owner", ""))[:200] or None
+    if not form.get("confirm"):
+        p = await release.plan(console.client, console.settings, entry_id)
+        if p is None:
+            raise web.HTTPConflict(text=NOT_PENDING.format(entry_id))
+        return page(request, "pending_release_confirm.html", e=p.entry, owner=p.owner, p=p)
+    done = await release.release(console.client, console.settings, entry_id, owner=owner)
+    if done.status == "not-pending":
+        raise web.HTTPConflict(text=NOT_PENDING.format(entry_id))
+    if done.status == "moved":
+        raise web.HTTPConflict(text=f"{entry_id} is pending on {done.consumer} now, not on "
+                                    f"{owner}: a worker took it meanwhile; nothing released "
+                                    "(look at it again)\n")
+    await record(request, "release", 1, f"{entry_id} from {done.consumer}")
+    tell(request, "ok", f"released {entry_id} (pending on {done.consumer}) to the fleet: "
+                        "the next reclaim pass of a worker takes it")
     raise web.HTTPSeeOther("/pending")
 
 
@@ -508,6 +552,14 @@ async def audit_page(request: web.Request) -> web.StreamResponse:
     return page(request, "audit.html", entries=entries)
 
 
+# -- metrics by kind ----------------------------------------------------------------------
+async def kinds_page(request: web.Request) -> web.StreamResponse:
+    """The last hour by kind (ops/kindstats.py): one round trip, read by any role."""
+    console = console_of(request)
+    w = await kindstats.window(console.client, console.settings)
+    return page(request, "kinds.html", w=w, charts=kindchart.charts(w))
+
+
 def add_routes(app: web.Application) -> None:
     r = app.router
     r.add_get("/login", login_form)
@@ -520,6 +572,8 @@ def add_routes(app: web.Application) -> None:
     r.add_post("/resume", resume_action)
     r.add_get("/pending", pending_page)
     r.add_post("/pending/dead-letter", pending_dead_letter)
+    r.add_post("/pending/release", pending_release)
+    r.add_get("/pending/{entry_id}", pending_entry_page)
     r.add_get("/dead", dead_page)
     r.add_get("/dead/errors", dead_errors_page)  # before /dead/{entry_id}: not an id
     r.add_get("/dead/{entry_id}", dead_entry_page)
@@ -529,3 +583,4 @@ def add_routes(app: web.Application) -> None:
     r.add_get("/job", job_page)
     r.add_get("/ticket/{order_id}", ticket)
     r.add_get("/audit", audit_page)
+    r.add_get("/kinds", kinds_page)  # not /metrics: the supervisor's exporter has that

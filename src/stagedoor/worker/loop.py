@@ -214,6 +214,10 @@ class Worker:
                                   consume, reclaim)
         finally:
             await lifecycle.cancel_and_wait([*tasks, *self.slots.running.values()])
+            # what the drain handled since the last beat, into the console's per-kind
+            # ring (ops/kindstats.py); bounded: Redis may be what ends this worker
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.presence.flush_kinds(), 2.0)
             await self.claim.release()  # after the drain and its acks: the name is free
             self.executor.shutdown(wait=False, cancel_futures=True)
             await self.reader.conn.aclose()

@@ -146,10 +146,14 @@ async def run_with_policy(run: Callable[[], Awaitable[None]], *, kind: str, time
             finally:
                 deadlines.finish(task)
         except PermanentError as e:
+            # timed like any other run: the Metrics tab's execution time (and the
+            # exporter's histogram) covers the failures that dead-letter at once too
+            stats.observe(kind, time.perf_counter() - started)
             return Outcome(Verdict.DEAD, f"permanent error: {type(e).__name__}: {e}",
                            attempt + 1)
         except Exception as e:
             if is_permanent(e):  # EROFS, EACCES, WRONGTYPE: no delivery will fare better
+                stats.observe(kind, time.perf_counter() - started)
                 return Outcome(Verdict.DEAD, f"permanent error: {type(e).__name__}: "
                                f"{first_line(e)}", attempt + 1)
             if is_oom(e):

@@ -27,6 +27,10 @@ resume but a key lost with Redis's data: the worker logs "pause flag disappeared
 sets its pause_lost gauge (alert StagedoorPauseFlagLost) and stays paused until an
 operator's resume.
 
+After the pause is looked at, when the worker handled anything since its last beat,
+a fourth command: one EVALSHA adds its per-kind counts to the console's per-minute
+ring (ops/kindstats.py; best effort, what fails is sent at the next beat).
+
 A failed round trip (Redis away, OOM refusing the SET) changes nothing: the worker
 keeps the pause state it had and tries again at the next beat.
 """
@@ -47,6 +51,7 @@ import redis.asyncio as aioredis
 
 from ..config import Settings
 from ..ops.fleet import FLEET_TTL_S, PauseState, parse_pause, presence_ttl_ms
+from ..ops.kindstats import Flusher
 from ..ops.metrics import WorkerStats
 from ..stream import connection
 from ..stream.keys import fleet_key, paused_key, presence_key
@@ -157,6 +162,9 @@ class Presence:
         self._ttl = presence_ttl_ms(settings)
         self.interval = max(settings.heartbeat_interval, PRESENCE_MIN_INTERVAL)
         self._names_due = 0.0  # monotonic time the name hash is next written
+        # what this worker counted by kind since the last beat, into the console's
+        # per-minute ring (ops/kindstats.py): one EVALSHA, only when it counted something
+        self.kinds = Flusher(settings, stats)
 
     def record(self) -> dict[str, Any]:
         gauges = self.stats.gauges
@@ -204,6 +212,15 @@ class Presence:
                 self.pause.leave(state)
             else:
                 self.pause.flag_gone()
+        await self.flush_kinds()  # after the pause is seen: it waits for nothing
+
+    async def flush_kinds(self) -> None:
+        """The per-kind counts since the last flush (ops/kindstats.py); best effort:
+        a failure keeps them for the next beat."""
+        try:
+            await self.kinds.flush(self.cmd, time.time())
+        except _BEST_EFFORT as e:
+            log.debug("per-kind counts not written: %s", e)
 
     async def run(self) -> None:
         while True:

@@ -1,5 +1,9 @@
-"""`stagedoor pending list|show`: delivered, unacked entries (ops/pending.py), with
-their consumer, idle time, deliveries and last error."""
+"""`stagedoor pending list|show|release`: delivered, unacked entries (ops/pending.py),
+with their consumer, idle time, deliveries and last error; `release` hands a stuck one
+to the fleet now instead of after claim_idle_ms (ops/release.py, the console's twin:
+what it does and what keeps it safe is told there).  Here: arguments, the dry-run
+text, the question on a terminal (like `dead replay`: without one it goes on, since
+it only lets a job run sooner), the audit entry, output."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ... import config
-from ..console_run import print_table, run_op, write_json
+from ..console_run import confirm, print_table, run_op, write_json
 from ..text import safe, short
 from .dead import _entry_id, _positive
 from .status import CONNECTION_SETTINGS, human_ms
@@ -46,8 +50,23 @@ def register(subparsers: Any) -> None:
     show.add_argument("id", type=_entry_id, metavar="ID", help="the entry id")
     show.add_argument("--json", action="store_true", help="one JSON object (for scripts)")
     show.set_defaults(func=run_show)
+    rel = sub.add_parser(
+        "release", help="hand a stuck pending entry to the fleet now",
+        description="Set the entry's idle time past every worker's claim threshold: it "
+                    "stays pending on its consumer, and the next reclaim pass of any "
+                    "worker takes it and runs it (an idle worker reclaims every "
+                    "block_ms). Nothing is acked or copied. Shows the entry and its "
+                    "owner first and asks on a terminal. Exit 1: not pending any more, "
+                    "or taken by another consumer meanwhile.")
+    rel.add_argument("id", type=_entry_id, metavar="ID", help="the entry id")
+    rel.add_argument("--dry-run", action="store_true",
+                     help="print what would happen, touch nothing")
+    rel.add_argument("--yes", "-y", action="store_true", help="do not ask")
+    rel.add_argument("--json", action="store_true", help="one JSON object (for scripts)")
+    rel.set_defaults(func=run_release)
     for leaf in (ls, show):
         config.add_arguments(leaf, only=CONNECTION_SETTINGS)
+    config.add_arguments(rel, only=(*CONNECTION_SETTINGS, "claim_idle_ms", "audit_maxlen"))
 
 
 def _seconds(text: str) -> int:
@@ -110,3 +129,72 @@ def run_show(args: argparse.Namespace) -> int:
         return 0
 
     return run_op("stagedoor pending show", s, action)
+
+
+def _plan_text(p: Any) -> str:
+    """The dry-run text: which entry, who holds it, what will happen."""
+    e, o = p.entry, p.owner
+    if o.malformed:
+        owner = f"a process writes a malformed record under this name ({safe(o.malformed)})"
+    elif o.alive:
+        owner = (f"alive: {safe(str(o.host))} pid {o.pid}, last beat "
+                 f"{human_ms(o.seen_ms_ago or 0)} ago, {o.in_flight} jobs in flight")
+    else:
+        owner = "no live worker under this name"
+    lines = [f"entry      {e.id} (kind {safe(e.kind or '-')}, order {safe(e.order_id or '-')})",
+             f"held by    {safe(e.consumer)}: {owner}",
+             f"idle       {human_ms(e.idle_ms)}, {e.deliveries} deliveries",
+             "release    its idle time is set past every worker's claim threshold "
+             f"(claim_idle_ms {human_ms(p.claim_idle_ms)} here): the next reclaim pass "
+             "of any worker takes it and runs it; nothing is acked or copied"]
+    if p.maybe_running:
+        lines.append(f"warning    {safe(e.consumer)} is alive and the entry idle less than "
+                     "claim_idle_ms: it may be running it now; a second run waits on the "
+                     "job's lease and is skipped as done once the first ended")
+    return "\n".join(lines)
+
+
+def run_release(args: argparse.Namespace) -> int:
+    from ...ops import audit
+    from ...ops import release as ops_release
+    s = config.from_args(args)
+    prog = "stagedoor pending release"
+
+    async def action(client: aioredis.Redis) -> int:
+        p = await ops_release.plan(client, s, args.id)
+        if p is None:
+            print(f"{prog}: {args.id} is not pending any more in {s.stream}/{s.group} "
+                  "(acked, dead-lettered, or never delivered): nothing released",
+                  file=sys.stderr)
+            return 1
+        if args.dry_run:
+            if args.json:
+                write_json({"dry_run": True, **p.to_json()})
+            else:
+                print(_plan_text(p))
+            return 0
+        if not args.yes and sys.stdin.isatty():
+            print(_plan_text(p))
+            if not confirm(f"Release {args.id} to the fleet now?"):
+                print("not released")
+                return 1
+        done = await ops_release.release(client, s, args.id, owner=p.entry.consumer)
+        if done.status == "not-pending":
+            print(f"{prog}: {args.id} is not pending any more in {s.stream}/{s.group} "
+                  "(acked or dead-lettered meanwhile): nothing released", file=sys.stderr)
+            return 1
+        if done.status == "moved":
+            print(f"{prog}: {args.id} is pending on {safe(done.consumer)} now, not on "
+                  f"{safe(p.entry.consumer)}: a worker took it meanwhile; nothing released",
+                  file=sys.stderr)
+            return 1
+        await audit.record(client, s, who=audit.cli_user(), via="cli", action="release",
+                           count=1, detail=f"{args.id} from {done.consumer}")
+        if args.json:
+            write_json(done.to_json())
+        else:
+            print(f"released {args.id} (pending on {safe(done.consumer)}) to the fleet: the "
+                  "next reclaim pass of a worker takes it")
+        return 0
+
+    return run_op(prog, s, action)

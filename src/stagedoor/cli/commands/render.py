@@ -58,7 +58,7 @@ def register(sub: Any) -> None:
 
 FONT_SETTINGS = ("render_font_dirs", "render_fonts", "render_font_fallback",
                  "render_han_fonts", "render_han_order", "render_lang_fonts",
-                 "render_font_discover")
+                 "render_font_discover", "render_emoji_fonts")
 
 
 def check_fonts(plan: fonts.FontPlan) -> int:

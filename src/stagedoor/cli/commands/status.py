@@ -59,6 +59,10 @@ def register(subparsers: Any) -> None:
     mode.add_argument("--check", action="store_true",
                       help="judge the queue and exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN "
                       "(a monitoring plugin; thresholds below, see docs/monitoring.md)")
+    mode.add_argument("--kinds", action="store_true",
+                      help="per job kind over the last hour: done, failed, retried, "
+                      "dead-lettered, execution time and time in queue P50/P95/P99 (the "
+                      "web console's Metrics tab)")
     mode.add_argument("--watch", action="store_true",
                       help="a line every --interval seconds: backlog, throughput, time to "
                       "drain (Ctrl-C ends it)")
@@ -124,6 +128,9 @@ def run(args: argparse.Namespace) -> int:
     settings = config.from_args(args)
     if args.watch:
         return run_watch(args, settings)
+    if args.kinds:
+        from .status_kinds import run_kinds
+        return run_kinds(settings, args.json)
     try:
         client = cli_client(settings)  # a Cluster client asks the nodes here
     except OUTAGE_ERRORS as e:

@@ -19,6 +19,7 @@ from ...cli import sandbox
 from ...config import ConfigError, Settings
 from ...exitcodes import CHECK_CRITICAL, CHECK_OK, CHECK_UNKNOWN, CHECK_WARNING
 from . import Finding
+from .emoji import emoji_check
 
 BUILD_FROM_SOURCE = ("install the manylinux wheel, which carries its libraries (README "
                      "Install), or build from source: pip install . with a C compiler, "
@@ -321,4 +322,5 @@ def metrics_port(settings: Settings) -> Finding:
 def checks(settings: Settings, unit_dir: str) -> list[Finding]:
     icu = icu_dictionaries()
     return [*native(), thai(), *([icu] if icu else []), *fonts_check(settings),
-            *tickets_dir(settings), *systemd_units(unit_dir), metrics_port(settings)]
+            emoji_check(settings), *tickets_dir(settings), *systemd_units(unit_dir),
+            metrics_port(settings)]

@@ -40,7 +40,19 @@ cdef inline bint is_regional_indicator(unsigned int c) noexcept nogil:
 cdef void line_breaks(const unsigned int* u, int n, char* brk,
                       unsigned int* tmp) noexcept nogil:
     """libunibreak's break classes of u[:n] into brk; tmp: room for n code points, used
-    only when u has a character the library cannot take (see above)."""
+    only when u has a character the library cannot take (see above).  From the
+    per-process cache when the same text came before (breakcache.pxi)."""
+    cdef unsigned int h = 0
+    if brk_cached(u, n, brk, &h):
+        return
+    line_breaks_of(u, n, brk, tmp)
+    if h != 0:
+        brk_cache_put(u, n, brk, h)
+
+
+cdef void line_breaks_of(const unsigned int* u, int n, char* brk,
+                         unsigned int* tmp) noexcept nogil:
+    """line_breaks, from libunibreak itself."""
     cdef int i, pairs = 0
     cdef unsigned int c
     cdef bint hazard = False

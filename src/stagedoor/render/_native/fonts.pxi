@@ -57,12 +57,19 @@ cdef struct GlyphProc:
     int objlen
     int width                   # advance, 1/1000 em
     int x0, y0, x1, y1          # its outline's box as its d1 gives it (all 0: no ink)
+    # a colour glyph (emoji.pxi): its image, RGB and alpha, each deflated; NULL for others
+    char* img
+    int imglen
+    char* mask
+    int masklen
+    int iw, ih
 
 cdef struct Face:
     char* path
     int index
     int state                   # 0 not opened yet, 1 open, -1 cannot be opened
     int bold                    # the face used for bold fields (itself when none)
+    int colour                  # its glyphs are PNGs (CBDT): only emoji.pxi picks it
     hb_blob_t* blob
     hb_face_t* face
     hb_font_t* font
@@ -118,6 +125,7 @@ cdef int face_open(int i) noexcept nogil:
             hb_font_set_scale(f.font, EM, EM)
             hb_font_make_immutable(f.font)
             f.nglyphs = hb_face_get_glyph_count(f.face)
+            f.colour = hb_ot_color_has_png(f.face)
             face_psname(f, i)
             f.glyphs = <GlyphProc**>calloc(f.nglyphs + 1, sizeof(GlyphProc*))
             sd_store_int(&f.state, 1 if f.glyphs != NULL else -1)
@@ -147,6 +155,13 @@ cdef void face_psname(Face* f, int i) noexcept nogil:
 
 cdef inline int face_has(int i, Py_UCS4 cp, unsigned int* gid) noexcept nogil:
     return face_open(i) and hb_font_get_nominal_glyph(FACES[i].font, cp, gid)
+
+
+cdef inline int face_text(int i, Py_UCS4 cp, unsigned int* gid) noexcept nogil:
+    """face_has for text: a colour emoji face draws only the emoji sequences emoji.pxi
+    gives it (its digits and space are not text glyphs)."""
+    return face_open(i) and not FACES[i].colour and hb_font_get_nominal_glyph(
+        FACES[i].font, cp, gid)
 
 
 # -- which face draws a character ------------------------------------------------------------
@@ -207,22 +222,22 @@ cdef int pick_face(Py_UCS4 cp, hb_script_t script, int prev, const int* of,
     for i in range(npref):
         if <hb_script_t>pref[2 * i] == script:
             f = FACES[pref[2 * i + 1]].bold if bold else pref[2 * i + 1]
-            if face_has(f, cp, gid):
+            if face_text(f, cp, gid):
                 return f
     if is_han_script(script):
         for i in range(nhan):
             f = FACES[han[i]].bold if bold else han[i]
-            if face_has(f, cp, gid):
+            if face_text(f, cp, gid):
                 return f
     k = script_index(script)
     if k >= 0:
         for i in range(SCRIPT_NFACE[k]):
             f = FACES[SCRIPT_FACE[k][i]].bold if bold else SCRIPT_FACE[k][i]
-            if face_has(f, cp, gid):
+            if face_text(f, cp, gid):
                 return f
     for i in range(NFALLBACK):
         f = FACES[FALLBACK[i]].bold if bold else FALLBACK[i]
-        if face_has(f, cp, gid):
+        if face_text(f, cp, gid):
             return f
     if prev >= 0 and hb_font_get_nominal_glyph(FACES[prev].font, cp, gid):
         return prev
@@ -235,7 +250,7 @@ cdef int pick_face(Py_UCS4 cp, hb_script_t script, int prev, const int* of,
     # last, any configured face (a sign like the baht sign is Common but only the Thai
     # font has it); this opens faces, which only a character missing above pays for
     for f in range(NFACES):
-        if face_has(f, cp, gid):
+        if face_text(f, cp, gid):
             return f
     return -1
 
@@ -256,12 +271,12 @@ cdef int replacement(unsigned int* gid) noexcept nogil:
     PyThread_acquire_lock(FONT_LOCK, WAIT_LOCK)
     if REPL_FACE == -2:
         for i in range(NFALLBACK):
-            if face_has(FALLBACK[i], 0xFFFD, &g):
+            if face_text(FALLBACK[i], 0xFFFD, &g):
                 face = FALLBACK[i]
                 break
         if face < 0:
             for i in range(NFACES):
-                if face_has(i, 0xFFFD, &g):
+                if face_text(i, 0xFFFD, &g):
                     face = i
                     break
         if face < 0:
@@ -289,6 +304,8 @@ cdef void drop_faces() noexcept nogil:
             for g in range(f.nglyphs):
                 if f.glyphs[g] != NULL:
                     free(f.glyphs[g].obj)
+                    free(f.glyphs[g].img)
+                    free(f.glyphs[g].mask)
                     free(f.glyphs[g])
             free(f.glyphs)
             hb_font_destroy(f.font)
@@ -361,6 +378,8 @@ cdef void drop_faces_keep_config() noexcept nogil:
             for g in range(f.nglyphs):
                 if f.glyphs[g] != NULL:
                     free(f.glyphs[g].obj)
+                    free(f.glyphs[g].img)
+                    free(f.glyphs[g].mask)
                     free(f.glyphs[g])
             free(f.glyphs)
             hb_font_destroy(f.font)

@@ -149,7 +149,7 @@ cdef GlyphProc* make_proc(Face* f, unsigned int gid) noexcept nogil:
     free(head.data)
     # kept for the life of the process: an exact copy, not the buffer (at least 4 KB
     # for ~300-700 bytes; 17,000 cached CJK glyphs held 70 MB that way)
-    g = <GlyphProc*>malloc(sizeof(GlyphProc))
+    g = <GlyphProc*>calloc(1, sizeof(GlyphProc))
     if obj.failed or g == NULL:
         free(obj.data)
         free(g)
@@ -182,7 +182,10 @@ cdef GlyphProc* glyph_proc(int face, unsigned int gid) noexcept nogil:
     PyThread_acquire_lock(f.lock, WAIT_LOCK)
     g = f.glyphs[gid]
     if g == NULL:
-        g = make_proc(f, gid)
+        if f.colour:
+            g = make_colour_proc(f, face, gid)     # emoji.pxi; NULL: no PNG, an outline
+        if g == NULL:
+            g = make_proc(f, gid)
         sd_store_ptr(<void**>&f.glyphs[gid], g)
     PyThread_release_lock(f.lock)
     return g

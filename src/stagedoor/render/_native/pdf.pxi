@@ -11,12 +11,11 @@ cdef enum:
 # The fixed objects are stagedoor.render.tables' bytes (one copy for both renderers).
 cdef bytes _HEADER = _tables.HEADER
 cdef const char* HEADER = _HEADER
-# STATIC_OBJECTS: 1 the catalog, 3 the resources, 4 Helvetica, 5 Helvetica-Bold
+# STATIC_OBJECTS: 1 the catalog, 3 the resources (4 and 5, the fast path's fonts, are
+# written per order: fastfont.pxi)
 cdef tuple _OBJECTS = tuple(_tables.STATIC_OBJECTS)
 cdef const char* OBJ_CATALOG = <bytes>_OBJECTS[0]
 cdef const char* OBJ_FONTS = <bytes>_OBJECTS[1]
-cdef const char* OBJ_HELVETICA = <bytes>_OBJECTS[2]
-cdef const char* OBJ_HELVETICA_BOLD = <bytes>_OBJECTS[3]
 
 
 # object 6, built and compressed once at import
@@ -172,7 +171,8 @@ cdef int render_c(const TicketC* tickets, Py_ssize_t n, Scratch* s,
     cdef Buf* out = &s.out
     cdef Buf* content = &s.content
     cdef Py_ssize_t k, i, nobj = 0, nshaped = 0
-    cdef int page, rc = 0, f, first_text, nfonts = 0
+    cdef int page, rc = 0, f, first_text, nfonts = 0, nfast, first_fast, ntext = 0
+    cdef unsigned char used[512]
     cdef const TicketC* t
     cdef TextCtx* tc = NULL
     cdef FieldOut* fo = NULL
@@ -203,8 +203,18 @@ cdef int render_c(const TicketC* tickets, Py_ssize_t n, Scratch* s,
                         return -1
         nfonts = (tc.reg.n + 255) // 256
     first_text = FIRST_PAGE_OBJ + 2 * <int>n
-    offsets = <Py_ssize_t*>malloc((6 + 2 * n + (tc.reg.nproc + 2 * nfonts if tc != NULL else 0))
-                                  * sizeof(Py_ssize_t))
+    if nfonts:
+        # the shaped path's objects: its procedures, a font and a CMap per 256 codes, and
+        # two objects (an image and its /SMask) per colour emoji procedure (emoji.pxi)
+        ntext = tc.reg.nproc + 2 * nfonts
+        for i in range(tc.reg.nproc):
+            if glyph_proc(tc.reg.pface[i], tc.reg.pgid[i]).img != NULL:
+                ntext += 2
+    # the fast path's fonts: their glyphs after the shaped path's objects, then their
+    # shared ToUnicode
+    nfast = fast_used(tickets, n, used)
+    first_fast = first_text + ntext
+    offsets = <Py_ssize_t*>malloc((6 + 2 * n + ntext + nfast + 1) * sizeof(Py_ssize_t))
     if offsets == NULL:
         free(fo)
         return -1
@@ -234,10 +244,13 @@ cdef int render_c(const TicketC* tickets, Py_ssize_t n, Scratch* s,
             buf_int(out, first_text + tc.reg.nproc + 2 * f)
             buf_puts(out, b" 0 R")
         buf_puts(out, b" >> >>\nendobj\n")
+    f = 0
+    for i in range(256):
+        f += used[i]
     offsets[nobj] = out.len; nobj += 1
-    buf_puts(out, OBJ_HELVETICA)
+    fast_font_object(out, 0, used, first_fast, first_fast + nfast)
     offsets[nobj] = out.len; nobj += 1
-    buf_puts(out, OBJ_HELVETICA_BOLD)
+    fast_font_object(out, 1, used + 256, first_fast + f, first_fast + nfast)
     offsets[nobj] = out.len; nobj += 1
     buf_put(out, STATIC_STREAM.data, STATIC_STREAM.len)
     for k in range(n):
@@ -283,6 +296,8 @@ cdef int render_c(const TicketC* tickets, Py_ssize_t n, Scratch* s,
     if rc == 0 and nfonts:
         if put_text_objects(out, tc, first_text, offsets, &nobj) < 0:
             rc = -1
+    if rc == 0 and fast_objects(out, used, first_fast, offsets, &nobj) < 0:
+        rc = -1
     if rc == 0:
         k = out.len
         buf_puts(out, b"xref\n0 ")

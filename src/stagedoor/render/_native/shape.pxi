@@ -44,6 +44,8 @@ cdef struct Para:
     int any_rtl                 # some character has an odd (right-to-left) level
     int missing                 # some character is drawn as the replacement mark
     hb_language_t lang          # the order's language (locl forms), NULL for none
+    const unsigned int* su      # the text HarfBuzz shapes: u, or sbuf (emoji_faces)
+    unsigned int* sbuf
 
 
 cdef int gv_reserve(GlyphVec* v, int extra) noexcept nogil:
@@ -81,7 +83,8 @@ cdef int para_reserve(Para* p, int n) noexcept nogil:
     p.adv = <int*>malloc(cap * sizeof(int))
     p.brk = <char*>malloc(cap)
     p.ub = <unsigned int*>malloc(cap * sizeof(unsigned int))
-    if (p.bt == NULL or p.brt == NULL or p.lev == NULL or p.lev2 == NULL or p.map == NULL
+    p.sbuf = <unsigned int*>malloc(cap * sizeof(unsigned int))
+    if (p.sbuf == NULL or p.bt == NULL or p.brt == NULL or p.lev == NULL or p.lev2 == NULL or p.map == NULL
             or p.script == NULL or p.face == NULL or p.gid == NULL or p.adv == NULL
             or p.brk == NULL or p.ub == NULL):
         para_free(p)
@@ -93,6 +96,8 @@ cdef int para_reserve(Para* p, int n) noexcept nogil:
 cdef void para_free(Para* p) noexcept nogil:
     free(p.bt); free(p.brt); free(p.lev); free(p.lev2); free(p.map)
     free(p.script); free(p.face); free(p.gid); free(p.adv); free(p.brk); free(p.ub)
+    free(p.sbuf)
+    p.sbuf = NULL
     p.bt = NULL; p.brt = NULL; p.lev = NULL; p.lev2 = NULL; p.map = NULL
     p.script = NULL; p.face = NULL; p.gid = NULL; p.adv = NULL; p.brk = NULL
     p.ub = NULL
@@ -134,6 +139,8 @@ cdef int para_init(Para* p, const unsigned int* u, int n, int bold,
             prev = p.face[i]
         else:
             p.missing = 1
+    # emoji sequences: to the colour face, or their base alone (emoji.pxi)
+    emoji_faces(p, of)
     # a character no face has takes the face of its neighbours when shaping (HarfBuzz
     # gives .notdef); it is drawn as the replacement glyph, see shape_run
     fribidi_get_bidi_types(<const FriBidiChar*>u, n, p.bt)
@@ -156,8 +163,8 @@ cdef int shape_run(Para* p, hb_buffer_t* hb, int lo, int hi, int level,
                    GlyphVec* out) noexcept nogil:
     """Glyphs of characters lo..hi-1 (one face, script and level) in visual order; their
     total advance, or -1 when out of memory."""
-    cdef int face = p.face[lo], i, k, width = 0, c, end, rtl = level & 1
-    cdef unsigned int n, gid
+    cdef int face = p.face[lo], i, k, width = 0, c, end, rtl = level & 1, n0
+    cdef unsigned int n, gid, h = 0
     cdef hb_glyph_info_t* info
     cdef hb_glyph_position_t* pos
     cdef SGlyph* g
@@ -184,8 +191,13 @@ cdef int shape_run(Para* p, hb_buffer_t* hb, int lo, int hi, int level,
             p.adv[g.ci] += proc.width
             width += proc.width
         return width
+    width = shape_cached(p, face, lo, hi, rtl, out, &h)     # shapecache.pxi
+    if width != -1:
+        return width
+    width = 0
+    n0 = out.n
     hb_buffer_clear_contents(hb)
-    hb_buffer_add_utf32(hb, p.u, p.n, lo, hi - lo)
+    hb_buffer_add_utf32(hb, p.su, p.n, lo, hi - lo)
     hb_buffer_set_direction(hb, HB_DIRECTION_RTL if rtl else HB_DIRECTION_LTR)
     hb_buffer_set_script(hb, p.script[lo])
     if p.lang != NULL:
@@ -223,13 +235,18 @@ cdef int shape_run(Para* p, hb_buffer_t* hb, int lo, int hi, int level,
         g.yoff = pos[k].y_offset
         g.ci = c
         g.cn = end - c
-        g.rtl = rtl
+        # an emoji's glyph stands for its whole sequence in logical order, as a
+        # left-to-right glyph does: no character moved off it (moved in type3.pxi), which
+        # split a skin tone or a family between two glyphs in a right-to-left line
+        g.rtl = 0 if FACES[face].colour else rtl
         # the first glyph of a cluster (in the order drawn) stands for its text
         if k > 0 and <int>info[k - 1].cluster == c:
             g.cn = 0
         out.n += 1
         p.adv[c] += g.adv
         width += g.adv
+    if h != 0:
+        shape_cache_put(p, face, lo, hi, rtl, out.g + n0, out.n - n0, h)
     return width
 
 

@@ -1,7 +1,7 @@
 # Included by stagedoor/_render.pyx.  Field text to what the page shows: cp1252 (WinAnsi)
 # plus the Central European letters of tables.EXTRA_GLYPHS, straight from the str data,
-# in the standard Helvetica fonts (the fast path) when every character has a byte and
-# the field fits its box; anything else is the shaped path (NFC, UTF-32 for
+# in the fast path's fonts (fastfont.pxi: Noto Sans as Type 3) when every character has
+# a byte and the field fits its box; anything else is the shaped path (NFC, UTF-32 for
 # layout.pxi, the exact text as /ActualText).  Also the QR payload's bytes.
 
 # The objects whose data the C side reads (the fields' str, their NFC form, their cp1252
@@ -110,23 +110,19 @@ cdef inline bint has_controls(const char* p, Py_ssize_t n) noexcept nogil:
     return False
 
 
-# tables.HELVETICA_WIDTHS / HELVETICA_BOLD_WIDTHS, by byte
-cdef short HELV_W[256]
-cdef short HELV_BOLD_W[256]
-for _i in range(256):
-    HELV_W[_i] = _tables.HELVETICA_WIDTHS[_i]
-    HELV_BOLD_W[_i] = _tables.HELVETICA_BOLD_WIDTHS[_i]
-
-
-cdef inline bint fits_helvetica(const char* p, Py_ssize_t n, int f) noexcept nogil:
-    """Whether the fast path's Helvetica text fits field f's box at its size."""
-    cdef const short* w = &HELV_W[0]
-    if FIELD_BOX[f][4]:
-        w = &HELV_BOLD_W[0]
+cdef inline bint fits_fast(const char* p, Py_ssize_t n, int f) noexcept nogil:
+    """Whether the fast path's text fits field f's box at its size, in its font
+    (fastfont.pxi); False when the face lacks one of its glyphs, or one would leave
+    the field's ink limits."""
+    cdef const int* w = &FAST_FW[f][0]
     cdef long total = 0
     cdef Py_ssize_t i
+    cdef int a
     for i in range(n):
-        total += w[<unsigned char>p[i]]
+        a = w[<unsigned char>p[i]]
+        if a < 0:
+            return False
+        total += a
     return total * FIELD_BOX[f][3] // 1000 <= (FIELD_BOX[f][1] - FIELD_BOX[f][0]) * 1000
 
 
@@ -151,7 +147,9 @@ cdef bint small_print_fits(const char* s, Py_ssize_t n) noexcept nogil:
             end = pos + WRAP if cut <= pos else cut
         width = 0
         for i in range(pos, end):
-            width += HELV_W[<unsigned char>s[i]]
+            if FAST_FW[SMALL_PRINT][<unsigned char>s[i]] < 0:
+                return False
+            width += FAST_FW[SMALL_PRINT][<unsigned char>s[i]]
         lines += 1
         if width * FIELD_BOX[SMALL_PRINT][3] // 1000 > box or lines > FIELD_BOX[SMALL_PRINT][5]:
             return False
@@ -160,7 +158,7 @@ cdef bint small_print_fits(const char* s, Py_ssize_t n) noexcept nogil:
 
 
 cdef inline bint fits(const char* p, Py_ssize_t n, int f) noexcept nogil:
-    return small_print_fits(p, n) if f == SMALL_PRINT else fits_helvetica(p, n, f)
+    return small_print_fits(p, n) if f == SMALL_PRINT else fits_fast(p, n, f)
 
 
 cdef const char* HEX = b"0123456789ABCDEF"
@@ -266,7 +264,7 @@ cdef int shaped_fill(TicketC* tc, Py_ssize_t nt, Buf* prep) noexcept nogil:
 
 
 cdef int encode_text(object value, Keep* keep, Text* t, int f) except -1:
-    """Point t at the text of field f: Helvetica bytes (the fast path) when every
+    """Point t at the text of field f: fast-path bytes when every
     character is in the fonts' encoding and it fits; else the shaped path.  Returns
     NOT_SHAPED, SHAPED or SHAPED_KANA."""
     cdef Py_ssize_t n

@@ -358,10 +358,19 @@ cdef int put_text_objects(Buf* out, TextCtx* c, int first, Py_ssize_t* offsets,
     cdef unsigned int cp
     cdef Buf cm
     cdef unsigned int* tags = <unsigned int*>malloc((nf + 1) * sizeof(unsigned int))
-    if tags == NULL:
+    # per procedure, the object number of its image (emoji.pxi), 0 for an outline: the
+    # images follow the fonts, two objects each (the image, its /SMask)
+    cdef int* img_num = <int*>calloc(r.nproc + 1, sizeof(int))
+    cdef int nimg = first + r.nproc + 2 * nf
+    if tags == NULL or img_num == NULL:
+        free(tags)
+        free(img_num)
         return -1
     for i in range(r.nproc):
         proc = glyph_proc(r.pface[i], r.pgid[i])
+        if proc.img != NULL:
+            img_num[i] = nimg
+            nimg += 2
         offsets[nobj[0]] = out.len
         nobj[0] += 1
         buf_int(out, num)
@@ -379,7 +388,9 @@ cdef int put_text_objects(Buf* out, TextCtx* c, int first, Py_ssize_t* offsets,
         tags[k] = font_tag(r, lo, hi, tags, k)
         put_font_name(out, r, lo, hi, tags[k])
         buf_puts(out, b" /FontBBox [0 0 0 0] "
-                      b"/FontMatrix [0.001 0 0 0.001 0 0] /Resources << >>\n/CharProcs <<")
+                      b"/FontMatrix [0.001 0 0 0.001 0 0] /Resources << ")
+        put_emoji_resources(out, r, lo, hi, img_num)
+        buf_puts(out, b">>\n/CharProcs <<")
         # CharProcs: each procedure used by this font, once
         for i in range(lo, hi):
             e = &r.e[i]
@@ -445,6 +456,7 @@ cdef int put_text_objects(Buf* out, TextCtx* c, int first, Py_ssize_t* offsets,
         if cm.failed:
             free(cm.data)
             free(tags)
+            free(img_num)
             return -1
         offsets[nobj[0]] = out.len
         nobj[0] += 1
@@ -457,6 +469,9 @@ cdef int put_text_objects(Buf* out, TextCtx* c, int first, Py_ssize_t* offsets,
         num += 2
     free(cm.data)
     free(tags)
+    put_emoji_images(out, r, img_num, offsets, nobj)
+    num = nimg
+    free(img_num)
     return num - first
 
 

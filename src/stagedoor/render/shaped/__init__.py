@@ -1,6 +1,6 @@
 """The shaped-text path of the pure-Python reference renderer (mirrors render/_native/).
 
-Text the standard Helvetica fonts cannot show, or that does not fit its box, is shaped
+Text the fast path (fastfont.py) cannot show, or that does not fit its box, is shaped
 and drawn with glyphs of real fonts (see the module docstring of reference.py).  This
 package does what fonts.pxi, glyphs.pxi, shape.pxi, layout.pxi and type3.pxi do in C, step by step,
 but through *other* implementations where there is one, so that the comparison in

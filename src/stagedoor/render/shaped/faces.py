@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import fonts
+from . import emoji
 from .libs import draw_glyph, harfbuzz, hb_font
 
 HAN_SCRIPTS = ("Hani", "Hira", "Kana", "Bopo")
@@ -52,6 +53,8 @@ class Face:
     font: Any = None
     state: int = 0
     nglyphs: int = 0
+    colour: bool = False        # its glyphs are PNGs: only emoji sequences use it
+    images: dict[int, emoji.Image] = field(default_factory=dict)
     procs: dict[int, tuple[bytes, int]] = field(default_factory=dict)
     inks: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
 
@@ -62,6 +65,7 @@ class Face:
             if self.font is not None:
                 hb = harfbuzz()
                 self.nglyphs = hb.hb_face_get_glyph_count(hb.hb_font_get_face(self.font))
+                self.colour = emoji.has_png(self.font)
         return self.state > 0
 
     @functools.cached_property
@@ -110,6 +114,18 @@ class Fonts:
     def has(self, i: int, cp: int) -> int | None:
         return self.faces[i].glyph(cp)
 
+    def text(self, i: int, cp: int) -> int | None:
+        """face_text in fonts.pxi: has, but never a colour emoji face."""
+        gid = self.faces[i].glyph(cp)
+        return None if self.faces[i].colour else gid
+
+    def colour_face(self) -> int:
+        """colour_face in emoji.pxi: the first colour emoji face of the plan that opens."""
+        for n in self.plan.emoji[:8]:
+            if self.faces[n].open() and self.faces[n].colour:
+                return n
+        return -1
+
     def pick(self, cp: int, script: str, prev: int, of: OrderFonts,
              bold: int) -> tuple[int, int]:
         """pick_face in fonts.pxi."""
@@ -120,23 +136,23 @@ class Fonts:
         for tag, n in of.pref:
             if tag == script:
                 f = self.faces[n].bold if bold else n
-                gid = self.has(f, cp)
+                gid = self.text(f, cp)
                 if gid is not None:
                     return f, gid
         if script in HAN_SCRIPTS:
             for n in of.han:
                 f = self.faces[n].bold if bold else n
-                gid = self.has(f, cp)
+                gid = self.text(f, cp)
                 if gid is not None:
                     return f, gid
         for n in self.plan.scripts.get(script, [])[:8]:
             f = self.faces[n].bold if bold else n
-            gid = self.has(f, cp)
+            gid = self.text(f, cp)
             if gid is not None:
                 return f, gid
         for n in self.plan.fallback[:8]:
             f = self.faces[n].bold if bold else n
-            gid = self.has(f, cp)
+            gid = self.text(f, cp)
             if gid is not None:
                 return f, gid
         if prev >= 0:
@@ -146,7 +162,7 @@ class Fonts:
             if default_ignorable(cp):
                 return prev, 0
         for f in range(len(self.faces)):
-            gid = self.has(f, cp)
+            gid = self.text(f, cp)
             if gid is not None:
                 return f, gid
         return -1, 0
@@ -158,7 +174,7 @@ class Fonts:
         if self.repl is None:
             found = None
             for n in [*self.plan.fallback[:8], *range(len(self.faces))]:
-                gid = self.has(n, 0xFFFD)
+                gid = self.text(n, 0xFFFD)
                 if gid is not None:
                     found = (n, gid)
                     break
@@ -175,7 +191,11 @@ class Fonts:
             gid = 0
         cached = f.procs.get(gid)
         if cached is None:
-            obj, width, f.inks[gid] = _make_proc(f.font, gid)
+            made = emoji.colour_proc(f.font, face, gid) if f.colour else None
+            if made is not None:
+                obj, width, f.inks[gid], f.images[gid] = made
+            else:
+                obj, width, f.inks[gid] = _make_proc(f.font, gid)
             cached = f.procs[gid] = obj, width
         return cached
 
@@ -188,6 +208,14 @@ class Fonts:
         if gid not in f.inks:
             self.proc(face, gid)
         return f.inks[gid]
+
+    def image(self, face: int, gid: int) -> emoji.Image | None:
+        """The image a colour glyph's procedure paints (None: an outline glyph)."""
+        f = self.faces[face]
+        if gid >= f.nglyphs:
+            gid = 0
+        self.proc(face, gid)
+        return f.images.get(gid)
 
 
 class Pen:

@@ -73,6 +73,12 @@ def harfbuzz() -> Any:
         "hb_script_from_string": (ctypes.c_uint32, [ctypes.c_char_p, ctypes.c_int]),
         "hb_buffer_set_language": (None, [_P, _P]),
         "hb_language_from_string": (_P, [ctypes.c_char_p, ctypes.c_int]),
+        # colour glyphs (shaped/emoji.py)
+        "hb_ot_color_has_png": (ctypes.c_int, [_P]),
+        "hb_ot_color_glyph_reference_png": (_P, [_P, ctypes.c_uint32]),
+        "hb_blob_get_data": (ctypes.c_void_p, [_P, _P]),
+        "hb_blob_destroy": (None, [_P]),
+        "hb_font_get_glyph_extents": (ctypes.c_int, [_P, ctypes.c_uint32, _P]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)

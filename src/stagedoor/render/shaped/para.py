@@ -7,6 +7,7 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 
+from ..emoji import apply as emoji_apply
 from .faces import Fonts, OrderFonts
 from .libs import hb_shape, line_breaks
 
@@ -80,6 +81,7 @@ class Para:
     missing: bool
     any_rtl: bool
     lang: str = ""
+    su: list[int] | None = None     # the text HarfBuzz shapes, when not u (emoji_faces)
 
     @property
     def rtl(self) -> bool:
@@ -107,10 +109,14 @@ def para(fs: Fonts, u: list[int], bold: int, han: OrderFonts | list[int]) -> Par
             prev = f
         else:
             missing = True
+    of = han
+    su = emoji_apply(u, face, gid, fs.colour_face,
+                     lambda f, c: fs.faces[f].glyph(c),
+                     lambda c, before: fs.pick(c, "Zyyy", before, of, bold))
     levels, base, kinds = _levels(u) if u else ([], 0, [])
     return Para(u, bold, face, gid, script, levels, kinds, base,
                 line_breaks(u) if u else b"", [0] * len(u), missing,
-                any(lv & 1 for lv in levels), han.lang)
+                any(lv & 1 for lv in levels), han.lang, su)
 
 
 @dataclass
@@ -141,7 +147,8 @@ def shape_run(fs: Fonts, p: Para, lo: int, hi: int, level: int) -> list[Glyph]:
             out.append(Glyph(rf, rg, width, 0, 0, ci, 1, rtl))
             p.adv[ci] += width
         return out
-    shaped = hb_shape(fs.faces[face].font, p.u, lo, hi - lo, rtl, p.script[lo], p.lang)
+    shaped = hb_shape(fs.faces[face].font, p.su or p.u, lo, hi - lo, rtl, p.script[lo],
+                      p.lang)
     n = len(shaped)
     out = []
     for k in range(n):
@@ -160,7 +167,8 @@ def shape_run(fs: Fonts, p: Para, lo: int, hi: int, level: int) -> list[Glyph]:
             if i < n:
                 end = shaped[i][1]
         cn = 0 if k > 0 and shaped[k - 1][1] == c else end - c
-        g = Glyph(face, gid, adv, xoff, yoff, c, cn, rtl)
+        # an emoji's glyph keeps its whole sequence (shape_run in shape.pxi)
+        g = Glyph(face, gid, adv, xoff, yoff, c, cn, 0 if fs.faces[face].colour else rtl)
         p.adv[c] += g.adv
         out.append(g)
     return out

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from . import emoji
 from .faces import Fonts
 from .layout import FieldOut, Registry, line_span, writing_order
 
@@ -146,23 +147,36 @@ def font_objects(fs: Fonts, reg: Registry, first: int) -> list[bytes]:
     objs = []
     tags: list[int] = []
     num = first
+    # the images follow the fonts, two objects each (put_emoji_images in emoji.pxi)
+    nimg = first + len(reg.proc_list) + 2 * ((len(reg.entries) + 255) // 256)
+    img_num: list[int] = []
+    images = []
     for face, gid in reg.proc_list:
         objs.append(b"%d 0 obj\n" % num + fs.proc(face, gid)[0])
         num += 1
+        im = fs.image(face, gid)
+        img_num.append(nimg if im is not None else 0)
+        if im is not None:
+            images += emoji.image_objects(nimg, im)
+            nimg += 2
     for k in range(0, len(reg.entries), 256):
         entries = reg.entries[k:k + 256]
         seen: list[int] = []
         procs = []
-        for _, _, _, proc in entries:
+        xobjects = []
+        for face, gid, _, proc in entries:
             if proc not in seen:
                 seen.append(proc)
                 procs.append(b" /g%d %d 0 R" % (proc, first + proc))
+                if img_num[proc]:
+                    xobjects.append(b"/E%d_%d %d 0 R " % (face, gid, img_num[proc]))
+        res = b"/XObject << " + b"".join(xobjects) + b">> " if xobjects else b""
         widths = b" ".join(b"%d" % fs.proc(face, gid)[1] for face, gid, _, _ in entries)
         tags.append(font_tag(entries, tags))
         objs.append(
             b"%d 0 obj\n<< /Type /Font /Subtype /Type3 /BaseFont /" % num
             + font_name(fs, entries, tags[-1]) + b" /FontBBox [0 0 0 0] "
-            b"/FontMatrix [0.001 0 0 0.001 0 0] /Resources << >>\n/CharProcs <<"
+            b"/FontMatrix [0.001 0 0 0.001 0 0] /Resources << " + res + b">>\n/CharProcs <<"
             + b"".join(procs) + b" >>\n/Encoding << /Type /Encoding /Differences [0"
             + b"".join(b" /g%d" % e[3] for e in entries)
             + b"] >>\n/FirstChar 0 /LastChar %d /Widths [" % (len(entries) - 1) + widths
@@ -171,4 +185,4 @@ def font_objects(fs: Fonts, reg: Registry, first: int) -> list[bytes]:
         objs.append(b"%d 0 obj\n<< /Length %d >>\nstream\n" % (num + 1, len(cmap)) + cmap
                     + b"\nendstream\nendobj\n")
         num += 2
-    return objs
+    return objs + images
