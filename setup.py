@@ -47,10 +47,11 @@ def _check_toolchain() -> None:
             sys.exit(f"error: compiling against zlib failed:\n{proc.stderr.strip()}\n{NEEDS}")
 
 
-TEXT_LIBS = ("harfbuzz", "fribidi", "libunibreak", "libthai")
+TEXT_LIBS = ("harfbuzz", "fribidi", "libunibreak", "libthai", "icu-uc")
 TEXT_NEEDS = ("stagedoor's renderer shapes text with HarfBuzz, orders it with fribidi, "
-              "breaks lines with libunibreak and Thai words with libthai: apt-get install "
-              "pkg-config libharfbuzz-dev libfribidi-dev libunibreak-dev libthai-dev "
+              "breaks lines with libunibreak, Thai words with libthai and Lao, Myanmar "
+              "and Khmer words with ICU: apt-get install pkg-config libharfbuzz-dev "
+              "libfribidi-dev libunibreak-dev libthai-dev libicu-dev "
               "(or run scripts/setup.sh)")
 
 

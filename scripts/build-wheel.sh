@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The wheel users install (issue 27): `python -m build` makes a linux_x86_64 wheel whose
-# extensions link this machine's HarfBuzz, fribidi, libunibreak and libthai (and what
-# they pull in: freetype, graphite2, libpng, brotli, libdatrie).  `auditwheel repair`
+# extensions link this machine's HarfBuzz, fribidi, libunibreak, libthai and ICU's
+# libicuuc (and what they pull in: freetype, graphite2, libpng, brotli, libdatrie,
+# libicudata with ICU's Lao, Burmese and Khmer dictionaries, 31 MB).  `auditwheel repair`
 # copies those libraries into the wheel (stagedoor.libs/, names hashed so they never
 # clash with the host's), points the extensions' RPATH at them with patchelf, and tags
-# the wheel manylinux_2_X for the oldest glibc its symbols allow: manylinux_2_34 when
-# built on Debian 12 (glibc 2.36), since libthai and libpng here use 2.33/2.34 symbols.
+# the wheel manylinux_2_X for the oldest glibc its symbols allow: manylinux_2_35 when
+# built on Debian 12 (glibc 2.36): libthai and libpng here use 2.33/2.34 symbols, and
+# libicuuc needs GCC 12's libstdc++ (GLIBCXX_3.4.30), which auditwheel's policy puts at
+# 2.35 (libstdc++ stays the host's, as libc).
 # libz, libc and libm stay the host's (manylinux policy: every Linux has them).
 #
 # libthai's word-break dictionary is data, not a library: it is added at

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up on Debian/Ubuntu with Python >= 3.11: system packages the product
 # and its tests need (redis-server, qpdf, poppler-utils, a C compiler, zlib, HarfBuzz,
-# fribidi, libunibreak and libthai headers, Noto and Symbola fonts, tesseract, prometheus
+# fribidi, libunibreak, libthai and ICU headers, Noto and Symbola fonts, tesseract, prometheus
 # and promtool, chromium and chromium-driver for the console's browser tests), then .venv
 # with stagedoor installed in editable mode (this builds the Cython renderer).  Fast when
 # everything is already there.
@@ -33,6 +33,9 @@ command -v pkg-config >/dev/null || need_apt+=(pkg-config)
 # Thai word breaks: libthai's dictionary segmenter and its dictionary
 [ -e /usr/include/thai/thbrk.h ] || need_apt+=(libthai-dev)
 [ -e /usr/share/libthai/thbrk.tri ] || need_apt+=(libthai-data)
+# Lao, Myanmar and Khmer word breaks: ICU's line break iterator (its dictionaries are
+# compiled into libicudata, which libicu-dev pulls in)
+[ -e /usr/include/unicode/ubrk.h ] || need_apt+=(libicu-dev)
 # the fonts the default settings name (docs/settings.md, render_font_*): Noto for the
 # scripts, Noto CJK for Han/kana/Hangul, Symbola for monochrome emoji and symbols
 [ -e /usr/share/fonts/truetype/noto/NotoSans-Regular.ttf ] || need_apt+=(fonts-noto-core)

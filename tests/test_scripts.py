@@ -54,10 +54,11 @@ OCR_MAX = 0.2
 # for a space poppler drops where the direction changes (the CER does not count spaces)
 NEAR = {"arabic": 0.0, "mixed": 0.0, "devanagari": 0.1, "thai": 0.25,
         # through ToUnicode alone a Tibetan vowel sign comes before its consonant (drawing
-        # order, as Devanagari); Thaana and Urdu (Nastaliq) fields come apart: their marks
-        # detached, some Nastaliq glyphs without a ToUnicode entry (issue 25's text-layer
-        # item, not this sample's: it is here for the faces)
-        "tibetan": 0.15, "thaana": 0.65, "urdu": 0.8}
+        # order, as Devanagari).  Thaana is exact both ways; Urdu (Nastaliq) exact with
+        # its lines' /ActualText (render/_native/linetext.pxi) and, without, its letters
+        # in order but poppler's word spaces between the invisible glyphs of the bold
+        # event's characters
+        "tibetan": 0.15, "urdu": 0.0}
 BIDI_MARKS = re.compile("[\u200e\u200f\u202a-\u202e]")
 
 

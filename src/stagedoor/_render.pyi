@@ -18,6 +18,9 @@ def configure_fonts(faces: object, scripts: object, fallback: object,
 def thai_stats() -> dict[str, int]:
     """{"loaded": 1} once this process has loaded libthai's dictionary, else 0."""
 
+def dictionary_breaks(text: str) -> list[int]:
+    """Where ICU's Lao, Myanmar and Khmer dictionaries let a line break inside text."""
+
 def configure_emoji(faces: object) -> None:
     """The colour emoji faces of the plan (FontPlan.emoji), tried in order."""
 

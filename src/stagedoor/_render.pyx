@@ -45,7 +45,9 @@ way asyncpg splits its protocol (one extension, one C module, several .pxi):
     render/_native/breakcache.pxi  a text's line-break classes, cached per process
     render/_native/shapecache.pxi  HarfBuzz's glyphs of a run, cached per process
     render/_native/thai.pxi      Thai word breaks from libthai's dictionary
+    render/_native/dictbreaks.pxi  Lao, Myanmar and Khmer word breaks from ICU's dictionaries
     render/_native/layout.pxi    fit a field in its box (shrink, wrap, ellipsis); its ops
+    render/_native/linetext.pxi  the text layer of Nastaliq lines and of Adlam and N'Ko
     render/_native/fastfont.pxi  the fast path's fonts: Noto Sans (and Bold) as Type 3
     render/_native/pdf.pxi       the file: objects, deflate, scratch pool, xref, render_c
     render/_native/text.pxi      str -> fast-path bytes when they fit, else shaped text
@@ -117,7 +119,9 @@ include "render/_native/emoji.pxi"
 include "render/_native/breakcache.pxi"
 include "render/_native/shapecache.pxi"
 include "render/_native/thai.pxi"
+include "render/_native/dictbreaks.pxi"
 include "render/_native/layout.pxi"
+include "render/_native/linetext.pxi"
 include "render/_native/fastfont.pxi"
 include "render/_native/pdf.pxi"
 include "render/_native/text.pxi"

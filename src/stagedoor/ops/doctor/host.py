@@ -1,6 +1,7 @@
 """The doctor's checks of this host (no Redis): the native renderer and the libraries it
-loaded, libthai's dictionary, the fonts and the scripts they cover, the tickets
-directory, the installed systemd units, the metrics port."""
+loaded, libthai's dictionary, ICU's Lao, Myanmar and Khmer dictionaries, the fonts and
+the scripts they cover, the tickets directory, the installed systemd units, the metrics
+port."""
 
 from __future__ import annotations
 
@@ -23,10 +24,10 @@ from .emoji import emoji_check
 BUILD_FROM_SOURCE = ("install the manylinux wheel, which carries its libraries (README "
                      "Install), or build from source: pip install . with a C compiler, "
                      "pkg-config, zlib1g-dev libharfbuzz-dev libfribidi-dev libunibreak-dev "
-                     "libthai-dev")
+                     "libthai-dev libicu-dev")
 FONT_PACKAGES = "apt-get install fonts-noto-core fonts-noto-cjk fonts-symbola"
 # the libraries the renderer links, as they appear in /proc/self/maps
-NATIVE_LIBS = ("harfbuzz", "fribidi", "unibreak", "thai", "z")
+NATIVE_LIBS = ("harfbuzz", "fribidi", "unibreak", "thai", "icuuc", "icudata", "z")
 MIN_FREE, LOW_FREE = 100 << 20, 1 << 30     # bytes: CRITICAL below, WARNING below
 
 
@@ -83,6 +84,30 @@ def thai() -> Finding:
                        "Thai fields too long for a line wrap mid-word",
                        "apt-get install libthai-data (or set LIBTHAI_DICTDIR)")
     return Finding("Thai dictionary", CHECK_OK, f"{path} ({source})")
+
+
+# a sample of each script and where ICU's dictionaries break it (a line may break there)
+DICTIONARY_SAMPLES = (("Lao", "ວຽງຈັນສູນວັດທະນະທຳ", [6, 9]),
+                      ("Myanmar", "ရန်ကုန်မြို့တော်", [3, 7]),
+                      ("Khmer", "ភ្នំពេញរោងមហោស្រព", [7]))
+
+
+def icu_dictionaries() -> Finding | None:
+    """Whether the renderer's ICU breaks Lao, Myanmar and Khmer words (its dictionaries
+    are in libicudata; a trimmed ICU data build can lack them); None without the native
+    renderer (native() reports that)."""
+    try:
+        import stagedoor._render as ext
+    except ImportError:
+        return None
+    lacking = [name for name, text, want in DICTIONARY_SAMPLES
+               if not set(want) <= set(ext.dictionary_breaks(text))]
+    if lacking:
+        return Finding("word-break dictionaries", CHECK_WARNING,
+                       f"ICU finds no word boundary in {', '.join(lacking)}: fields too long "
+                       "for a line wrap mid-word", "install Debian's libicu72 (full ICU data)")
+    return Finding("word-break dictionaries", CHECK_OK,
+                   "ICU breaks Lao, Myanmar and Khmer words; libthai Thai")
 
 
 LIST_MAX = 12  # scripts named in one finding; the rest counted ("and 140 more")
@@ -297,5 +322,7 @@ def metrics_port(settings: Settings) -> Finding:
 
 
 def checks(settings: Settings, unit_dir: str) -> list[Finding]:
-    return [*native(), thai(), *fonts_check(settings), emoji_check(settings),
-            *tickets_dir(settings), *systemd_units(unit_dir), metrics_port(settings)]
+    icu = icu_dictionaries()
+    return [*native(), thai(), *([icu] if icu else []), *fonts_check(settings),
+            emoji_check(settings), *tickets_dir(settings), *systemd_units(unit_dir),
+            metrics_port(settings)]

@@ -4,9 +4,10 @@
 # tables.FIELD_INK: bottom and top): the text is drawn at its size when it fits; else
 # shrunk to fit, down to 6 pt (the small print, 5 pt, is never shrunk); else wrapped at
 # the UAX #14 break opportunities libunibreak gives, and inside Thai at the word
-# boundaries of libthai's dictionary (thai.pxi; Lao, Khmer and Myanmar words have no
-# breaks without a dictionary: those are cut at a grapheme cluster boundary, never
-# inside a conjunct: boundary()), at most FIELD_BOX lines; what still does not fit ends
+# boundaries of libthai's dictionary (thai.pxi), inside Lao, Myanmar and Khmer at those
+# of ICU's dictionaries (dictbreaks.pxi); a word longer than a line is cut at a
+# grapheme cluster boundary, never inside a conjunct (boundary()); at most FIELD_BOX
+# lines; what still does not fit ends
 # in an ellipsis, cut the same way, and the field's full text is in its /ActualText.
 #
 # What fits is measured by the ink, not the advances: each glyph's outline box (the
@@ -151,7 +152,8 @@ cdef int boundary(const unsigned int* u, int len_, int n) noexcept nogil:
     cluster boundary (UAX #29: not before a mark or a joiner, not inside a Hangul
     syllable's jamo, not after a ZWJ, not between the two regional indicators of a
     flag) that is not inside an Indic conjunct (not after a virama, canonical
-    combining class 9, when a letter follows, but for the killers: is_killer).
+    combining class 9, when a letter follows, but for the killers: is_killer), nor
+    inside a Myanmar syllable (not before a consonant its asat kills).
     shaped.layout.boundary in Python."""
     cdef unsigned int c, b
     cdef int jb, jc, k
@@ -163,6 +165,14 @@ cdef int boundary(const unsigned int* u, int len_, int n) noexcept nogil:
         return 0
     if hb_unicode_combining_class(UFUNCS, b) == 9 and not is_killer(b) and is_letter(c):
         return 0
+    if 0x1000 <= c <= 0x1021:
+        # a Myanmar consonant killed by asat (under a dot below or not) closes the
+        # syllable before it: ကုန် is one syllable, never ကု + န်
+        k = n + 1
+        while k < len_ and u[k] == 0x1037:
+            k += 1
+        if k < len_ and u[k] == 0x103A:
+            return 0
     jb = jamo(b)
     jc = jamo(c)
     if jb and jc and ((jb == 1 and jc != 3) or ((jb == 2 or jb == 4) and (jc == 2 or jc == 3))
@@ -315,7 +325,7 @@ cdef int layout_lines(TextCtx* c, int f, const unsigned int* u, int n, int size,
     else:
         # wrap: greedy over the break opportunities, by the advances of the whole line
         c.gv.n = g0
-        if thai_breaks(u, n, p.brk) != 0:
+        if thai_breaks(u, n, p.brk) != 0 or dict_breaks(u, n, p.brk) != 0:
             return -1
         if code:
             # the code breaks after each hyphen too (UAX #14 has none before a digit)
@@ -610,6 +620,10 @@ cdef void put_glyph(Buf* b, TJ* s, int code, int x, int width, int yoff) noexcep
 # (the face's space, no text, no ink) goes between two that would not be
 cdef enum:
     BRIDGE_RISE = 500
+    # pdfminer.six reads a space where a glyph starts more than a tenth of an em (its
+    # word_margin) right of the one before: a gap after a mark wider than this gets a
+    # bridge (half that, to stay clear of rounding)
+    MARK_GAP = 50
 
 
 cdef inline int floor_half(int v) noexcept nogil:
@@ -646,7 +660,12 @@ cdef int put_bridges(TextCtx* c, Buf* b, TJ* s, const WItem* it, int at0, int at
         else:
             gap = 0
         wide = at1 - at0 if at1 - at0 > w else w
-        if gap >= wide:
+        if at1 == at0 and x > at1 and gap > MARK_GAP:
+            # after a mark of no width drawn left of its pen (a Tibetan vowel sign),
+            # pdfminer.six would read the gap to the next letter as a word space:
+            # bridged all the way
+            n = (gap + sw - 1) // sw
+        elif gap >= wide:
             n = gap // sw if gap // sw > 1 else 1
     if n > 0 or rise - rise0 >= BRIDGE_RISE or rise0 - rise >= BRIDGE_RISE:
         bridge = reg_code(&c.reg, it.face, sid, NULL, 0)
@@ -689,11 +708,14 @@ cdef int walk_line(TextCtx* c, int g0, int ng, Buf* b, TJ* s) noexcept nogil:
     in writing order, too).  Before each, the bridges pdfminer.six needs.  b NULL: only
     register the bridges' codes (at layout, so that the fonts are complete before any
     page is written).  -1: no memory."""
-    cdef int* order = logical_order(c, g0, ng)
+    cdef int* order
     cdef int i, j, k, m, gs, nm, base, ni = 0, need, at0 = 0, at1 = 0, rise0 = 0, t
     cdef SGlyph* g
     cdef SGlyph* h
     cdef WItem* it
+    if flat_line(c, g0, ng):
+        return walk_flat(c, g0, ng, b, s)      # a cascading line (linetext.pxi)
+    order = logical_order(c, g0, ng)
     if order == NULL:
         return -1
     need = ng + c.nxc
@@ -776,7 +798,7 @@ cdef void put_field_ops(Buf* b, TextCtx* c, const FieldOut* fo, int f) noexcept 
     each moved to its visual place by a TJ adjustment (walk_line): a reader that takes
     the content stream's order (pdfminer.six) gets the text in reading order, one that
     sorts by position (poppler) the same glyphs (docs/text-layer.md)."""
-    cdef int i
+    cdef int i, span
     cdef const FLine* ln
     cdef TJ s
     buf_puts(b, b"BT ")
@@ -785,6 +807,11 @@ cdef void put_field_ops(Buf* b, TextCtx* c, const FieldOut* fo, int f) noexcept 
         ln = &fo.line[i]
         if ln.ng == 0:
             continue
+        # the line's own /ActualText, where poppler needs one (linetext.pxi)
+        span = line_span(c, ln.g0, ln.ng, b)
+        if span < 0:
+            b.failed = 1
+            return
         buf_puts(b, b" 1 0 0 1 ")
         buf_milli(b, ln.x)
         buf_byte(b, b' ')
@@ -802,6 +829,8 @@ cdef void put_field_ops(Buf* b, TextCtx* c, const FieldOut* fo, int f) noexcept 
             buf_puts(b, b">] TJ" if s.inhex else b"] TJ")
         if s.rise != 0:
             buf_puts(b, b" 0 Ts")
+        if span:
+            buf_puts(b, b" EMC")
     buf_puts(b, b" ET\n")
 
 

@@ -241,6 +241,11 @@ cdef int register_glyphs(TextCtx* c, int g0, const unsigned int* text) noexcept 
     cdef unsigned int space
     cdef SGlyph* g
     cdef int* t
+    if c.gv.n > g0 and flat_line(c, g0, c.gv.n - g0):
+        # a cascading line: its characters on invisible glyphs (linetext.pxi)
+        if register_flat(c, g0, text) != 0:
+            return -1
+        return walk_flat(c, g0, c.gv.n - g0, NULL, NULL)
     for i in range(g0, c.gv.n):
         g = &c.gv.g[i]
         g.xi = 0

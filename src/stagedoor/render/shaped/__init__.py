@@ -15,7 +15,8 @@ tests/test_render.py checks the native glue and not a library against itself:
 - line breaks: libunibreak through ctypes, the same library (there is no other UAX #14
   implementation among the dependencies; the greedy wrap around it is re-implemented),
   and Thai word breaks from libthai through ctypes (the same dictionary segmenter; the
-  Thai runs and their TIS-620 bytes are made here by Python's tis_620 codec);
+  Thai runs and their TIS-620 bytes are made here by Python's tis_620 codec), and
+  Lao, Myanmar and Khmer word breaks from ICU's line break iterator through ctypes;
 - outlines to PDF path operators, rounded as the C code rounds (float32, then half
   away from zero); codes, ToUnicode, fonts and layout: written again in Python.
 
@@ -24,7 +25,8 @@ compare whole files.  Slow (milliseconds per field), which is fine for an oracle
 
 In the order of the data flow, each module beside the native unit it mirrors:
 
-    libs.py     libharfbuzz, libunibreak, libthai through ctypes   (textlibs.pxi, thai.pxi)
+    libs.py     libharfbuzz, libunibreak, libthai, ICU through ctypes (textlibs.pxi, thai.pxi,
+                dictbreaks.pxi)
     faces.py    faces, the face of each character, glyph procs   (fonts.pxi, glyphs.pxi)
     para.py     one paragraph: scripts, bidi levels, shaped runs   (shape.pxi)
     layout.py   the order's glyph registry, a field's fit and wrap (layout.pxi)

@@ -1,5 +1,6 @@
 """The order's glyph registry (type3.pxi) and a field's layout: shrink to the floor
-size, then wrap or ellipsise at cluster boundaries, all measured by the ink of the
+size, then wrap (at UAX #14's breaks, libthai's in Thai, ICU's in Lao, Myanmar and
+Khmer) or ellipsise at cluster boundaries, all measured by the ink of the
 glyphs, then placed and if need be shrunk so that the ink stays in the field's box
 (layout.pxi says how)."""
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 
 from .. import tables
 from .faces import Fonts, OrderFonts
-from .libs import thai_breaks
+from .libs import dict_breaks, thai_breaks
 from .para import Glyph, Para, para, shape_line
 
 ELLIPSIS = 0x2026
@@ -18,6 +19,9 @@ NTEXT = 11
 # pdfminer.six puts two glyphs on one line when their boxes (one em tall) overlap by
 # half an em: a glyph raised or lowered this much from the one before gets a bridge
 BRIDGE_RISE = 500
+# pdfminer.six reads a space where a glyph starts more than a tenth of an em right of
+# the one before: a gap after a mark of no width wider than this gets bridges
+MARK_GAP = 50
 # the invisible glyphs of moved characters: 1/50 em apart, leftwards from their glyph
 MOVE_STEP = 20
 MARK_CATEGORIES = ("Mn", "Mc", "Me")
@@ -74,7 +78,12 @@ def bridges(at0: int, at1: int, rise0: int, x: int, w: int, rise: int,
     out = []
     if sw > 0:
         gap = x - at1 if x > at1 else at0 - x - w if x + w < at0 else 0
-        if gap >= max(at1 - at0, w):
+        if at1 == at0 and x > at1 and gap > MARK_GAP:
+            # after a mark of no width drawn left of its pen (a Tibetan vowel sign),
+            # pdfminer.six would read the gap to the next letter as a word space:
+            # bridged all the way
+            out += [(at1 + i * sw, rise0) for i in range(-(-gap // sw))]
+        elif gap >= max(at1 - at0, w):
             n = max(1, gap // sw)
             if x > at1:
                 out += [(at1 + i * sw, rise0) for i in range(n)]
@@ -90,7 +99,21 @@ def bridges(at0: int, at1: int, rise0: int, x: int, w: int, rise: int,
 def register(fs: Fonts, reg: Registry, glyphs: list[Glyph], u: list[int]) -> None:
     """register_glyphs in type3.pxi: each glyph's code; the codes of the invisible glyphs
     carrying the characters moved off it (moved); the code of a face's bridge (its space
-    with no text) when field_ops will need one."""
+    with no text) when field_ops will need one.  A line written flat (flat, as
+    register_flat in linetext.pxi): each glyph with no text, all its characters moved."""
+    if glyphs and flat(fs, glyphs):
+        for g in glyphs:
+            g.code = reg.code(g.face, g.gid, ())
+            fs.proc(g.face, g.gid)
+            g.extra = ()
+            if g.cn:
+                space = fs.has(g.face, 32)
+                assert space is not None
+                g.extra = tuple(reg.code(g.face, space, (u[g.ci + j],))
+                                for j in range(g.cn))
+                fs.proc(g.face, space)
+        writing_order(fs, reg, glyphs)
+        return
     for g in glyphs:
         m = moved(fs, g)
         if m is None:
@@ -131,6 +154,8 @@ def writing_order(fs: Fonts, reg: Registry, glyphs: list[Glyph]
         pos.append(pen + g.xoff)
         pen += g.adv
     order = logical_order(glyphs)
+    if flat(fs, glyphs):
+        return _flat_order(fs, reg, glyphs, order, pos, pen)
     items: list[tuple[Glyph, int, int, int, int]] = []   # glyph, code, x, width, rise
     i, n = 0, len(order)
     while i < n:
@@ -164,6 +189,110 @@ def writing_order(fs: Fonts, reg: Registry, glyphs: list[Glyph]
         out.append((code, x, w, rise))
         at0, at1, rise0 = x, x + w, rise
     return out
+
+
+# -- lines whose text layer poppler needs spelled out (linetext.pxi) ---------------------
+
+def flat(fs: Fonts, glyphs: list[Glyph]) -> bool:
+    """flat_line in linetext.pxi: the line's letters cascade (a right-to-left glyph with
+    an advance raised or lowered: Nastaliq) and every face standing for a character has
+    a space to carry it."""
+    if not any(g.rtl and g.adv and g.yoff for g in glyphs):
+        return False
+    return all(fs.has(g.face, 32) is not None for g in glyphs if g.cn > 0)
+
+
+def _flat_order(fs: Fonts, reg: Registry, glyphs: list[Glyph], order: list[int],
+                pos: list[int], width: int) -> list[tuple[int, int, int, int]]:
+    """walk_flat in linetext.pxi: the characters' invisible glyphs in logical order on
+    the baseline, in slots leftwards from the line's right end (width / characters
+    apart, at most the first one's width), a left-to-right run's in its slots reversed
+    with bridges over the jumps; the visible glyphs at their places, the face's space
+    with no text at the left end."""
+    n = sum(len(g.extra) for g in glyphs)
+    last = max((k for k, g in enumerate(glyphs) if g.extra), default=-1)
+    if last < 0:
+        return []
+    face = glyphs[last].face
+    space = fs.has(face, 32)
+    assert space is not None
+    end = reg.code(face, space, ())
+    out: list[tuple[int, int, int, int]] = []
+    step = width // n
+    first = next(glyphs[k].extra[0] for k in order if glyphs[k].extra)
+    step = max(1, min(step, code_width(fs, reg, first)))
+    bw = code_width(fs, reg, end)
+    px = width
+
+    def put(code: int, x: int) -> None:
+        """put_carrier: bridges a slot apart over a jump left, then the character."""
+        nonlocal px
+        while px - step > x:
+            px -= step
+            out.append((end, px, bw, 0))
+        out.append((code, x, code_width(fs, reg, code), 0))
+        px = x
+
+    slot = k = 0
+    while k < len(order):
+        g = glyphs[order[k]]
+        if g.rtl:
+            for code in g.extra:
+                slot += 1
+                put(code, width - slot * step)
+            k += 1
+            continue
+        # a left-to-right run: its characters take their slots in reverse
+        e = k
+        while e < len(order) and not glyphs[order[e]].rtl:
+            e += 1
+        run = [code for t in range(k, e) for code in glyphs[order[t]].extra]
+        for i, code in enumerate(run):
+            put(code, width - (slot + len(run) - i) * step)
+        slot += len(run)
+        k = e
+    for k, g in enumerate(glyphs):
+        out.append((g.code, pos[k], code_width(fs, reg, g.code), g.yoff))
+    out.append((end, 0, code_width(fs, reg, end), 0))
+    return out
+
+
+def _poppler_r(cp: int) -> bool:
+    """poppler_r in linetext.pxi: poppler's unicodeTypeR."""
+    return (cp in (0x05BE, 0x05C0, 0x05C3, 0x060D, 0x06DD, 0x0710, 0x07B1, 0x200F, 0x202B,
+                   0x202E)
+            or 0x05C5 <= cp <= 0x0603 or 0x0616 <= cp <= 0x064A or 0x066D <= cp <= 0x066F
+            or 0x0671 <= cp <= 0x06D5 or 0x06E5 <= cp <= 0x06E6 or 0x06EE <= cp <= 0x06EF
+            or 0x06FA <= cp <= 0x070D or 0x0712 <= cp <= 0x072F or 0x074B <= cp <= 0x07A5
+            or 0xFB18 <= cp <= 0xFB1D or 0xFB1F <= cp <= 0xFB28 or 0xFB2A <= cp <= 0xFD3D
+            or 0xFD40 <= cp <= 0xFDFC or 0xFE6C <= cp <= 0xFEFC)
+
+
+def line_span(fs: Fonts, reg: Registry, glyphs: list[Glyph]) -> str | None:
+    """line_span in linetext.pxi: the /ActualText of a line that needs one (the text as
+    it is when poppler sees no right-to-left letter in it, in visual order for a flat
+    line), else None."""
+    if not any(g.rtl for g in glyphs):
+        return None
+    chars: list[int] = []
+    for k in logical_order(glyphs):
+        g = glyphs[k]
+        chars += reg.entries[g.code][2]
+        for code in g.extra:
+            chars += reg.entries[code][2]
+    if not chars:
+        return None
+    if any(_poppler_r(c) for c in chars):
+        if not flat(fs, glyphs):
+            return None
+        # visual order: the glyphs left to right, a right-to-left glyph's reversed
+        chars = []
+        for g in glyphs:
+            own = list(reg.entries[g.code][2])
+            for code in g.extra:
+                own += reg.entries[code][2]
+            chars += own[::-1] if g.rtl else own
+    return "".join(map(chr, chars))
 
 
 # -- layout (layout.pxi) -----------------------------------------------------------------
@@ -256,7 +385,8 @@ def boundary(u: list[int], n: int) -> bool:
     cluster boundary (UAX #29: not before a mark or a joiner, not inside a Hangul
     syllable's jamo, not after a ZWJ, not between the two regional indicators of a
     flag) that is not inside an Indic conjunct (not after a virama, canonical combining
-    class 9, when a letter follows, but for the KILLERS).  boundary() in layout.pxi."""
+    class 9, when a letter follows, but for the KILLERS), nor inside a Myanmar syllable
+    (not before a consonant its asat kills).  boundary() in layout.pxi."""
     if n <= 0 or n >= len(u):
         return True
     c, b = u[n], u[n - 1]
@@ -265,6 +395,13 @@ def boundary(u: list[int], n: int) -> bool:
     if (unicodedata.combining(chr(b)) == 9 and b not in KILLERS
             and unicodedata.category(chr(c))[0] == "L"):
         return False
+    if 0x1000 <= c <= 0x1021:
+        # a Myanmar consonant killed by asat closes the syllable before it (ကုန်)
+        k = n + 1
+        while k < len(u) and u[k] == 0x1037:
+            k += 1
+        if k < len(u) and u[k] == 0x103A:
+            return False
     jb, jc = _jamo(b), _jamo(c)
     if jb and jc and ((jb == 1 and jc != 3) or (jb in (2, 4) and jc in (2, 3))
                       or (jb in (3, 5) and jc == 3)):
@@ -363,7 +500,7 @@ def _fit(fs: Fonts, reg: Registry, f: int, u: list[int], han: OrderFonts | list[
         register(fs, reg, glyphs, u)
         lines.append(whole)
         return size, lines, lossy, p
-    brk = thai_breaks(u, p.brk)
+    brk = dict_breaks(u, thai_breaks(u, p.brk))
     code = f == CODE_FIELD
     if code:
         # the code breaks after each hyphen too (UAX #14 has none before a digit)

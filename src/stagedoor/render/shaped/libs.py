@@ -1,5 +1,6 @@
 """The system libraries through ctypes: libharfbuzz (shaping, outlines), libunibreak
-(UAX #14) and libthai (Thai word breaks), the same libraries the extension links."""
+(UAX #14), libthai (Thai word breaks) and libicuuc (Lao, Myanmar and Khmer word breaks),
+the same libraries the extension links."""
 
 from __future__ import annotations
 
@@ -267,4 +268,68 @@ def thai_breaks(u: list[int], brk: bytes) -> bytes:
             at = s + pos[k] - 1
             if s <= at < i - 1 and out[at] == LINEBREAK_NOBREAK:
                 out[at] = LINEBREAK_ALLOWBREAK
+    return bytes(out)
+
+
+# -- ICU's dictionary word breaks for Lao, Myanmar, Khmer (dictbreaks.pxi) ----------------
+
+def _is_dict_script(cp: int) -> bool:
+    return (0x0E80 <= cp <= 0x0EFF or 0x1000 <= cp <= 0x109F or 0xA9E0 <= cp <= 0xA9FF
+            or 0xAA60 <= cp <= 0xAA7F or 0x1780 <= cp <= 0x17FF or 0x19E0 <= cp <= 0x19FF)
+
+
+@functools.cache
+def _libicu() -> tuple[Any, Any, Any, Any]:
+    """ubrk_open, ubrk_next, ubrk_close of the system's libicuuc: its symbols carry the
+    library's major version (ubrk_open_72), read from the file's name."""
+    name = ctypes.util.find_library("icuuc") or "libicuuc.so"
+    lib = ctypes.CDLL(name)
+    major = name.rsplit(".so.", 1)[-1].split(".")[0] if ".so." in name else ""
+    suffix = f"_{major}" if major.isdigit() else ""
+    op = getattr(lib, "ubrk_open" + suffix)
+    op.restype = ctypes.c_void_p
+    op.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int32,
+                   ctypes.POINTER(ctypes.c_int)]
+    nxt = getattr(lib, "ubrk_next" + suffix)
+    nxt.restype = ctypes.c_int32
+    nxt.argtypes = [ctypes.c_void_p]
+    close = getattr(lib, "ubrk_close" + suffix)
+    close.restype = None
+    close.argtypes = [ctypes.c_void_p]
+    return lib, op, nxt, close
+
+
+UBRK_LINE = 2
+
+
+def dict_breaks(u: list[int], brk: bytes) -> bytes:
+    """dict_breaks in dictbreaks.pxi: a break allowed at each boundary ICU's line break
+    iterator (its Lao, Burmese and Khmer dictionaries) finds inside a run of those
+    scripts, where libunibreak had none."""
+    if not any(_is_dict_script(c) for c in u):
+        return brk
+    _, op, nxt, close = _libicu()
+    out = bytearray(brk)
+    i, n = 0, len(u)
+    while i < n:
+        if not _is_dict_script(u[i]):
+            i += 1
+            continue
+        s = i
+        while i < n and _is_dict_script(u[i]):
+            i += 1
+        text = "".join(map(chr, u[s:i])).encode("utf-16-le")
+        buf = ctypes.create_string_buffer(text)
+        status = ctypes.c_int(0)
+        bi = op(UBRK_LINE, b"", buf, i - s, ctypes.byref(status))
+        if not bi or status.value > 0:
+            if bi:
+                close(bi)
+            continue
+        b = nxt(bi)
+        while 0 < b < i - s:
+            if out[s + b - 1] == LINEBREAK_NOBREAK:
+                out[s + b - 1] = LINEBREAK_ALLOWBREAK
+            b = nxt(bi)
+        close(bi)
     return bytes(out)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from . import emoji
 from .faces import Fonts
-from .layout import FieldOut, Registry, writing_order
+from .layout import FieldOut, Registry, line_span, writing_order
 
 COLOURS = (b"1 1 1 rg",) + (b"0 0 0 rg",) * 9 + (b"0.3 0.3 0.3 rg",)
 TAG_SPACE = 26 ** 6
@@ -65,6 +65,11 @@ def field_ops(fs: Fonts, reg: Registry, fo: FieldOut, f: int) -> bytes:
     for line in fo.lines:
         if not line.glyphs:
             continue
+        # the line's own /ActualText, where poppler needs one (line_span)
+        span = line_span(fs, reg, line.glyphs)
+        if span is not None:
+            out.append(b" /Span << /ActualText <FEFF" + span.encode(
+                "utf-16-be", "surrogatepass").hex().upper().encode() + b"> >> BDC")
         out.append(b" 1 0 0 1 " + _milli(line.x) + b" " + _milli(line.y) + b" Tm")
         ops = _Ops(out, fo.size)
         for code, x, w, rise in writing_order(fs, reg, line.glyphs):
@@ -73,6 +78,8 @@ def field_ops(fs: Fonts, reg: Registry, fo: FieldOut, f: int) -> bytes:
             out.append(b">] TJ" if ops.inhex else b"] TJ")
         if ops.rise:
             out.append(b" 0 Ts")
+        if span is not None:
+            out.append(b" EMC")
     out.append(b" ET\n")
     return b"".join(out)
 
