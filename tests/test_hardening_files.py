@@ -90,7 +90,9 @@ async def test_refund_deletes_its_own_pdf_in_the_tickets_dir(
 
 async def test_full_disk_leaves_no_tmp_files_and_jobs_finish_once_space_is_back(
         settings: Settings, sync_redis: redis.Redis, tmp_path: Path) -> None:
-    with tmpfs(tmp_path / "small", "256k") as disk:
+    # Sized for the 30 demo orders' PDFs (~38 KB each since every glyph is embedded:
+    # ~1.1 MB in all) to fit once the filler is gone.
+    with tmpfs(tmp_path / "small", "4m") as disk:
         tickets = disk / "tickets"
         tickets.mkdir()
         # Stale temporaries of a killed worker (our naming) and a file that is not ours.
@@ -101,8 +103,8 @@ async def test_full_disk_leaves_no_tmp_files_and_jobs_finish_once_space_is_back(
         foreign = tickets / "notes.tmp"
         foreign.write_text("not ours")
         filler = disk / "filler"
-        # Leave ~12 KB: the first PDFs fit, then writes fail half way (ENOSPC).
-        filler.write_bytes(b"\0" * (256 * 1024 - 12 * 1024))
+        # Leave ~60 KB: the first PDF fits, then writes fail half way (ENOSPC).
+        filler.write_bytes(b"\0" * (4096 * 1024 - 60 * 1024))
         orders = [demo_order(i) for i in range(10, 40)]
         put_orders_sync(sync_redis, settings, orders)
         s = settings.replace(tickets_dir=str(tickets), claim_idle_ms=400, job_timeout=0.3,
