@@ -35,6 +35,7 @@ import redis
 
 from stagedoor.config import Settings
 from stagedoor.ops.inspect import parse_id
+from stagedoor.worker.presence import PRESENCE_MIN_INTERVAL
 
 from .harness import wait_for
 
@@ -241,9 +242,15 @@ def commandstats(client: redis.Redis) -> dict[str, int]:
 
 
 def assert_idle(client: redis.Redis, pids: Sequence[int], *, block_ms: int,
-                seconds: float = 2.0, cpu_limit: float = 0.2) -> dict[str, int]:
+                seconds: float = 2.0, cpu_limit: float = 0.2,
+                settle: float = PRESENCE_MIN_INTERVAL + 0.5) -> dict[str, int]:
     """No busy loop: CPU of the processes (and their children) and Redis calls over an
-    idle window.  The sleep here is the measurement window, not synchronisation."""
+    idle window.  The sleeps here are the measurement window and, before it, one presence
+    beat: a worker reports the work it just finished at its next beat (the per-kind
+    counts, worker/presence.py flush_kinds: one script, its HINCRBYs counted one by one in
+    commandstats), once, and that report belongs to the work, not to the idle time.  A
+    worker that writes at every beat while idle is still seen (the window spans two)."""
+    time.sleep(settle)
     procs = []
     for pid in pids:
         p = psutil.Process(pid)
