@@ -72,8 +72,10 @@ class Face:
     def psname(self) -> bytes:
         """face_psname in fonts.pxi: the PostScript name (read here by fontTools), only
         [A-Za-z0-9._-] kept, at most 63 bytes of the name as HarfBuzz copies it."""
-        from fontTools.ttLib import TTFont
-
+        try:  # why here: fontTools is the test extra's; an install without it names
+            from fontTools.ttLib import TTFont  # the face by number (psname's caller)
+        except ImportError:
+            return b""
         with TTFont(self.path, fontNumber=self.index, lazy=True) as tt:
             raw = (tt["name"].getDebugName(6) or "").encode()[:PS_NAME_MAX]
         return bytes(ch for ch in raw if chr(ch) in _PS_CHARS)
