@@ -17,6 +17,7 @@ from .libs import draw_glyph, harfbuzz, hb_font
 
 HAN_SCRIPTS = ("Hani", "Hira", "Kana", "Bopo")
 PS_NAME_MAX = 63
+PS_NAME_ID = 6  # the name table's PostScript name (fonts.pxi PS_NAME)
 _PS_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 
 
@@ -70,15 +71,17 @@ class Face:
 
     @functools.cached_property
     def psname(self) -> bytes:
-        """face_psname in fonts.pxi: the PostScript name (read here by fontTools), only
-        [A-Za-z0-9._-] kept, at most 63 bytes of the name as HarfBuzz copies it."""
-        try:  # why here: fontTools is the test extra's; an install without it names
-            from fontTools.ttLib import TTFont  # the face by number (psname's caller)
-        except ImportError:
+        """face_psname in fonts.pxi: the PostScript name (name ID 6, read through
+        HarfBuzz as the extension reads it, so that an install without the test extra
+        writes the same bytes), only [A-Za-z0-9._-] kept, at most 63 bytes."""
+        if not self.open():
             return b""
-        with TTFont(self.path, fontNumber=self.index, lazy=True) as tt:
-            raw = (tt["name"].getDebugName(6) or "").encode()[:PS_NAME_MAX]
-        return bytes(ch for ch in raw if chr(ch) in _PS_CHARS)
+        hb = harfbuzz()
+        size = ctypes.c_uint(PS_NAME_MAX + 1)
+        raw = ctypes.create_string_buffer(PS_NAME_MAX + 1)
+        hb.hb_ot_name_get_utf8(hb.hb_font_get_face(self.font), PS_NAME_ID, None,
+                               ctypes.byref(size), raw)
+        return bytes(ch for ch in raw.raw[:size.value] if chr(ch) in _PS_CHARS)
 
     def glyph(self, cp: int) -> int | None:
         if not self.open():

@@ -79,6 +79,8 @@ def harfbuzz() -> Any:
         "hb_blob_get_data": (ctypes.c_void_p, [_P, _P]),
         "hb_blob_destroy": (None, [_P]),
         "hb_font_get_glyph_extents": (ctypes.c_int, [_P, ctypes.c_uint32, _P]),
+        # a face's PostScript name (shaped/faces.py Face.psname, fonts.pxi face_psname)
+        "hb_ot_name_get_utf8": (ctypes.c_uint, [_P, ctypes.c_uint, _P, _P, _P]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)
