@@ -13,7 +13,6 @@ dictionary (tests/test_scripts.py checks it).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import dataclasses
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from stagedoor import _render
 from stagedoor.demo.orders import demo_order
 from stagedoor.render import fonts, reference, tables
 from stagedoor.render.order import Order
-from stagedoor.render.shaped import faces, layout
+from stagedoor.render.shaped import faces, layout, libs
 
 FIELDS = [name for name, _ in tables.FIELDS] + ["small_print"]
 
@@ -46,23 +45,11 @@ def icu_boundaries(text: str) -> set[int]:
     """The boundaries ICU's line break iterator (UBRK_LINE, root locale) finds in text,
     as indices of the characters that start a piece (all BMP: UTF-16 units are
     characters)."""
-    name = ctypes.util.find_library("icuuc") or "libicuuc.so"
-    lib = ctypes.CDLL(name)
-    major = name.rsplit(".so.", 1)[-1].split(".")[0]
-    suffix = f"_{major}" if major.isdigit() else ""
-    op = getattr(lib, "ubrk_open" + suffix)
-    op.restype = ctypes.c_void_p
-    op.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int32,
-                   ctypes.POINTER(ctypes.c_int)]
-    nxt = getattr(lib, "ubrk_next" + suffix)
-    nxt.restype = ctypes.c_int32
-    nxt.argtypes = [ctypes.c_void_p]
-    close = getattr(lib, "ubrk_close" + suffix)
-    close.argtypes = [ctypes.c_void_p]
+    _, op, nxt, close = libs._libicu()  # the reference's binding of ubrk_*
     data = text.encode("utf-16-le")
     buf = ctypes.create_string_buffer(data)
     status = ctypes.c_int(0)
-    bi = op(2, b"", buf, len(data) // 2, ctypes.byref(status))   # 2: UBRK_LINE
+    bi = op(libs.UBRK_LINE, b"", buf, len(data) // 2, ctypes.byref(status))
     assert bi and status.value <= 0, status.value
     out = set()
     try:

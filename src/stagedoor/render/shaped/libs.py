@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 EM = 1000
@@ -247,6 +248,20 @@ def _libthai() -> tuple[Any, Any]:
     return lib, lib.th_brk_new(None)
 
 
+def _runs(u: list[int], inside: Callable[[int], bool]) -> Iterator[tuple[int, int]]:
+    """The [start, end) of each run of characters `inside` says belong to a dictionary's
+    script (thai_breaks, dict_breaks)."""
+    i, n = 0, len(u)
+    while i < n:
+        if not inside(u[i]):
+            i += 1
+            continue
+        s = i
+        while i < n and inside(u[i]):
+            i += 1
+        yield s, i
+
+
 def thai_breaks(u: list[int], brk: bytes) -> bytes:
     """thai_breaks in thai.pxi: a break allowed after each word libthai finds in a run of
     Thai letters, where libunibreak had none."""
@@ -256,14 +271,7 @@ def thai_breaks(u: list[int], brk: bytes) -> bytes:
     if not breaker:
         return brk
     out = bytearray(brk)
-    i, n = 0, len(u)
-    while i < n:
-        if not _is_thai(u[i]):
-            i += 1
-            continue
-        s = i
-        while i < n and _is_thai(u[i]):
-            i += 1
+    for s, i in _runs(u, _is_thai):
         tis = "".join(map(chr, u[s:i])).encode("tis_620")
         pos = (ctypes.c_int * (i - s + 1))()
         for k in range(lib.th_brk_find_breaks(breaker, tis, pos, i - s)):
@@ -312,14 +320,7 @@ def dict_breaks(u: list[int], brk: bytes) -> bytes:
         return brk
     _, op, nxt, close = _libicu()
     out = bytearray(brk)
-    i, n = 0, len(u)
-    while i < n:
-        if not _is_dict_script(u[i]):
-            i += 1
-            continue
-        s = i
-        while i < n and _is_dict_script(u[i]):
-            i += 1
+    for s, i in _runs(u, _is_dict_script):
         text = "".join(map(chr, u[s:i])).encode("utf-16-le")
         buf = ctypes.create_string_buffer(text)
         status = ctypes.c_int(0)
