@@ -30,7 +30,6 @@ as the heartbeat does; a worker whose clock is off puts its counts in its own mi
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -256,16 +255,3 @@ async def window(client: aioredis.Redis, settings: Settings) -> KindWindow:
     hashes = [{k: text(v) for k, v in pairs(r).items()} for r in replies[1:]
               if not isinstance(r, Exception)]
     return summarise(now_ms(replies[0]), hashes)
-
-
-def seconds_text(s: float | None) -> str:
-    """0.00042 -> '420 µs', 0.0123 -> '12.3 ms', 2.5 -> '2.50 s', 125 -> '2m05s'."""
-    if s is None or not math.isfinite(s):
-        return "-"
-    if s < 0.001:
-        return f"{s * 1e6:.0f} \u00b5s"
-    if s < 1:
-        return f"{s * 1000:.3g} ms"
-    if s < 60:
-        return f"{s:.2f} s"
-    return f"{int(s // 60)}m{int(s % 60):02d}s"

@@ -4,6 +4,8 @@ print it), and durations as people read them."""
 
 from __future__ import annotations
 
+import math
+
 
 def safe(text: str, keep: str = "") -> str:
     """The text with every control and format character escaped (\\x1b, \\u202e),
@@ -44,3 +46,16 @@ def human_ms(ms: float | None) -> str:
     if s < 86400:
         return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
     return f"{int(s // 86400)}d{int(s % 86400 // 3600):02d}h"
+
+
+def seconds_text(s: float | None) -> str:
+    """0.00042 -> '420 µs', 0.0123 -> '12.3 ms', 2.5 -> '2.50 s', 125 -> '2m05s'."""
+    if s is None or not math.isfinite(s):
+        return "-"
+    if s < 0.001:
+        return f"{s * 1e6:.0f} \u00b5s"
+    if s < 1:
+        return f"{s * 1000:.3g} ms"
+    if s < 60:
+        return f"{s:.2f} s"
+    return f"{int(s // 60)}m{int(s % 60):02d}s"

@@ -11,7 +11,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..ops.kindstats import KindWindow, seconds_text
+from ..ops.kindstats import KindWindow
+from ..ops.text import seconds_text
 
 W, H = 600, 160
 # distinguishable colours, one per kind in the order of the table (then again)

@@ -17,9 +17,9 @@ import orjson
 import redis
 
 from ... import config
-from ...ops.kindstats import KindWindow, seconds_text, window
+from ...ops.kindstats import KindWindow, window
 from ...ops.records import console_client
-from ...ops.text import safe
+from ...ops.text import safe, seconds_text
 from ...stream.errors import OUTAGE_ERRORS, first_line
 
 HEAD = ("kind", "done", "failed", "retried", "dead", "run p50", "p95", "p99", "mean",
