@@ -14,9 +14,9 @@ from tests.workerkit import add_jobs, dead_entries, eventually, pending_summary,
 from stagedoor.config import ConfigError, Settings
 from stagedoor.demo.orders import demo_order
 from stagedoor.handlers import load_registry
-from stagedoor.handlers.orders import put_orders_sync
 from stagedoor.render.order import Order
 from stagedoor.stream.queue import ensure_group_sync
+from stagedoor.tickets.orders import put_orders_sync
 
 FAST = {"block_ms": 100, "reclaim_interval": 0.05, "retry_backoff": 0.001}
 

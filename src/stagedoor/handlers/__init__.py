@@ -6,19 +6,11 @@
 - context.py   Context: what a handler gets besides its job (Redis, settings, the
                thread pool, idempotency by outbox_id)
 - marks.py     how long a done mark lives: the stream's window, read in the background
-- tickets.py   the built-in handlers, render_tickets and refund
-- loading.py   the registry a worker runs: the built-ins merged with --handlers plugins
-- files.py     atomic writes, paths confined to the tickets directory, stale-tmp sweep
-- durable.py   the directory fsync shared by the renames that land together
-- _durable.pyx the same durable write and group commit in C, the GIL released once a
-               file, and the sink the render pool writes through
-- render_pool.py   render_tickets' render and write on the native pool's C threads
-- render_host.py   the worker's side of the render process (render_isolation):
-                   started, fed, replaced when it dies or hangs, culprits run alone
-- runstate.py     whether a process runs at all (stopped, frozen by a cgroup, no CPU
-                   time): read before render_host blames a render for a hang
-- render_serve.py  the render process itself: render_pool behind a socket
-- orders.py    the order store they read (a Redis hash per order)
+- loading.py   the registry a worker runs: the built-ins (stagedoor.tickets) merged with
+               --handlers plugins
+
+The ticket application that uses this API (its handlers, order store, durable files and
+render process) is stagedoor.tickets.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ def load_registry(specs: Iterable[str] = (), *, builtin: bool = True) -> Registr
     if builtin:
         # here: the built-ins load the renderer (~350 ms), which `work --help` and
         # `enqueue --help`, importing this module, must not pay (bench.measure_startup)
-        from .tickets import registry as tickets
+        from ..tickets.handlers import registry as tickets
 
         registry = registry.merged(tickets)
     for spec in specs:

@@ -105,7 +105,7 @@ STALLS = 3              # times a render's process was found not running while i
 LOOP_LATE = 2.0         # s a watch tick may come late before the worker itself counts as stalled
 KILL_WAIT = 5.0         # s a SIGKILLed render process may take to go before it is left to die
 # the module the render process runs (tests/faulty_render.py runs a faulty one instead)
-SERVE_MODULE = "stagedoor.handlers.render_serve"
+SERVE_MODULE = "stagedoor.tickets.render_serve"
 _ROOT = str(Path(__file__).resolve().parents[2])  # where this stagedoor is: the process's too
 
 
