@@ -11,6 +11,8 @@ API (stagedoor.handlers), which it uses and which does not import it.
 - render_pool.py   render_tickets' render and write on the native pool's C threads
 - render_host.py   the worker's side of the render process (render_isolation):
                    started, fed, replaced when it dies or hangs, culprits run alone
+- render_rules.py  render_host's rules as plain functions (no OS calls): start backoff,
+                   culprits run alone, hangs, stalls, the watch's own lateness
 - runstate.py      whether a process runs at all (stopped, frozen by a cgroup, no CPU
                    time): read before render_host blames a render for a hang
 - render_serve.py  the render process itself: render_pool behind a socket
