@@ -2,15 +2,16 @@
 
     from stagedoor.handlers import handler, Registry, Context, TransientError, PermanentError
 
-- registry.py  Registry (kind -> handler), @handler, loading `module:attr` plugins
+- registry.py  Registry (kind -> handler), @handler
 - context.py   Context: what a handler gets besides its job (Redis, settings, the
                thread pool, idempotency by outbox_id)
 - marks.py     how long a done mark lives: the stream's window, read in the background
-- loading.py   the registry a worker runs: the built-ins (stagedoor.tickets) merged with
-               --handlers plugins
+- loading.py   the registry a worker runs: the built-ins merged with the --handlers
+               `module:attr` plugins, old spec names resolved (MOVED)
 
-The ticket application that uses this API (its handlers, order store, durable files and
-render process) is stagedoor.tickets.
+The built-in handlers are an application on this API, stagedoor.tickets (its handlers,
+order store, durable files and render process), loaded by their spec like a plugin:
+nothing here imports it (tests/test_layers.py).
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from typing import TYPE_CHECKING
 
 from ..public import resolve_public
 
-# public name -> the module that defines it.  Resolved on first use, so that the render
-# process (render_serve.py), which imports this package's file and render modules only,
-# does not load redis-py's machinery at its start (~130 ms of its ~300 here).
+# public name -> the module that defines it.  Resolved on first use, so that a caller of
+# one module here (the CLI's `work` and `enqueue` import loading.py, for --help too) does
+# not load context.py, and redis-py's machinery with it.
 _PUBLIC = {
     "PermanentError": "stagedoor.errors",
     "TransientError": "stagedoor.errors",
