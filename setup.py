@@ -1,6 +1,6 @@
 """Build of the native extensions: the renderer stagedoor._render (Cython, linked against
 zlib), the worker's per-entry fast path stagedoor.worker._entries and the render
-handler's durable write stagedoor.handlers._durable (Cython).
+handler's durable write stagedoor.tickets._durable (Cython).
 
 `pip install .` builds it in an isolated environment (Cython pinned in pyproject.toml);
 `python setup.py build_ext --inplace` builds it next to the sources for development.
@@ -97,8 +97,8 @@ def _extensions() -> list[Extension]:
                         sources=["src/stagedoor/worker/_entries.pyx"],
                         extra_compile_args=["-O2"])
     # The render handler's durable write (one GIL release per file), beside files.py.
-    durable = Extension("stagedoor.handlers._durable",
-                        sources=["src/stagedoor/handlers/_durable.pyx"],
+    durable = Extension("stagedoor.tickets._durable",
+                        sources=["src/stagedoor/tickets/_durable.pyx"],
                         depends=["src/stagedoor/_pthread.pxd"],
                         extra_compile_args=["-O2"])
     # include_path: `cimport stagedoor._pthread` must find src/ in pip's isolated build

@@ -11,13 +11,13 @@ _ = object()
 
 # -- Python and library protocols: called by the interpreter, asyncio or redis-py
 __getattr__  # stagedoor, handlers, render __init__: PEP 562 lazy public names
-_.connection_made  # asyncio.Protocol (stream/wire.py, handlers/render_serve.py)
-_.data_received  # asyncio.Protocol (stream/wire.py, handlers/render_serve.py)
-_.eof_received  # asyncio.Protocol (handlers/render_serve.py)
+_.connection_made  # asyncio.Protocol (stream/wire.py, tickets/render_serve.py)
+_.data_received  # asyncio.Protocol (stream/wire.py, tickets/render_serve.py)
+_.eof_received  # asyncio.Protocol (tickets/render_serve.py)
 _.connection_lost  # asyncio.Protocol (stream/wire.py, render_serve.py, worker/child.py)
 _.connection_class  # stream/connection.py: redis-py's pool reads it (rediss:// TLS)
-sweep_temporaries  # handlers/tickets.py: registered by @registry.on_start
-render_tickets  # handlers/tickets.py: registered by @registry.handler, the built-in kind
+sweep_temporaries  # tickets/handlers.py: registered by @registry.on_start
+render_tickets  # tickets/handlers.py: registered by @registry.handler, the built-in kind
 
 # -- read by the Cython extensions (vulture does not read .pyx/.pxi)
 _.add_many  # worker/acks.py Acker.add_many: worker/_entries.pyx acks a reply's entries
@@ -44,7 +44,7 @@ _.n_present  # worker/readahead.py PyReplyWait counters: tests/test_reply_wait.p
 _.n_near  # bench/slowdown.py compare them with the C ReplyWait's
 _.n_late
 _.n_slept
-fsyncs  # handlers/durable.py DirectorySync protocol field and GroupSync counter:
+fsyncs  # tickets/durable.py DirectorySync protocol field and GroupSync counter:
 _.fsyncs  # tests/test_durable_order.py and test_render_pool.py count the fsyncs
 
 # -- in files other helpers own this round (issue 40); to settle when those land

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 import uvloop
 
 from stagedoor.config import Settings
-from stagedoor.handlers.tickets import registry as builtin
 from stagedoor.stream.job import Job
+from stagedoor.tickets.handlers import registry as builtin
 from stagedoor.worker.loop import Worker
 
 from .noop_handlers import registry as noop

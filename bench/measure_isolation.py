@@ -46,10 +46,10 @@ from typing import Any
 import psutil
 
 from stagedoor.config import Settings
-from stagedoor.handlers.render_host import RenderHost
-from stagedoor.handlers.render_pool import LocalRender
 from stagedoor.ops.metrics import WorkerStats
 from stagedoor.render.order import Order
+from stagedoor.tickets.render_host import RenderHost
+from stagedoor.tickets.render_pool import LocalRender
 
 from . import measure_common as mc
 from .measure_drain import _cpu

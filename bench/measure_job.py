@@ -54,10 +54,10 @@ from pathlib import Path
 from typing import Any
 
 from stagedoor.demo.orders import demo_order, world_order
-from stagedoor.handlers.orders import put_orders_sync
 from stagedoor.render.order import Order
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import enqueue_sync, ensure_group_sync
+from stagedoor.tickets.orders import put_orders_sync
 
 from . import measure_common as mc
 from .measure_drain import _cpu, _exited, _reap
@@ -134,7 +134,7 @@ def alloc_probe(files: int = 200) -> float:
 # -- the bare loop -------------------------------------------------------------------------
 
 def _durable_write(directory: Path, name: str, data: bytes) -> None:
-    """The baseline's own copy of the write, not handlers.tickets.write_atomic: the
+    """The baseline's own copy of the write, not tickets.handlers.write_atomic: the
     product's write is what is being measured and will change (group commit)."""
     tmp = directory / f".{name}.{threading.get_ident()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)

@@ -76,9 +76,9 @@ def smaps(pid: int) -> dict[str, float]:
 def worker_rss_scripts(url: str, orders: int = 1200, timeout: float = 300.0) -> dict[str, Any]:
     """RSS of a worker that drained render_tickets jobs of `orders` world orders."""
     from stagedoor.demo.orders import world_order
-    from stagedoor.handlers.orders import put_orders_sync
     from stagedoor.stream.job import make_job
     from stagedoor.stream.queue import enqueue_sync, ensure_group_sync
+    from stagedoor.tickets.orders import put_orders_sync
 
     c = mc.client(url)
     c.flushall()

@@ -2,7 +2,7 @@
 
     python -m bench.measure_write [--n 2000] [--rounds 6] [--threads 8] [--size 20000]
 
-Two contenders, both stagedoor.handlers.files.write_atomic with its own directory fsync
+Two contenders, both stagedoor.tickets.files.write_atomic with its own directory fsync
 per file, into a fresh directory on the real disk (SD_BENCH_DISK_DIR, else the system
 temp dir), from `--threads` threads, interleaved (A B, then B A, ...):
 
@@ -12,7 +12,7 @@ temp dir), from `--threads` threads, interleaved (A B, then B A, ...):
 
 Prints files/s and process CPU per file (user + system, all threads) per round, then
 the medians and the ratio unnamed / named.  The kernel's directory lock is the point
-(handlers/files.py says why): each named write takes it twice, each unnamed one once.
+(tickets/files.py says why): each named write takes it twice, each unnamed one once.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from stagedoor.handlers import files
+from stagedoor.tickets import files
 
 
 def one_round(mode: str, n: int, threads: int, data: bytes) -> tuple[float, float]:

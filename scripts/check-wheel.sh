@@ -36,7 +36,7 @@ site=$("$WORK/venv/bin/python" -c 'import stagedoor, os; print(os.path.dirname(o
 
 echo "check-wheel: ldd of the extensions"
 for ext in "$site"/stagedoor/_render.*.so "$site"/stagedoor/worker/_entries.*.so \
-           "$site"/stagedoor/handlers/_durable.*.so; do
+           "$site"/stagedoor/tickets/_durable.*.so; do
     out=$(ldd "$ext")
     if grep -q "not found" <<<"$out"; then fail "$(basename "$ext"): $(grep "not found" <<<"$out")"; fi
     case $ext in *_render.*)
@@ -127,7 +127,7 @@ from pathlib import Path
 import redis
 
 from stagedoor import config, enqueue_sync, make_job, sync_client
-from stagedoor.handlers.orders import put_orders_sync
+from stagedoor.tickets.orders import put_orders_sync
 from stagedoor.render.order import Order
 
 settings = config.load()  # STAGEDOOR_REDIS_URL, STAGEDOOR_TICKETS_DIR

@@ -77,7 +77,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.stagedoor-installed
 # rebuild when the build or any source of the extensions (.pyx, .pxd, the .pxi units:
-# the renderer, worker/_entries, handlers/_durable) changed
+# the renderer, worker/_entries, tickets/_durable) changed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
    || [ -n "$(find src/stagedoor \( -name '*.pyx' -o -name '*.pxd' -o -name '*.pxi' \) \
                    -newer "$stamp")" ]; then
@@ -85,7 +85,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stam
     .venv/bin/python -m pip install -q -e '.[test,bench,dev]'
     touch "$stamp"
 fi
-.venv/bin/python -c 'import stagedoor._render, stagedoor.worker._entries, stagedoor.handlers._durable' \
+.venv/bin/python -c 'import stagedoor._render, stagedoor.worker._entries, stagedoor.tickets._durable' \
     2>/dev/null || {
     echo "setup: the native extensions did not build; see the pip output above" >&2; exit 1; }
 # Byte-compile the tree once: an editable install writes no bytecode, and where

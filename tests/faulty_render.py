@@ -7,7 +7,7 @@ brought in by the tests, not by the product.
 
 Importing this module changes nothing; install() (tests/faulty_worker.py, imported by a
 worker through its handlers setting) makes the worker's render process run this module
-instead of stagedoor.handlers.render_serve, and the worker's own LocalRender faulty
+instead of stagedoor.tickets.render_serve, and the worker's own LocalRender faulty
 (render_isolation = "none").  Run as the render process (`python -m
 tests.faulty_render FD PARENT_PID`), it makes LocalRender faulty there, then serves as
 render_serve does.
@@ -17,7 +17,7 @@ render starts (os.abort: SIGABRT); one that contains HANG never ends.  Every oth
 order renders as usual, on the native pool's fast path.  A HANG burns CPU in a thread
 of its own while it waits, as a native render stuck in a loop does: a process that uses
 no CPU is not running, and render_host does not blame its render
-(stagedoor/handlers/runstate.py).
+(stagedoor/tickets/runstate.py).
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ import threading
 import time
 from pathlib import Path
 
-from stagedoor.handlers import render_host, render_serve
-from stagedoor.handlers.render_pool import LocalRender, Written
 from stagedoor.render.order import Order
+from stagedoor.tickets import render_host, render_serve
+from stagedoor.tickets.render_pool import LocalRender, Written
 
 ABORT = "ABORT-IN-RENDER-7d1c"
 HANG = "HANG-IN-RENDER-5e0b"

@@ -14,8 +14,8 @@ from tests.workerkit import add_jobs, dead_entries, eventually, running
 from stagedoor.config import Settings
 from stagedoor.demo.orders import demo_order
 from stagedoor.handlers import load_registry
-from stagedoor.handlers.orders import put_orders_sync
 from stagedoor.render.order import Order, OrderDataError
+from stagedoor.tickets.orders import put_orders_sync
 
 FAST = {"block_ms": 100, "reclaim_interval": 0.05, "retry_backoff": 0.001}
 REQUIRED = ("event", "venue", "starts_at", "section", "row", "seat", "buyer", "price",

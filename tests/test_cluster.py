@@ -26,13 +26,13 @@ from tests.topology import ClusterSet
 
 from stagedoor.config import ConfigError, Settings
 from stagedoor.demo.orders import demo_order
-from stagedoor.handlers.orders import put_orders_sync
 from stagedoor.stream import connection
 from stagedoor.stream.cluster import Redirected
 from stagedoor.stream.job import make_job
 from stagedoor.stream.keys import done_key, marks_key, order_key, starts_key
 from stagedoor.stream.queue import enqueue_sync
 from stagedoor.stream.resp import FastConnection
+from stagedoor.tickets.orders import put_orders_sync
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.server

@@ -1,7 +1,7 @@
-"""handlers/durable.py through files.write_atomic: tmp + fsync + rename + a directory
+"""tickets/durable.py through files.write_atomic: tmp + fsync + rename + a directory
 fsync shared by the renames that land together (real threads, a real directory).
 
-Every test runs twice: with the C write and group commit (handlers/_durable.pyx, what
+Every test runs twice: with the C write and group commit (tickets/_durable.pyx, what
 the worker uses) and with the os.* path and durable.GroupSync (the fallback when the
 extension is not built)."""
 
@@ -15,16 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from stagedoor.handlers import files
-from stagedoor.handlers.durable import GroupSync, GroupSyncs
-from stagedoor.handlers.files import write_atomic
+from stagedoor.tickets import files
+from stagedoor.tickets.durable import GroupSync, GroupSyncs
+from stagedoor.tickets.files import write_atomic
 
 
 @pytest.fixture(params=["native", "python"])
 def writer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     if request.param == "native":
         built = getattr(files, "_native", None) is not None
-        assert built, "stagedoor.handlers._durable is not built"
+        assert built, "stagedoor.tickets._durable is not built"
     else:
         monkeypatch.setattr(files, "_native", None)
     yield request.param

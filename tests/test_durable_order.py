@@ -2,12 +2,12 @@
 
 The worker runs as a real process under strace (-f: every thread; -y: the path of
 each fd), draining render_tickets jobs with the seed's 8 in flight, so the directory
-fsyncs are shared between renames (the group commit of handlers/durable.py).  From
+fsyncs are shared between renames (the group commit of tickets/durable.py).  From
 the system calls themselves, for every job:
 
   1. the fsync of its file completed before the file got its name: the link of the
      unnamed (O_TMPFILE) file, or the rename of the tmp file where that is not
-     available (handlers/files.py);
+     available (tickets/files.py);
   2. a directory fsync that began after that link or rename completed, completed before
   3. the write that carried the job's entry id in an XACK began.
 
@@ -30,7 +30,7 @@ from tests.workerkit import add_jobs
 
 from stagedoor.config import Settings
 from stagedoor.demo.orders import demo_order
-from stagedoor.handlers.orders import put_orders_sync
+from stagedoor.tickets.orders import put_orders_sync
 
 ROOT = Path(__file__).resolve().parent.parent
 

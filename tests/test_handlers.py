@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import subprocess
 from pathlib import Path
 
@@ -14,9 +15,10 @@ from tests.workerkit import add_jobs, dead_entries, eventually, pending_summary,
 from stagedoor.config import ConfigError, Settings
 from stagedoor.demo.orders import demo_order
 from stagedoor.handlers import load_registry
-from stagedoor.handlers.orders import put_orders_sync
+from stagedoor.handlers.loading import MOVED
 from stagedoor.render.order import Order
 from stagedoor.stream.queue import ensure_group_sync
+from stagedoor.tickets.orders import put_orders_sync
 
 FAST = {"block_ms": 100, "reclaim_interval": 0.05, "retry_backoff": 0.001}
 
@@ -104,6 +106,24 @@ def test_registry_from_module_attr() -> None:
                          "tests.plugin_handlers:mapping"])
     assert {"render_tickets", "refund", "ping", "pong", "echo"} <= reg.kinds
     assert reg.get("ping").timeout == 2.0
+
+
+def test_a_moved_handler_spec_loads_from_where_the_module_is_now(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """An operator's settings may name the built-ins by their old module; that keeps
+    working (with a warning that gives the new name), through loading.MOVED alone."""
+    reg = load_registry(["stagedoor.handlers.tickets:registry"], builtin=False)
+    assert reg.kinds == {"render_tickets", "refund"}
+    assert "'stagedoor.tickets.handlers:registry'" in caplog.text
+    assert load_registry(builtin=False).kinds == set()
+    assert load_registry().kinds == reg.kinds
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(MOVED.items()))
+def test_a_moved_module_is_gone_from_its_old_place(old: str, new: str) -> None:
+    """No shim module stays behind: the table is the one place an old name resolves."""
+    assert importlib.util.find_spec(old) is None
+    assert importlib.util.find_spec(new) is not None
 
 
 @pytest.mark.parametrize(("spec", "message"), [

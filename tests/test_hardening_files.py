@@ -20,9 +20,9 @@ from stagedoor.config import Settings
 from stagedoor.demo.orders import demo_order
 from stagedoor.errors import TransientError
 from stagedoor.handlers import Registry, load_registry
-from stagedoor.handlers.orders import put_orders_sync
 from stagedoor.stream.job import Job, make_job
 from stagedoor.stream.queue import enqueue_sync, ensure_group_sync
+from stagedoor.tickets.orders import put_orders_sync
 
 FAST = {"block_ms": 100, "reclaim_interval": 0.05, "retry_backoff": 0.001,
         "retry_backoff_max": 0.01}

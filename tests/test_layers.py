@@ -205,3 +205,44 @@ def test_the_worker_reads_its_keys_from_stream_keys() -> None:
     graph = import_graph()
     assert "stagedoor.ops.fleet" not in graph["stagedoor.worker.presence"]
     assert "stagedoor.stream.keys" in graph["stagedoor.worker.presence"]
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module `start` imports, directly or through others."""
+    seen: set[str] = set()
+    stack = [start]
+    while stack:
+        for target in graph[stack.pop()] - seen:
+            seen.add(target)
+            stack.append(target)
+    return seen
+
+
+def _in(package: str, module: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_no_production_module_imports_the_demo() -> None:
+    """demo/ (demo orders, an embedded redis-server) is for `stagedoor demo` and the
+    tests: the one module that imports it is that command (cli/commands/demo.py).  The
+    render process warms up on an order of its own (render_serve._warm_up)."""
+    graph = import_graph()
+    reaching = sorted(f"{name} -> {target}" for name, targets in graph.items()
+                      if name.startswith("stagedoor.") and not _in("stagedoor.demo", name)
+                      and name != "stagedoor.cli.commands.demo"
+                      for target in targets if _in("stagedoor.demo", target))
+    assert not reaching, "modules outside demo/ that import it:\n" + "\n".join(reaching)
+    assert not {m for m in reachable(graph, "stagedoor.tickets.render_serve")
+                if _in("stagedoor.demo", m)}
+
+
+def test_the_handler_api_does_not_import_the_ticket_application() -> None:
+    """handlers/ is the API a handler author imports; tickets/ is an application built
+    on it (and loaded by its spec, handlers/loading.BUILTIN), so tickets/ may import
+    handlers/ and never the other way round, not even through another module."""
+    graph = import_graph()
+    reaching = sorted(f"{name} -> {target}" for name in graph
+                      if _in("stagedoor.handlers", name)
+                      for target in reachable(graph, name) if _in("stagedoor.tickets", target))
+    assert not reaching, ("handlers/ modules that reach tickets/:\n" + "\n".join(reaching))
+    assert "stagedoor.handlers.registry" in graph["stagedoor.tickets.handlers"]

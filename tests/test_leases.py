@@ -25,11 +25,11 @@ from stagedoor.config import Settings
 from stagedoor.demo.orders import demo_order
 from stagedoor.errors import TransientError
 from stagedoor.handlers import Context, Registry, load_registry
-from stagedoor.handlers.orders import put_orders_sync
 from stagedoor.ops import deadletters
 from stagedoor.stream.job import Job, make_job
 from stagedoor.stream.keys import lease_key, starts_key
 from stagedoor.stream.queue import enqueue_sync, ensure_group_sync
+from stagedoor.tickets.orders import put_orders_sync
 
 RETRIES = 2
 FAST = {"block_ms": 100, "retry_backoff": 0.001, "retries": RETRIES}

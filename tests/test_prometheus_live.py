@@ -29,9 +29,9 @@ from tests.test_monitoring import ALERTS, alert_rules, panel_queries, tool
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import free_port
 from stagedoor.demo.orders import demo_order
-from stagedoor.handlers.orders import put_orders_sync
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import enqueue_sync, ensure_group_sync
+from stagedoor.tickets.orders import put_orders_sync
 
 
 class Prometheus:

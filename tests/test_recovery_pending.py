@@ -24,9 +24,9 @@ from stagedoor.config import Settings
 from stagedoor.demo.orders import demo_order
 from stagedoor.errors import TransientError
 from stagedoor.handlers import Context, Registry, load_registry
-from stagedoor.handlers.orders import put_orders_sync
 from stagedoor.stream.job import Job
 from stagedoor.stream.queue import ensure_group_sync
+from stagedoor.tickets.orders import put_orders_sync
 
 JOBS = 1000
 SLOW_S = 2.5

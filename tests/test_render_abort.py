@@ -41,13 +41,13 @@ from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import free_port
 from stagedoor.demo.orders import demo_order
 from stagedoor.errors import TransientError
-from stagedoor.handlers import render_host
-from stagedoor.handlers.orders import put_orders_sync
-from stagedoor.handlers.render_host import RenderHost
-from stagedoor.handlers.render_pool import NativeRenderPool, rendered
 from stagedoor.ops.metrics import WorkerStats
 from stagedoor.render import reference
 from stagedoor.render.order import Order, RenderFailed
+from stagedoor.tickets import render_host
+from stagedoor.tickets.orders import put_orders_sync
+from stagedoor.tickets.render_host import RenderHost
+from stagedoor.tickets.render_pool import NativeRenderPool, rendered
 
 MARK = faulty_render.ABORT
 REASON = b"render aborted the render process (SIGABRT)"

@@ -27,9 +27,9 @@ from tests.workerkit import gone, poll
 
 from stagedoor.config import Settings
 from stagedoor.demo.orders import demo_order
-from stagedoor.handlers import runstate
-from stagedoor.handlers.render_host import RenderHost
 from stagedoor.ops.metrics import WorkerStats
+from stagedoor.tickets import runstate
+from stagedoor.tickets.render_host import RenderHost
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -192,7 +192,7 @@ import asyncio, json, sys
 from pathlib import Path
 from stagedoor.config import Settings
 from stagedoor.demo.orders import demo_order
-from stagedoor.handlers.render_host import RenderHost
+from stagedoor.tickets.render_host import RenderHost
 from stagedoor.ops.metrics import WorkerStats
 
 async def main():

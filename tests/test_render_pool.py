@@ -1,5 +1,5 @@
-"""The native render pool (stagedoor._render.RenderPool, handlers/render_pool.py): C
-threads that render orders and write them durably (handlers/_durable.FileSink) without
+"""The native render pool (stagedoor._render.RenderPool, tickets/render_pool.py): C
+threads that render orders and write them durably (tickets/_durable.FileSink) without
 the GIL, and report through an eventfd to the event loop.
 
 Real threads, a real directory, a real redis-server for the worker cases; the PDFs are
@@ -23,11 +23,11 @@ from stagedoor import _render
 from stagedoor.config import Settings
 from stagedoor.demo.orders import demo_order, world_order
 from stagedoor.handlers import load_registry
-from stagedoor.handlers._durable import DirSync, FileSink
-from stagedoor.handlers.orders import put_orders_sync
-from stagedoor.handlers.render_host import RenderHost
-from stagedoor.handlers.render_pool import LocalRender, NativeRenderPool
 from stagedoor.render.order import Order
+from stagedoor.tickets._durable import DirSync, FileSink
+from stagedoor.tickets.orders import put_orders_sync
+from stagedoor.tickets.render_host import RenderHost
+from stagedoor.tickets.render_pool import LocalRender, NativeRenderPool
 
 
 def _collect_all(pool: _render.RenderPool, n: int) -> list[tuple[object, BaseException | None]]:

@@ -42,8 +42,8 @@ from tests.tlscerts import make_certs
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import free_port
 from stagedoor.demo.orders import demo_order
-from stagedoor.handlers.orders import OrderStore
 from stagedoor.render.order import Order, Ticket
+from stagedoor.tickets.orders import OrderStore
 
 DOC = REPO / "docs" / "security.md"
 USER = "stagedoor-worker"

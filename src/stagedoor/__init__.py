@@ -12,7 +12,9 @@ native extension.  Where each lives:
 
     stream/      job boundary, producer, Redis clients, the lean hot-path connection
     worker/      one worker process: lifecycle, reader, redelivery, dispatch, acks, policy
-    handlers/    registry, context, the built-in handlers, the order store
+    handlers/    the handler API: registry, context, done marks, the registry a worker runs
+    tickets/     the ticket application: its handlers, the order store, durable files,
+                 the render process
     render/      renderer(), the pure-Python reference, QR; _render.pyx is native
     supervisor/  the process tree: select loop, pool, pure decisions, reporting, systemd
     ops/         status, Prometheus exporter, metrics, logs

@@ -1,7 +1,7 @@
 # The POSIX threads the extensions use without the GIL, declared once: the render
 # pool's threads and their queue (render/_native/pool.pxi, in stagedoor._render) and the
 # shared directory fsync's mutex and condition, and the temporary names' thread id
-# (handlers/_durable.pyx).  Declarations only: `from stagedoor._pthread cimport ...`
+# (tickets/_durable.pyx).  Declarations only: `from stagedoor._pthread cimport ...`
 # needs no module of its own at run time.
 
 cdef extern from "<pthread.h>" nogil:

@@ -55,7 +55,7 @@ def script_runs() -> list[tuple[int, int, str]]:
     """Runs of code points of one script (HarfBuzz's data), unassigned left out."""
 
 class RenderPool:
-    """`threads` C threads rendering orders into sinks (handlers/_durable.FileSink)
+    """`threads` C threads rendering orders into sinks (tickets/_durable.FileSink)
     without the GIL; an eventfd (`fd`) is readable when orders are done."""
 
     fd: int

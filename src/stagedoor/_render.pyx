@@ -52,7 +52,7 @@ way asyncpg splits its protocol (one extension, one C module, several .pxi):
     render/_native/pdf.pxi       the file: objects, deflate, scratch pool, xref, render_c
     render/_native/text.pxi      str -> fast-path bytes when they fit, else shaped text
     render/_native/pool.pxi      a pool of C threads rendering orders into sinks (the
-                                 durable write of handlers/_durable.pyx), no GIL
+                                 durable write of tickets/_durable.pyx), no GIL
 
 This file keeps the imports, the includes (order matters only for the import-time
 initialisation they run) and the Python entry points.

@@ -1,6 +1,6 @@
 """A package's public names resolved on first use (PEP 562 `__getattr__`), so that
 importing a package costs only what its caller uses: the CLI's `--version`, a worker's
-start and the render process (handlers/render_serve.py) do not load redis-py's machinery
+start and the render process (tickets/render_serve.py) do not load redis-py's machinery
 for names they never touch.  Below every package that uses it: it imports nothing of
 stagedoor."""
 

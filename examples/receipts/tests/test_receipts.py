@@ -23,7 +23,7 @@ from receipts.handlers import customer_tier, format_receipt
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import EmbeddedRedis
 from stagedoor.demo.orders import demo_order
-from stagedoor.handlers.orders import put_orders_sync
+from stagedoor.tickets.orders import put_orders_sync
 
 HERE = Path(__file__).resolve().parents[1]
 REGISTRY = "receipts.handlers:registry"

@@ -1,4 +1,4 @@
-"""What a handler gets besides its job: Redis, settings, the render pool, idempotency.
+"""What a handler gets besides its job: Redis, settings, the thread pool, idempotency.
 
 Idempotency is by outbox_id (the job's identity, the seed's Topic 45): a handler
 that has side effects calls `already_done` first and `mark_done` last.  The loop

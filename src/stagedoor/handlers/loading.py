@@ -1,15 +1,35 @@
-"""The registry a worker runs: the built-in handlers (tickets.py) merged with each
-`--handlers module:attr` plugin, a later kind replacing an earlier one.  Above both
-registry.py and tickets.py (which registers on a Registry), so neither imports the other."""
+"""The registry a worker runs: the built-in handlers (the ticket application's,
+BUILTIN) merged with each `--handlers module:attr` plugin, a later kind replacing an
+earlier one.
+
+The built-ins are loaded by their spec, as a plugin is, so the handler API (this
+package) does not import the application built on it (stagedoor.tickets;
+tests/test_layers.py keeps it so).  A spec naming a module that has moved (MOVED) is
+loaded from where it lives now, with a warning that gives the new name."""
 
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..config import ConfigError
 from .registry import Handler, Registry
+
+log = logging.getLogger("stagedoor.handlers")
+
+# the built-in handlers, render_tickets and refund (loaded on first use: they load the
+# renderer, ~350 ms, which `work --help` and `enqueue --help` must not pay)
+BUILTIN = "stagedoor.tickets.handlers:registry"
+
+# Modules that held handlers under an earlier name -> where they are now.  A spec in an
+# operator's settings (handlers = [...], STAGEDOOR_HANDLERS, --handlers) keeps working
+# across the move; the new name is the documented one.  Issue 40: the ticket
+# application left handlers/ for tickets/, and tickets.py became tickets/handlers.py.
+MOVED = {
+    "stagedoor.handlers.tickets": "stagedoor.tickets.handlers",
+}
 
 
 def _as_registry(spec: str, obj: Any) -> Registry:
@@ -26,6 +46,11 @@ def _as_registry(spec: str, obj: Any) -> Registry:
 
 def load_spec(spec: str) -> Registry:
     module_name, _, attr = spec.partition(":")
+    moved = MOVED.get(module_name)
+    if moved is not None:
+        log.warning("handlers: %r has moved to %r; loading it from there (write the new "
+                    "name in the settings)", spec, f"{moved}:{attr}")
+        module_name = moved
     try:
         module = importlib.import_module(module_name)
     except Exception as e:
@@ -41,12 +66,6 @@ def load_spec(spec: str) -> Registry:
 def load_registry(specs: Iterable[str] = (), *, builtin: bool = True) -> Registry:
     """The built-in handlers, then each spec in order (a later kind replaces an earlier)."""
     registry = Registry()
-    if builtin:
-        # here: the built-ins load the renderer (~350 ms), which `work --help` and
-        # `enqueue --help`, importing this module, must not pay (bench.measure_startup)
-        from .tickets import registry as tickets
-
-        registry = registry.merged(tickets)
-    for spec in specs:
+    for spec in [BUILTIN, *specs] if builtin else specs:
         registry = registry.merged(load_spec(spec))
     return registry

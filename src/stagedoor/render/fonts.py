@@ -235,7 +235,7 @@ def uncovered_warning(p: FontPlan) -> str | None:
 def uncovered(p: FontPlan, text: str) -> dict[str, int]:
     """Script -> how many characters of text no face of the plan has (they print as
     replacement marks).  Opens every face: for an order known to have such characters,
-    not per order (handlers/render_pool.LocalRender asks when the renderer's counter
+    not per order (tickets/render_pool.LocalRender asks when the renderer's counter
     moved, in the process that rendered)."""
     from .._render import face_covers
 

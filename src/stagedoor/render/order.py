@@ -4,7 +4,7 @@
 OrderDataError naming the field; the limits (MAX_TICKETS, MAX_TEXT) bound what one
 render costs, and every ticket field but the small print is required: empty or only
 white space (is_blank) is refused, not printed blank.  The store that keeps orders in
-Redis is stagedoor.handlers.orders.
+Redis is stagedoor.tickets.orders.
 """
 
 from __future__ import annotations

@@ -101,16 +101,19 @@ class RestartWindow:
 def killer_cause(code: int, hung: str = "") -> str:
     """What a worker's death says about the entry it ran alone: 'killed its worker:
     SIGABRT', '... exit 1', or, when the supervisor aborted it as hung, why."""
-    if code < 0:
-        try:
-            how = signal.Signals(-code).name
-        except ValueError:
-            how = f"signal {-code}"
-    else:
-        how = f"exit {code}"
+    how = signal_name(-code) if code < 0 else f"exit {code}"
     if hung:
         return f"hung its worker ({hung}), killed with {how}"
     return f"killed its worker: {how}"
+
+
+def signal_name(signum: int) -> str:
+    """'SIGABRT', or 'signal 70' for a number with no name: how a death by a signal is
+    named in every line about it (the render process's deaths too, tickets/render_rules)."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 def boot_exit_code(child_code: int) -> int:
@@ -153,13 +156,15 @@ def watch(now: float, *, started: float, last_hb: float | None,
     return Act.NOTHING, ""
 
 
-def loop_lateness(gap: float, asked: float) -> float:
+def loop_lateness(gap: float, asked: float, after: float = STALL_AFTER) -> float:
     """How long the loop itself stalled: `gap` seconds passed since it last judged the
     workers, when it asked to sleep at most `asked` (its tick) in between.  0 for the
-    usual jitter; beyond STALL_AFTER, the whole excess: nobody read the workers'
-    heartbeats in that time, so their silence in it is the supervisor's, not theirs."""
+    usual jitter; beyond `after` (STALL_AFTER), the whole excess: nobody read the
+    workers' heartbeats in that time, so their silence in it is the supervisor's, not
+    theirs.  The render host's watch judges its own lateness by this rule too
+    (tickets/render_rules.watch_lateness), with its own `after`."""
     late = gap - asked
-    return late if late > STALL_AFTER else 0.0
+    return late if late > after else 0.0
 
 
 def forgiven(t: float, late: float, now: float) -> float:

@@ -21,10 +21,10 @@ from typing import Any
 
 from aiohttp import web
 
-from ..handlers.files import OutsideTicketsDir, confined
 from ..ops import audit, deadletters, fleet, jobs, kindstats, pending, release
 from ..ops.deadletters import BadBound, DeadFilter
 from ..ops.inspect import BadEntryId, check_id, parse_id
+from ..tickets.files import OutsideTicketsDir, confined
 from . import kindchart, security
 from .console import Console, console_of
 from .credentials import ACTS

@@ -4,7 +4,7 @@
     family.rss()            # bytes resident now, for the heartbeat and max_worker_memory
     family.cpu_seconds()    # CPU used since the worker started, for the slot's metric
 
-Render isolation (handlers/render_host.py, the default) moved the native renderer into a
+Render isolation (tickets/render_host.py, the default) moved the native renderer into a
 child process of the worker: the part most likely to leak, and the part that does most
 of a real job's work.  Counted alone, the worker's RSS stayed flat while the child grew
 (max_worker_memory never fired), and its CPU left out the renders.  The child's memory

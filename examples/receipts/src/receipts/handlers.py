@@ -24,9 +24,9 @@ import os
 from pathlib import Path
 
 from stagedoor.handlers import Context, PermanentError, Registry
-from stagedoor.handlers.orders import OrderStore
 from stagedoor.render.order import Order
 from stagedoor.stream.job import Job
+from stagedoor.tickets.orders import OrderStore
 
 log = logging.getLogger(__name__)
 registry = Registry()

@@ -24,10 +24,10 @@ from ... import config
 from ...demo.embedded_redis import EmbeddedRedis
 from ...demo.orders import demo_order, world_order
 from ...exitcodes import EX_SOFTWARE
-from ...handlers.orders import put_orders_sync
 from ...stream import connection
 from ...stream.job import Job, make_job
 from ...stream.queue import enqueue_sync, ensure_group_sync
+from ...tickets.orders import put_orders_sync
 
 
 def register(sub: Any) -> None:

@@ -25,9 +25,9 @@ from ...exitcodes import (
     EX_UNAVAILABLE,
     EX_USAGE,
 )
-from ...handlers.files import write_atomic
 from ...render import fonts, reference
 from ...render.order import Order, OrderDataError
+from ...tickets.files import write_atomic
 from ..flags import given, refuse
 
 

@@ -68,7 +68,7 @@ def native() -> list[Finding]:
                           else ""),
                        "rebuild or reinstall the wheel" if missing else ""))
     for mod, what in (("stagedoor.worker._entries", "the worker's per-entry fast path"),
-                      ("stagedoor.handlers._durable", "the render pool's durable write")):
+                      ("stagedoor.tickets._durable", "the render pool's durable write")):
         try:
             __import__(mod)
         except ImportError as e:
@@ -176,7 +176,7 @@ def _fonts(settings: Settings) -> Finding:
 
 
 def _probe(directory: Path) -> tuple[bool, str]:
-    """Write as the worker does (handlers/files.py): an unnamed file (O_TMPFILE) linked in
+    """Write as the worker does (tickets/files.py): an unnamed file (O_TMPFILE) linked in
     through /proc/self/fd, else a named tmp file in the same directory; (the unnamed
     file worked, how the file got its name).  OSError when nothing can be written."""
     name = f".doctor-probe.{os.getpid()}.tmp"

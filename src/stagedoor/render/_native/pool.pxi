@@ -1,6 +1,6 @@
 # Included by stagedoor/_render.pyx.  A render pool of C threads that never take the GIL:
 # the event loop reads an order into C (prepare), a pool thread renders it and hands the
-# PDF to a sink (handlers/_durable.pyx's FileSink: the durable write), and an eventfd
+# PDF to a sink (tickets/_durable.pyx's FileSink: the durable write), and an eventfd
 # tells the loop which orders are done.
 #
 # Why: with a Python thread pool a render_tickets job crossed the event loop, a render
@@ -41,7 +41,7 @@ from stagedoor._pthread cimport (
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from libc.errno cimport errno
 
-# The head of a sink (handlers/_durable.pyx, FileSinkC): the function the pool calls
+# The head of a sink (tickets/_durable.pyx, FileSinkC): the function the pool calls
 # with the finished PDF, without the GIL.
 ctypedef int (*sink_write_fn)(void* self, const char* p, Py_ssize_t n) noexcept nogil
 cdef struct SinkHead:
@@ -135,7 +135,7 @@ cdef class RenderPool:
 
     def submit(self, order, sink, token):
         """Render `order` on a pool thread into `sink` (an object whose `capsule`, named
-        "stagedoor.sink", points at a SinkHead: handlers/_durable.FileSink), held until
+        "stagedoor.sink", points at a SinkHead: tickets/_durable.FileSink), held until
         collect(); `token` comes back from collect().  Errors of reading the order
         (ValueError, TypeError...) raise here."""
         cdef PoolTask* t

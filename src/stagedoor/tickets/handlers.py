@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PermanentError
+from ..handlers.context import Context, log_extra
+from ..handlers.registry import Registry
 from ..render.order import Order, OrderDataError
 from ..stream import cluster
 from ..stream.job import Job
 from ..stream.scripts import LeanScript
-from .context import Context, log_extra
 from .files import (
     OutsideTicketsDir,
     confined,
@@ -25,7 +26,6 @@ from .files import (
     sweep_stale,
 )
 from .orders import BEGIN_RENDER, FINISH_RENDER, OrderStore, check_status, check_stored
-from .registry import Registry
 from .render_host import RenderHost
 from .render_pool import LocalRender
 

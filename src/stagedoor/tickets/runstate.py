@@ -19,11 +19,12 @@ A render that hangs in a loop burns CPU, so it still reads as hung.  A render bl
 a system call with the process otherwise idle (a disk or NFS mount that stopped
 answering, a deadlock in native code) burns none either, and reads as "did not run":
 that is the right side to err on.  A stuck disk is no order's fault, and a fresh process
-rendering the order alone is the test that tells: the render host gives a render STALLS
-such runs, then fails it as a TransientError, which the worker's policy retries and, if
-it never succeeds, dead-letters as a transient failure.  A deadlock that is really the
-order's thus still ends in the dead-letter stream, after more attempts, and no innocent
-order is dead-lettered as "render hung" because its process was not running.
+rendering the order alone is the test that tells: the render host gives a render
+render_rules.STALLS such runs, then fails it as a TransientError, which the worker's
+policy retries and, if it never succeeds, dead-letters as a transient failure.  A
+deadlock that is really the order's thus still ends in the dead-letter stream, after
+more attempts, and no innocent order is dead-lettered as "render hung" because its
+process was not running.
 
 Every read returns "cannot tell" (None, False) where /proc or the cgroup files cannot be
 read (another OS, a process already gone): the render host then judges as before.

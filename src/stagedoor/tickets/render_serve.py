@@ -2,7 +2,7 @@
 crash inside the renderer (a C library's failed assertion: SIGABRT) ends this process
 and not the worker (render_host.py is the worker's side and says what it does then).
 
-    python -m stagedoor.handlers.render_serve FD PARENT_PID
+    python -m stagedoor.tickets.render_serve FD PARENT_PID
 
 Started by the worker (exec'd, not forked: no Redis connection, thread, event loop or
 open font of the worker is shared), with one end of a socketpair as FD.  On it, frames

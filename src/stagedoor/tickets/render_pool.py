@@ -1,6 +1,6 @@
 """render_tickets' render and durable write on the native render pool: C threads that
 never take the GIL (stagedoor._render.RenderPool), writing through
-handlers/_durable.pyx's FileSink, and reporting to the event loop through an eventfd.
+tickets/_durable.pyx's FileSink, and reporting to the event loop through an eventfd.
 
     pool = NativeRenderPool.start(threads)     # None where the extensions are not built
     written = await pool.render_to(order, path, sync)

@@ -38,7 +38,7 @@ from pathlib import Path
 from ..errors import StagedoorError
 from .durable import DirectorySync, GroupSyncs, fsync_dir
 
-log = logging.getLogger("stagedoor.handlers.files")
+log = logging.getLogger("stagedoor.tickets.files")
 
 _TMP = re.compile(r"\.(?P<name>order-[0-9]{1,19}\.pdf)\.(?P<pid>[0-9]{1,10})\.[0-9]{1,24}\.tmp",
                   re.ASCII)
@@ -75,7 +75,7 @@ def write_atomic(path: Path, data: bytes, *, make_dirs: bool = True,
         sync.sync_after_rename()
 
 
-try:  # the same write in C, the GIL released once (handlers/_durable.pyx says why)
+try:  # the same write in C, the GIL released once (tickets/_durable.pyx says why)
     from . import _durable as _native
 except ImportError:  # not built (a source checkout without build_ext): the os.* path
     _native = None  # type: ignore[assignment]

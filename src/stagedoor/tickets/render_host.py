@@ -39,14 +39,15 @@ A process found so while it was not running says nothing about its renders
 no CPU time at all since the render was sent (a freeze just lifted, a suspended host;
 also a render blocked in a system call in an otherwise idle process, see runstate.py
 for why that side is right).  It is killed and replaced as above, but the render alone
-in it is run alone again in the fresh process, not blamed (after STALLS such stalls it
-fails as TransientError, retried by the worker's policy, not dead-lettered as hung).
+in it is run alone again in the fresh process, not blamed (after render_rules.STALLS
+such stalls it fails as TransientError, retried by the worker's policy, not
+dead-lettered as hung).
 A process frozen by a cgroup v1 freezer cannot die of its SIGKILL before it is thawed:
 after KILL_WAIT our end of its socket is aborted (nothing of it is read any more) and
 the next process starts; the frozen one dies of the pending SIGKILL when thawed.
 The worker's own lateness is no render's either: when the watch's tick comes more than
-LOOP_LATE late (the worker itself was stopped, frozen or starved), every render in
-flight gets its render_timeout again from then.
+render_rules.LOOP_LATE late (the worker itself was stopped, frozen or starved), every
+render in flight gets its render_timeout again from then.
 
 A render whose caller was cancelled (the job's time limit, the worker's stop) is
 dropped if it was not sent yet (waiting, or a suspect); one already in a process may
@@ -65,6 +66,9 @@ not lost; the next render tries again once the backoff has passed.
 close() (the worker's stop, after its jobs ended) closes the socket: the process
 finishes what it has and exits.  If the worker is killed, the process sees the socket
 close, and the kernel kills it (PR_SET_PDEATHSIG) in any case.
+
+The rules above (backoff, verdicts, hangs, stalls, the watch's lateness) are stated once
+in render_rules.py, as plain functions; this module does the OS and asyncio work.
 """
 
 from __future__ import annotations
@@ -77,7 +81,6 @@ import itertools
 import logging
 import os
 import pickle
-import signal
 import socket
 import sys
 import time
@@ -86,26 +89,23 @@ from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..backoff import Backoff, Schedule
+from ..backoff import Backoff
 from ..config import Settings
 from ..errors import StagedoorError, TransientError
 from ..ops.logs import JOB_FIELDS, current_job
 from ..ops.metrics import WorkerStats
 from ..render.order import OrderDataError, RenderFailed
+from . import render_rules as rules
 from .render_serve import Frames, Outbox, frame, parse_reply, request_frame
 from .runstate import cpu_ticks, not_running
 
 log = logging.getLogger("stagedoor.render_host")
 
-START_ATTEMPTS = 3      # starts in a row that failed before waiting renders fail
 READY_TIMEOUT = 30.0    # s from exec to "ready" (imports, fonts, a warm-up render)
 STOP_TIMEOUT = 10.0     # s a closing worker waits for its render process to exit
-SHORT_LIFE = 1.0        # s: a process that died sooner after its start counts for the backoff
-STALLS = 3              # times a render's process was found not running while it ran alone
-LOOP_LATE = 2.0         # s a watch tick may come late before the worker itself counts as stalled
 KILL_WAIT = 5.0         # s a SIGKILLed render process may take to go before it is left to die
 # the module the render process runs (tests/faulty_render.py runs a faulty one instead)
-SERVE_MODULE = "stagedoor.handlers.render_serve"
+SERVE_MODULE = "stagedoor.tickets.render_serve"
 _ROOT = str(Path(__file__).resolve().parents[2])  # where this stagedoor is: the process's too
 
 
@@ -142,15 +142,6 @@ def _in_context(job: Mapping[str, Any] | None) -> contextvars.Context:
     if job is not None:
         context.run(JOB_FIELDS.set, job)
     return context
-
-
-def _death(rc: int) -> str:
-    if rc < 0:
-        try:
-            return signal.Signals(-rc).name
-        except ValueError:
-            return f"signal {-rc}"
-    return f"exit status {rc}"
 
 
 class RenderHost:
@@ -292,7 +283,7 @@ class RenderHost:
     async def _manage(self) -> None:
         """Start a process when renders wait, serve it until it dies, and again.  A bug
         here fails the renders waiting (transient) rather than leaving them hanging."""
-        backoff = Backoff(Schedule(0.1, 5.0, jitter=False))
+        backoff = Backoff(rules.START)
         failed_starts = 0
         while not self._closing:
             if not self._waiting and not self._suspects:
@@ -304,7 +295,7 @@ class RenderHost:
             except _StartFailed as e:
                 failed_starts += 1
                 delay = backoff.next()
-                if failed_starts >= START_ATTEMPTS:
+                if rules.gives_up_starting(failed_starts):
                     self._log.error("render process cannot start (%s), %d times in a "
                                     "row: failing the %d renders waiting for it as "
                                     "transient errors; next start in %.1fs", e,
@@ -324,7 +315,7 @@ class RenderHost:
             failed_starts = 0
             started = time.monotonic()
             explained = await self._serve(frames)
-            if explained or time.monotonic() - started >= SHORT_LIFE:
+            if rules.backoff_starts_over(explained, time.monotonic() - started):
                 backoff.reset()     # a verdict, or a process that had worked a while
             else:
                 await asyncio.sleep(backoff.next())
@@ -379,7 +370,7 @@ class RenderHost:
             rc = await proc.wait()
             transport.close()
             self._proc = self._link = self.pid = None
-            raise _StartFailed(f"it died before it was ready ({_death(rc)})"
+            raise _StartFailed(f"it died before it was ready ({rules.death(rc)})"
                                if frames.closed.done() else
                                f"not ready after {READY_TIMEOUT:g}s")
         ready = pickle.loads(first.result())
@@ -427,7 +418,7 @@ class RenderHost:
         if self._closing:
             return False
         lost = [r for r in self._inflight.values() if not r.replied.done()]
-        if hung is not None and lost == [hung]:     # it was alone: the verdict is in
+        if hung is not None and rules.judged(lost, hung):   # it was alone: a verdict
             if stalled:     # unless the process was not running: no verdict on a stall
                 return await self._stalled_alone(hung, stalled)
             return await self._hung_alone(hung)
@@ -455,7 +446,7 @@ class RenderHost:
     async def _died_alone(self, req: _Render, how: str) -> bool:
         self._inflight.clear()
         self._stats.inc("render_deaths")
-        if how == "SIGKILL" and req.alone_kills == 0:
+        if rules.died_alone(how, req.alone_kills) is rules.Next.AGAIN:
             req.alone_kills += 1
             self._suspects.appendleft(req)
             self._log.warning("render process killed (SIGKILL) while rendering order %d "
@@ -474,7 +465,7 @@ class RenderHost:
         has its reply); if the oldest render in it has had no reply for render_timeout,
         kill the process and return that render, and why the process was not running
         then (runstate.not_running), None when it was: a hang (_kill_hung)."""
-        every = min(1.0, self._hang_after / 4)
+        every = rules.watch_tick(self._hang_after)
         pid = self.pid
         waits: list[asyncio.Future[Any]] = [replies] if alone is None else [replies,
                                                                            alone.replied]
@@ -487,12 +478,13 @@ class RenderHost:
             if done:
                 return None, None
             now = time.monotonic()
-            if now - last > every + LOOP_LATE:
+            late = rules.watch_lateness(now - last, every)
+            if late:
                 # this loop did not run (the worker stopped, frozen or starved): the
                 # renders' time without a reply may be its own, so none is charged
                 self._log.warning("the render watch ran %.1fs late (the worker was not "
                                   "running); the %d renders in flight get render_timeout "
-                                  "again", now - last - every, len(self._inflight))
+                                  "again", late, len(self._inflight))
                 for req in self._inflight.values():
                     req.sent = max(req.sent, now)
                 ticks.clear()
@@ -501,7 +493,7 @@ class RenderHost:
             while ticks and (oldest is None or ticks[0][0] < oldest.sent):
                 ticks.popleft()     # from before the oldest render in flight was sent
             ticks.append((now, cpu_ticks(pid) if pid is not None else None))
-            if oldest is not None and now - oldest.sent > self._hang_after:
+            if oldest is not None and rules.overdue(now, oldest.sent, self._hang_after):
                 return oldest, await self._kill_hung(oldest, replies, ticks[0][1])
 
     async def _kill_hung(self, req: _Render, replies: asyncio.Future[None],
@@ -538,13 +530,13 @@ class RenderHost:
     async def _stalled_alone(self, req: _Render, why: str) -> bool:
         """The process was killed with only `req` in it, not running (`why`: stopped,
         frozen, idle) rather than rendering: no verdict.  The render runs alone again in
-        a fresh process; after STALLS such stalls it fails as transient (retried by the
+        a fresh process; after rules.STALLS such stalls it fails as transient (retried by the
         worker's policy, not dead-lettered as hung)."""
         await self._reap()
         self._inflight.clear()
         self._stats.inc("render_deaths")
         req.stalls += 1
-        if req.stalls >= STALLS:
+        if rules.stalled_alone(req.stalls) is rules.Next.TRANSIENT:
             self._log.error("order %d: the render process was not running (%s) each "
                             "of %d times it rendered it alone; failing the render as "
                             "transient", req.order_id, why, req.stalls, extra=_about(req))
@@ -589,7 +581,7 @@ class RenderHost:
             self._dying.add(waited)
             waited.add_done_callback(self._dying.discard)
             return "SIGKILL, not dead yet"
-        return _death(waited.result())
+        return rules.death(waited.result())
 
     def _on_reply(self, body: bytes) -> None:
         rid, outcome, detail, missing, lost, tickets = parse_reply(body)
