@@ -1,33 +1,13 @@
-# C declarations for _render.pyx: the zlib API (released GIL), and the structs the
-# renderer passes around inside `with nogil:`.
+# C declarations for _render.pyx: the C libraries it calls (one .pxd each in
+# render/_native/, all callable without the GIL), and the structs the renderer passes
+# around inside `with nogil:`.
 
-cdef extern from "zlib.h" nogil:
-    ctypedef unsigned long uLong
-    ctypedef uLong uLongf
-    ctypedef unsigned char Bytef
-    ctypedef unsigned int uInt
-    ctypedef struct z_stream:
-        Bytef* next_in
-        uInt avail_in
-        Bytef* next_out
-        uInt avail_out
-        uLong total_out
-        void* zalloc
-        void* zfree
-        void* opaque
-    int Z_OK
-    int Z_STREAM_END
-    int Z_FINISH
-    int Z_DEFLATED
-    int Z_DEFAULT_STRATEGY
-    int deflateInit2(z_stream* strm, int level, int method, int windowBits, int memLevel,
-                     int strategy)
-    int deflate(z_stream* strm, int flush)
-    int deflateReset(z_stream* strm)
-    int deflateEnd(z_stream* strm)
-    uLong deflateBound(z_stream* strm, uLong sourceLen)
-
-
+from stagedoor.render._native.fribidi cimport *     # shape.pxi: bidi
+from stagedoor.render._native.harfbuzz cimport *    # fonts, glyphs, shape, emoji, clusters
+from stagedoor.render._native.icu cimport *         # dictbreaks.pxi
+from stagedoor.render._native.libthai cimport *     # thai.pxi
+from stagedoor.render._native.unibreak cimport *    # breaks, breakcache, layout
+from stagedoor.render._native.zlib cimport *        # pdf.pxi (deflate), emoji.pxi (inflate)
 
 
 # A growable byte buffer; `failed` is set once an allocation fails (then nothing more is

@@ -27,20 +27,6 @@ cdef extern from *:
     void sd_store_ptr(void** p, void* v) noexcept nogil
     long sd_add_long(long* p, long v) noexcept nogil
 
-cdef extern from "hb-ot.h" nogil:
-    unsigned int hb_ot_name_get_utf8(hb_face_t* face, unsigned int name_id,
-                                     hb_language_t language, unsigned int* text_size,
-                                     char* text)
-
-cdef extern from "hb.h" nogil:
-    # the fields of hb_draw_state_t we read (the current point, for quadratic curves)
-    ctypedef struct hb_draw_state_fields "hb_draw_state_t":
-        hb_bool_t path_open
-        float path_start_x
-        float path_start_y
-        float current_x
-        float current_y
-
 cdef enum:
     MAX_FACES = 1024            # every installed face may be in the plan (fonts.py)
     MAX_SCRIPTS = 256           # every script Unicode defines (~170), with room
@@ -451,17 +437,6 @@ def language_index(str tag):
 
 
 # -- what the installed fonts cover (fonts.py derives the script -> faces table from it) --
-
-cdef extern from "hb.h" nogil:
-    ctypedef struct hb_set_t:
-        pass
-    hb_set_t* hb_set_create()
-    void hb_set_destroy(hb_set_t* s)
-    hb_bool_t hb_set_next_range(const hb_set_t* s, hb_codepoint_t* first,
-                                hb_codepoint_t* last)
-    void hb_face_collect_unicodes(hb_face_t* face, hb_set_t* out)
-    const char* hb_version_string()
-
 
 def harfbuzz_version():
     """The version of the HarfBuzz library loaded (its Unicode data gives script_runs():

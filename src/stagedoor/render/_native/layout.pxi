@@ -25,20 +25,6 @@
 # stagedoor.render.shaped.layout makes the same decisions (the tests compare the files
 # byte for byte).
 
-cdef extern from "hb.h" nogil:
-    ctypedef enum hb_unicode_general_category_t:
-        HB_UNICODE_GENERAL_CATEGORY_SPACING_MARK
-        HB_UNICODE_GENERAL_CATEGORY_ENCLOSING_MARK
-        HB_UNICODE_GENERAL_CATEGORY_NON_SPACING_MARK
-        HB_UNICODE_GENERAL_CATEGORY_LOWERCASE_LETTER
-        HB_UNICODE_GENERAL_CATEGORY_MODIFIER_LETTER
-        HB_UNICODE_GENERAL_CATEGORY_OTHER_LETTER
-        HB_UNICODE_GENERAL_CATEGORY_TITLECASE_LETTER
-        HB_UNICODE_GENERAL_CATEGORY_UPPERCASE_LETTER
-    hb_unicode_general_category_t hb_unicode_general_category(hb_unicode_funcs_t* u,
-                                                              hb_codepoint_t cp)
-    unsigned int hb_unicode_combining_class(hb_unicode_funcs_t* u, hb_codepoint_t cp)
-
 cdef enum:
     NTEXT = 11                  # the ten fields and the small print
     MAX_LINES = 12
