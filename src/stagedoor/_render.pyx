@@ -84,8 +84,6 @@ from cpython.pythread cimport (
     PyThread_type_lock,
 )
 
-ctypedef unsigned long long u64
-
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object o)
     int PyUnicode_1BYTE_KIND
@@ -187,16 +185,6 @@ cdef array.array han_array(object order, bint kana_seen):
                                 *han, len(pref) // 2, *pref])
         cache[locale] = arr
     return arr
-
-
-# One order read into C: what render_order (and the render pool, pool.pxi) hands to the
-# nogil part.  Its Text fields point into the Python objects held by `keep`.
-cdef struct Prepared:
-    TicketC* tc
-    Py_ssize_t n
-    Keep keep
-    int shaped
-    const int* of           # the order's fonts (han_array), NULL when nothing is shaped
 
 
 cdef int prepare(object order, Prepared* pr) except -1:

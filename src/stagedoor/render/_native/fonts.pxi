@@ -36,33 +36,6 @@ cdef enum:
     MAX_HAN = 8
     EM = 1000                   # glyph space units per em of every face (hb scale)
     PS_NAME = 6                 # the name table's PostScript name
-    PS_NAME_MAX = 63
-
-cdef struct GlyphProc:
-    char* obj                   # "<< /Length .. >>\nstream\n..\nendstream\nendobj\n"
-    int objlen
-    int width                   # advance, 1/1000 em
-    int x0, y0, x1, y1          # its outline's box as its d1 gives it (all 0: no ink)
-    # a colour glyph (emoji.pxi): its image, RGB and alpha, each deflated; NULL for others
-    char* img
-    int imglen
-    char* mask
-    int masklen
-    int iw, ih
-
-cdef struct Face:
-    char* path
-    int index
-    int state                   # 0 not opened yet, 1 open, -1 cannot be opened
-    int bold                    # the face used for bold fields (itself when none)
-    int colour                  # its glyphs are PNGs (CBDT): only emoji.pxi picks it
-    hb_blob_t* blob
-    hb_face_t* face
-    hb_font_t* font
-    unsigned int nglyphs
-    GlyphProc** glyphs          # nglyphs pointers, filled on first use
-    PyThread_type_lock lock
-    char psname[PS_NAME_MAX + 1]  # its PostScript name, PDF-name safe (the fonts' names)
 
 cdef Face FACES[MAX_FACES]
 cdef int NFACES = 0

@@ -27,7 +27,6 @@
 
 cdef enum:
     NTEXT = 11                  # the ten fields and the small print
-    MAX_LINES = 12
     ELLIPSIS = 0x2026
     # At most this many combining marks are drawn on one base: real text stacks fewer
     # (Vietnamese 2, Thai and Lao 2-4, Hebrew with cantillation 5, Myanmar 5: ly-hso
@@ -56,22 +55,6 @@ FIELD_COLOUR[0] = b"1 1 1 rg"
 for _i in range(1, NTEXT - 1):
     FIELD_COLOUR[_i] = b"0 0 0 rg"
 FIELD_COLOUR[NTEXT - 1] = b"0.3 0.3 0.3 rg"
-
-
-cdef struct FLine:
-    int g0
-    int ng
-    int width                   # 1/1000 em
-    int lo, bot, hi, top        # its ink, 1/1000 em from its origin (line_ink)
-    long x                      # milli-points
-    long y
-
-cdef struct FieldOut:
-    int shaped
-    int actual                  # the field needs its /ActualText (see layout_field)
-    int size                    # milli-points
-    int nlines
-    FLine line[MAX_LINES]
 
 
 cdef int line_ink(TextCtx* c, int g0, int ng, int width, FLine* ln) noexcept nogil:

@@ -41,15 +41,6 @@ cdef int* logical_order(TextCtx* c, int g0, int ng) noexcept nogil:
     return c.ord
 
 
-cdef struct TJ:
-    # the TJ state of one line: current font, rise, pen (1/1000 em), inside <hex>
-    int cur
-    int rise
-    int at
-    int inhex
-    int size
-
-
 cdef void put_glyph(Buf* b, TJ* s, int code, int x, int width, int yoff) noexcept nogil:
     """Show code with its origin at x (1/1000 em from the line's start), yoff up."""
     cdef int font = code >> 8, adjust
