@@ -28,14 +28,23 @@ together (tests/test_render.py and tests/test_scripts.py compare the bytes).  Th
 both read (ECC, static page content, fixed objects, field boxes) are
 stagedoor/render/tables.py, read once at import.
 
-The source is split by concern into include files beside the Python they mirror, the
-way asyncpg splits its protocol (one extension, one C module, several .pxi):
+The source is split the way asyncpg splits its protocol (one extension, one C module):
+declarations in .pxd files, the code in include files (.pxi) by concern, beside the
+Python they mirror.
+
+    _render.pxd                  the structs more than one unit passes around, and the
+                                 C libraries' declarations it cimports:
+    render/_native/harfbuzz.pxd  HarfBuzz: fonts, shaping, outlines, colour PNGs, Unicode
+    render/_native/fribidi.pxd   fribidi: the Unicode bidi algorithm
+    render/_native/unibreak.pxd  libunibreak: UAX #14 line breaks
+    render/_native/libthai.pxd   libthai: Thai word breaks
+    render/_native/icu.pxd       ICU: the line break iterator (Lao, Myanmar, Khmer)
+    render/_native/zlib.pxd      zlib: deflate, inflate
 
     render/_native/buf.pxi       growable byte buffer, number formats
     render/_native/qr.pxi        QR encoder: version, codewords, Reed-Solomon, placement
     render/_native/qr_mask.pxi   QR mask choice: penalty rules, 64-bit bitset fast path
     render/_native/page.pxi      one page's content stream: fields, small print, QR boxes
-    render/_native/textlibs.pxi  the HarfBuzz, fribidi and libunibreak C declarations
     render/_native/breaks.pxi    line breaks through libunibreak, minus what aborts it
     render/_native/fonts.pxi     faces (opened lazily, memory-mapped), the face of a character
     render/_native/glyphs.pxi    a glyph's outline as a Type 3 procedure, cached per process
@@ -46,7 +55,10 @@ way asyncpg splits its protocol (one extension, one C module, several .pxi):
     render/_native/shapecache.pxi  HarfBuzz's glyphs of a run, cached per process
     render/_native/thai.pxi      Thai word breaks from libthai's dictionary
     render/_native/dictbreaks.pxi  Lao, Myanmar and Khmer word breaks from ICU's dictionaries
-    render/_native/layout.pxi    fit a field in its box (shrink, wrap, ellipsis); its ops
+    render/_native/clusters.pxi  where a line may cut a field: cluster boundaries, marks
+    render/_native/layout.pxi    fit a field in its box: shrink, wrap, ellipsis, place lines
+    render/_native/place.pxi     a laid-out field as PDF text operators: each glyph placed
+                                 (put_glyph) and written in logical order (walk_line)
     render/_native/linetext.pxi  the text layer of Nastaliq lines and of Adlam and N'Ko
     render/_native/fastfont.pxi  the fast path's fonts: Noto Sans (and Bold) as Type 3
     render/_native/pdf.pxi       the file: objects, deflate, scratch pool, xref, render_c

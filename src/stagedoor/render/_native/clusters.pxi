@@ -1,3 +1,10 @@
+# Included by stagedoor/_render.pyx, before layout.pxi.  Where a line or an ellipsis may
+# cut a shaped field's text: grapheme cluster boundaries (UAX #29) that are not inside an
+# Indic conjunct or a Myanmar syllable (boundary()), and the runs of marks drawn on one
+# base, bounded by MARKS_PER_BASE (cap_marks).  stagedoor.render.shaped.layout has the
+# same rules in Python.
+
+
 cdef inline int is_mark(unsigned int cp) noexcept nogil:
     cdef hb_unicode_general_category_t k = hb_unicode_general_category(UFUNCS, cp)
     return (k == HB_UNICODE_GENERAL_CATEGORY_NON_SPACING_MARK

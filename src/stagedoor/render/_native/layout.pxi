@@ -1,4 +1,5 @@
-# Included by stagedoor/_render.pyx.  Layout of a shaped field in its box.
+# Included by stagedoor/_render.pyx.  Fitting a shaped field in its box (the cut points
+# are clusters.pxi's, the operators that draw the result place.pxi's).
 #
 # Every field has a box (tables.FIELD_BOXES: left, right, baseline, size, weight, lines;
 # tables.FIELD_INK: bottom and top): the text is drawn at its size when it fits; else
@@ -6,9 +7,9 @@
 # the UAX #14 break opportunities libunibreak gives, and inside Thai at the word
 # boundaries of libthai's dictionary (thai.pxi), inside Lao, Myanmar and Khmer at those
 # of ICU's dictionaries (dictbreaks.pxi); a word longer than a line is cut at a
-# grapheme cluster boundary, never inside a conjunct (boundary()); at most FIELD_BOX
-# lines; what still does not fit ends
-# in an ellipsis, cut the same way, and the field's full text is in its /ActualText.
+# grapheme cluster boundary, never inside a conjunct (boundary(), clusters.pxi); at most
+# FIELD_BOX lines; what still does not fit ends in an ellipsis, cut the same way, and the
+# field's full text is in its /ActualText.
 #
 # What fits is measured by the ink, not the advances: each glyph's outline box (the
 # d1 box of its Type 3 procedure, glyphs.pxi) at its pen position and HarfBuzz offsets
@@ -18,10 +19,10 @@
 # the ink of two lines), the block is moved into FIELD_INK, and a block taller than
 # that is laid out again at the size where it fits (fitting_size), and if that is still
 # too tall, drawn smaller as it is.  Runs of more than MARKS_PER_BASE marks are cut to
-# MARKS_PER_BASE first (cap_marks), so no cluster is a tower that shrinks the field.  An
-# ellipsis goes after the last whole word that fits (word_cut).  The admission code is
-# never cut: it breaks after a hyphen (or, with none, between clusters) and is set
-# smaller, down to CODE_FLOOR, until its lines hold all of it.
+# MARKS_PER_BASE first (cap_marks, clusters.pxi), so no cluster is a tower that shrinks
+# the field.  An ellipsis goes after the last whole word that fits (word_cut).  The
+# admission code is never cut: it breaks after a hyphen (or, with none, between
+# clusters) and is set smaller, down to CODE_FLOOR, until its lines hold all of it.
 # stagedoor.render.shaped.layout makes the same decisions (the tests compare the files
 # byte for byte).
 

@@ -1,3 +1,10 @@
+# Included by stagedoor/_render.pyx, after layout.pxi.  A laid-out field as PDF text
+# operators: where each glyph is placed and in which order it is written.  put_field_ops
+# writes a field's BT .. ET, walk_line a line's glyphs in logical order at their visual
+# places (with the bridges pdfminer.six needs: put_bridges), put_glyph one glyph into the
+# line's TJ array.  stagedoor.render.shaped.pdf writes the same operators in Python.
+
+
 cdef int* logical_order(TextCtx* c, int g0, int ng) noexcept nogil:
     """The indices (0..ng-1) of glyphs g0.. in logical order: by the first character each
     stands for, glyphs of one character in visual order (a stable counting sort; lines
@@ -294,5 +301,3 @@ cdef void put_field_ops(Buf* b, TextCtx* c, const FieldOut* fo, int f) noexcept 
         if span:
             buf_puts(b, b" EMC")
     buf_puts(b, b" ET\n")
-
-

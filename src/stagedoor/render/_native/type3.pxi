@@ -169,7 +169,7 @@ cdef inline int moved(const SGlyph* g, unsigned int* space, int* keep) noexcept 
     so that the mark glyph, maybe raised onto a baseline of its own, stands for
     nothing; a right-to-left glyph of several characters (lam-alef) keeps its first.
     poppler reorders a right-to-left line by position, and would put a mark before its
-    letter and reverse a ligature's characters; walk_line (layout.pxi) puts the
+    letter and reverse a ligature's characters; walk_line (place.pxi) puts the
     invisible glyphs just left of their letter, where poppler and pdfminer.six both
     read them after it."""
     if not g.rtl or g.cn == 0 or (g.adv != 0 and g.cn < 2):
