@@ -273,4 +273,22 @@ cdef struct TJ:
     int size
 
 
+# -- the per-process caches' table (cachetable.pxi; breakcache.pxi, shapecache.pxi) --------
+
+# whether the entry matches the key (its hash h already compared or not: the cache's
+# own function decides)
+ctypedef bint (*cache_same_fn)(const void* entry, const void* key,
+                               unsigned int h) noexcept nogil
+
+cdef struct CacheTable:
+    void** tab                  # open addressing: the entries, NULL empty
+    int slots                   # a power of two; at most half of them used
+    int n
+    Py_ssize_t bytes            # the entries' sizes as cache_put was told them
+    Py_ssize_t max_bytes
+    long hits
+    long misses
+    PyThread_type_lock lock
+
+
 cdef int qr_encode(QR* q, const unsigned char* data, Py_ssize_t n) noexcept nogil

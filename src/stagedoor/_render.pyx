@@ -51,6 +51,7 @@ Python they mirror.
     render/_native/shape.pxi     itemise, bidi, shape one line of a field
     render/_native/type3.pxi     the order's glyphs as Type 3 fonts + ToUnicode
     render/_native/emoji.pxi     emoji sequences to the colour face; its PNGs as images
+    render/_native/cachetable.pxi  the table both caches below keep their entries in
     render/_native/breakcache.pxi  a text's line-break classes, cached per process
     render/_native/shapecache.pxi  HarfBuzz's glyphs of a run, cached per process
     render/_native/thai.pxi      Thai word breaks from libthai's dictionary
@@ -125,6 +126,7 @@ include "render/_native/glyphs.pxi"
 include "render/_native/shape.pxi"
 include "render/_native/type3.pxi"
 include "render/_native/emoji.pxi"
+include "render/_native/cachetable.pxi"
 include "render/_native/breakcache.pxi"
 include "render/_native/shapecache.pxi"
 include "render/_native/thai.pxi"
