@@ -1,7 +1,9 @@
-# C declarations for _render.pyx: the C libraries it calls (one .pxd each in
-# render/_native/, all callable without the GIL), and the structs the renderer passes
-# around inside `with nogil:`.
+# C declarations for _render.pyx: the C it calls, from render/_native/*.pxd (one per C
+# library, all callable without the GIL; CPython's str internals; the atomics), and the
+# structs the renderer passes around inside `with nogil:`.
 
+from stagedoor.render._native.atomics cimport *     # fonts, glyphs, thai, layout
+from stagedoor.render._native.cpythonx cimport *    # text.pxi: a str's data
 from stagedoor.render._native.fribidi cimport *     # shape.pxi: bidi
 from stagedoor.render._native.harfbuzz cimport *    # fonts, glyphs, shape, emoji, clusters
 from stagedoor.render._native.icu cimport *         # dictbreaks.pxi

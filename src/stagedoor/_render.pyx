@@ -40,6 +40,8 @@ Python they mirror.
     render/_native/libthai.pxd   libthai: Thai word breaks
     render/_native/icu.pxd       ICU: the line break iterator (Lao, Myanmar, Khmer)
     render/_native/zlib.pxd      zlib: deflate, inflate
+    render/_native/cpythonx.pxd  CPython: the str internals Cython does not declare
+    render/_native/atomics.pxd   atomic loads and stores (inline C) for lock-free reads
 
     render/_native/buf.pxi       growable byte buffer, number formats
     render/_native/qr.pxi        QR encoder: version, codewords, Reed-Solomon, placement
@@ -96,14 +98,6 @@ from cpython.pythread cimport (
     PyThread_release_lock,
     PyThread_type_lock,
 )
-
-cdef extern from "Python.h":
-    bint PyUnicode_IS_ASCII(object o)
-    int PyUnicode_1BYTE_KIND
-    # PyUnicode_READ is a macro over plain memory: safe without the GIL while the str
-    # is kept alive (shaped_fill reads the fields' text that way)
-    Py_UCS4 PyUnicode_READ_nogil "PyUnicode_READ" (int kind, const void* data,
-                                                  Py_ssize_t index) noexcept nogil
 
 from stagedoor.render import fontplan as _fontplan
 from stagedoor.render import tables as _tables

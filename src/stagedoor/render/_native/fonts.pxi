@@ -13,20 +13,6 @@
 # os.register_at_fork hook drops every face and glyph in a child (the mmaps and locks of
 # the parent are not the child's to use).
 
-cdef extern from *:
-    """
-    static inline int sd_load_int(int* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-    static inline void sd_store_int(int* p, int v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-    static inline void* sd_load_ptr(void** p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-    static inline void sd_store_ptr(void** p, void* v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-    static inline long sd_add_long(long* p, long v) { return __atomic_add_fetch(p, v, __ATOMIC_RELAXED); }
-    """
-    int sd_load_int(int* p) noexcept nogil
-    void sd_store_int(int* p, int v) noexcept nogil
-    void* sd_load_ptr(void** p) noexcept nogil
-    void sd_store_ptr(void** p, void* v) noexcept nogil
-    long sd_add_long(long* p, long v) noexcept nogil
-
 cdef enum:
     MAX_FACES = 1024            # every installed face may be in the plan (fonts.py)
     MAX_SCRIPTS = 256           # every script Unicode defines (~170), with room
