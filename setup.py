@@ -8,9 +8,11 @@ Without a C compiler or the zlib headers the build stops with a message saying w
 install, instead of a compiler traceback.
 
 Layout: the extension's source is src/stagedoor/_render.pyx (with its .pxd and .pyi),
-which includes its units from src/stagedoor/render/_native/*.pxi.  A further extension
-lives in the subpackage it serves (say src/stagedoor/worker/_fast.pyx, extension
-stagedoor.worker._fast), with its sources added to package-data in pyproject.toml.
+which includes its units from src/stagedoor/render/_native/*.pxi and cimports the
+declarations of the C libraries it calls from the .pxd files beside them.  A further
+extension lives in the subpackage it serves (say src/stagedoor/worker/_fast.pyx,
+extension stagedoor.worker._fast), with its sources added to package-data in
+pyproject.toml.
 """
 
 from __future__ import annotations
@@ -77,8 +79,9 @@ def _extensions() -> list[Extension]:
     from Cython.Build import cythonize
 
     # _render.pyx includes its units from render/_native/ (paths relative to the .pyx,
-    # so the build finds them from a checkout, an sdist or pip's build copy alike);
-    # depends makes a change to any of them, or to the .pxd, rebuild the extension.
+    # so the build finds them from a checkout, an sdist or pip's build copy alike) and
+    # cimports the C libraries' declarations from there (render/_native/*.pxd);
+    # depends makes a change to any of them, or to _render.pxd, rebuild the extension.
     native = "src/stagedoor/render/_native"
     text_inc, text_libdirs, text_libs = _pkg_config() if _building() else ([], [], [])
     ext = Extension(
@@ -86,7 +89,7 @@ def _extensions() -> list[Extension]:
         sources=["src/stagedoor/_render.pyx"],
         depends=["src/stagedoor/_render.pxd", "src/stagedoor/_pthread.pxd",
                  *sorted(os.path.join(native, f) for f in os.listdir(native)
-                         if f.endswith(".pxi"))],
+                         if f.endswith((".pxi", ".pxd")))],
         include_dirs=text_inc,
         library_dirs=text_libdirs,
         libraries=["z", *text_libs],

@@ -147,7 +147,7 @@ def test_no_cut_or_ellipsis_inside_a_myanmar_syllable(field: str) -> None:
 
 
 def test_boundary_keeps_a_killed_consonant_with_its_syllable() -> None:
-    """boundary() (layout.pxi, and shaped.layout.boundary, which the byte comparisons
+    """boundary() (clusters.pxi, and shaped.layout.boundary, which the byte comparisons
     hold the native one to): no cut before န in ကုန် (with asat, and with a dot below
     and asat), one before the next syllable's consonant."""
     for word in ("ရန်ကုန်", "ကုန့်ကြမ်း"):

@@ -12,10 +12,9 @@ from pathlib import Path
 from tests.paths import PACKAGE
 
 # Packages whose index this test does not hold yet, each with why: their files belong to
-# other changes of issue 40 landing beside this one (render/** is being reshaped, web/**
-# is another change's); each comes off this list when its index is complete.
-NOT_YET = {"render": "render/** is the native-renderer change's (issue 40 item 6)",
-           "web": "web/** is the console change's (issue 40)"}
+# other changes of issue 40 landing beside this one (web/** is another change's); each
+# comes off this list when its index is complete.
+NOT_YET = {"web": "web/** is the console change's (issue 40)"}
 
 
 def packages() -> list[Path]:
@@ -52,3 +51,14 @@ def test_every_module_is_named_in_its_package_index() -> None:
     missing = {k: v for k, v in missing.items() if v and k not in NOT_YET}
     assert not missing, ("modules the package's __init__.py docstring does not name "
                          f"(name.py, name.pyx or name/, one line each): {missing}")
+
+
+def test_every_native_unit_is_named_in_the_extension_index() -> None:
+    """render/_native/ is not a package: its index is _render.pyx's docstring, which
+    names every .pxd and .pxi there (render/_native/name.pxi, one line each)."""
+    # a .pyx is not Python: its docstring is the text inside its first triple quotes
+    doc = (PACKAGE / "_render.pyx").read_text("utf-8").split('"""', 2)[1]
+    native = PACKAGE / "render" / "_native"
+    files = sorted(p.name for p in native.iterdir() if p.suffix in (".pxd", ".pxi"))
+    missing = [f for f in files if f"render/_native/{f}" not in doc]
+    assert files and not missing, f"_render.pyx's docstring does not name {missing}"

@@ -28,25 +28,40 @@ together (tests/test_render.py and tests/test_scripts.py compare the bytes).  Th
 both read (ECC, static page content, fixed objects, field boxes) are
 stagedoor/render/tables.py, read once at import.
 
-The source is split by concern into include files beside the Python they mirror, the
-way asyncpg splits its protocol (one extension, one C module, several .pxi):
+The source is split the way asyncpg splits its protocol (one extension, one C module):
+declarations in .pxd files, the code in include files (.pxi) by concern, beside the
+Python they mirror.
+
+    _render.pxd                  the structs more than one unit passes around, and the
+                                 C libraries' declarations it cimports:
+    render/_native/harfbuzz.pxd  HarfBuzz: fonts, shaping, outlines, colour PNGs, Unicode
+    render/_native/fribidi.pxd   fribidi: the Unicode bidi algorithm
+    render/_native/unibreak.pxd  libunibreak: UAX #14 line breaks
+    render/_native/libthai.pxd   libthai: Thai word breaks
+    render/_native/icu.pxd       ICU: the line break iterator (Lao, Myanmar, Khmer)
+    render/_native/zlib.pxd      zlib: deflate, inflate
+    render/_native/cpythonx.pxd  CPython: the str internals Cython does not declare
+    render/_native/atomics.pxd   atomic loads and stores (inline C) for lock-free reads
 
     render/_native/buf.pxi       growable byte buffer, number formats
     render/_native/qr.pxi        QR encoder: version, codewords, Reed-Solomon, placement
     render/_native/qr_mask.pxi   QR mask choice: penalty rules, 64-bit bitset fast path
     render/_native/page.pxi      one page's content stream: fields, small print, QR boxes
-    render/_native/textlibs.pxi  the HarfBuzz, fribidi and libunibreak C declarations
     render/_native/breaks.pxi    line breaks through libunibreak, minus what aborts it
     render/_native/fonts.pxi     faces (opened lazily, memory-mapped), the face of a character
     render/_native/glyphs.pxi    a glyph's outline as a Type 3 procedure, cached per process
     render/_native/shape.pxi     itemise, bidi, shape one line of a field
     render/_native/type3.pxi     the order's glyphs as Type 3 fonts + ToUnicode
     render/_native/emoji.pxi     emoji sequences to the colour face; its PNGs as images
+    render/_native/cachetable.pxi  the table both caches below keep their entries in
     render/_native/breakcache.pxi  a text's line-break classes, cached per process
     render/_native/shapecache.pxi  HarfBuzz's glyphs of a run, cached per process
     render/_native/thai.pxi      Thai word breaks from libthai's dictionary
     render/_native/dictbreaks.pxi  Lao, Myanmar and Khmer word breaks from ICU's dictionaries
-    render/_native/layout.pxi    fit a field in its box (shrink, wrap, ellipsis); its ops
+    render/_native/clusters.pxi  where a line may cut a field: cluster boundaries, marks
+    render/_native/layout.pxi    fit a field in its box: shrink, wrap, ellipsis, place lines
+    render/_native/place.pxi     a laid-out field as PDF text operators: each glyph placed
+                                 (put_glyph) and written in logical order (walk_line)
     render/_native/linetext.pxi  the text layer of Nastaliq lines and of Adlam and N'Ko
     render/_native/fastfont.pxi  the fast path's fonts: Noto Sans (and Bold) as Type 3
     render/_native/pdf.pxi       the file: objects, deflate, scratch pool, xref, render_c
@@ -84,16 +99,6 @@ from cpython.pythread cimport (
     PyThread_type_lock,
 )
 
-ctypedef unsigned long long u64
-
-cdef extern from "Python.h":
-    bint PyUnicode_IS_ASCII(object o)
-    int PyUnicode_1BYTE_KIND
-    # PyUnicode_READ is a macro over plain memory: safe without the GIL while the str
-    # is kept alive (shaped_fill reads the fields' text that way)
-    Py_UCS4 PyUnicode_READ_nogil "PyUnicode_READ" (int kind, const void* data,
-                                                  Py_ssize_t index) noexcept nogil
-
 from stagedoor.render import fontplan as _fontplan
 from stagedoor.render import tables as _tables
 
@@ -109,18 +114,20 @@ include "render/_native/buf.pxi"
 include "render/_native/qr.pxi"
 include "render/_native/qr_mask.pxi"
 include "render/_native/page.pxi"
-include "render/_native/textlibs.pxi"
 include "render/_native/breaks.pxi"
 include "render/_native/fonts.pxi"
 include "render/_native/glyphs.pxi"
 include "render/_native/shape.pxi"
 include "render/_native/type3.pxi"
 include "render/_native/emoji.pxi"
+include "render/_native/cachetable.pxi"
 include "render/_native/breakcache.pxi"
 include "render/_native/shapecache.pxi"
 include "render/_native/thai.pxi"
 include "render/_native/dictbreaks.pxi"
+include "render/_native/clusters.pxi"
 include "render/_native/layout.pxi"
+include "render/_native/place.pxi"
 include "render/_native/linetext.pxi"
 include "render/_native/fastfont.pxi"
 include "render/_native/pdf.pxi"
@@ -186,16 +193,6 @@ cdef array.array han_array(object order, bint kana_seen):
                                 *han, len(pref) // 2, *pref])
         cache[locale] = arr
     return arr
-
-
-# One order read into C: what render_order (and the render pool, pool.pxi) hands to the
-# nogil part.  Its Text fields point into the Python objects held by `keep`.
-cdef struct Prepared:
-    TicketC* tc
-    Py_ssize_t n
-    Keep keep
-    int shaped
-    const int* of           # the order's fonts (han_array), NULL when nothing is shaped
 
 
 cdef int prepare(object order, Prepared* pr) except -1:

@@ -7,8 +7,17 @@ The package, one job per module:
                 and fallback
 - qr.py         the QR encoder in pure Python (reference for the native one)
 - tables.py     the tables both read: QR error correction, the static page content
-- _native/      the native extension's source units (.pxi), included by
-                stagedoor/_render.pyx and compiled as `stagedoor._render`
+- fontplan.py   a font plan and what one order asks of it (its Han and language faces,
+                its shaping language), below both renderers
+- fonts.py      which font file draws which script: the installed fonts and the settings
+- installed.py  what the installed font files cover, script by script (cached)
+- fastfont.py   the fast path's fonts: Noto Sans and its bold as Type 3 fonts
+- emoji.py      which characters of a field form one emoji, for both renderers
+- shaped/       the reference's shaped-text path (HarfBuzz, bidi, layout, Type 3 fonts),
+                step by step what _native/ does in C
+- _native/      the native extension's source: declarations of the C libraries it calls
+                (.pxd) and its units by concern (.pxi), included by stagedoor/_render.pyx
+                and compiled as `stagedoor._render` (its docstring lists each file)
 
 `renderer()` returns the native `render_order` when the extension imports; when it does
 not, the reference, and native_import_error() says why (the worker logs it loudly).

@@ -7,10 +7,8 @@
 # event, section, small print -- are mostly the same from order to order.  The classes
 # depend on the text alone (no language is passed), so a hit is what the library gives.
 #
-# Bounded: texts of at most BRK_TEXT_MAX characters, and when the entries hold
-# BRK_CACHE_BYTES the table is emptied and fills again (no LRU bookkeeping on the hot
-# path).  One lock, held for a lookup or an insert, never while libunibreak runs; a new
-# one in a forked child.
+# Bounded: texts of at most BRK_TEXT_MAX characters, at most BRK_CACHE_BYTES in all (the
+# table, its bounds and its lock are cachetable.pxi's, shared with shapecache.pxi).
 
 cdef enum:
     BRK_TEXT_MAX = 1024
@@ -23,24 +21,12 @@ cdef struct BrkEntry:
     unsigned int* text          # n code points, then n break classes
     char* brk
 
-cdef BrkEntry** BC_TAB = <BrkEntry**>calloc(BRK_SLOTS, sizeof(BrkEntry*))
-cdef int BC_N = 0
-cdef Py_ssize_t BC_BYTES = 0
-cdef long BC_HITS = 0
-cdef long BC_MISSES = 0
-cdef PyThread_type_lock BC_LOCK = PyThread_allocate_lock()
+cdef struct BrkKey:
+    const unsigned int* u
+    int n
 
-
-cdef void brk_cache_clear() noexcept nogil:
-    """Empty the table (under BC_LOCK)."""
-    global BC_N, BC_BYTES
-    cdef int i
-    for i in range(BRK_SLOTS):
-        if BC_TAB[i] != NULL:
-            free(BC_TAB[i])
-            BC_TAB[i] = NULL
-    BC_N = 0
-    BC_BYTES = 0
+cdef CacheTable BRK_CACHE
+cache_init(&BRK_CACHE, BRK_SLOTS, BRK_CACHE_BYTES)
 
 
 cdef inline unsigned int brk_hash(const unsigned int* u, int n) noexcept nogil:
@@ -51,38 +37,34 @@ cdef inline unsigned int brk_hash(const unsigned int* u, int n) noexcept nogil:
     return fmix(h)
 
 
+cdef bint brk_same(const void* entry, const void* key, unsigned int h) noexcept nogil:
+    cdef const BrkEntry* e = <const BrkEntry*>entry
+    cdef const BrkKey* k = <const BrkKey*>key
+    return e.h == h and e.n == k.n and memcmp(e.text, k.u, k.n * sizeof(unsigned int)) == 0
+
+
 cdef int brk_cached(const unsigned int* u, int n, char* brk, unsigned int* hp) noexcept nogil:
     """1 with brk filled from the cache; 0 not cached (*hp: the hash for brk_cache_put)."""
-    global BC_HITS, BC_MISSES
-    cdef unsigned int h
-    cdef int slot
+    cdef BrkKey k
     cdef BrkEntry* e
     if n > BRK_TEXT_MAX or n == 0:
         return 0
-    h = brk_hash(u, n)
-    hp[0] = h
-    PyThread_acquire_lock(BC_LOCK, WAIT_LOCK)
-    slot = <int>(h & (BRK_SLOTS - 1))
-    while BC_TAB[slot] != NULL:
-        e = BC_TAB[slot]
-        if e.h == h and e.n == n and memcmp(e.text, u, n * sizeof(unsigned int)) == 0:
-            memcpy(brk, e.brk, n)
-            BC_HITS += 1
-            PyThread_release_lock(BC_LOCK)
-            return 1
-        slot = (slot + 1) & (BRK_SLOTS - 1)
-    BC_MISSES += 1
-    PyThread_release_lock(BC_LOCK)
-    return 0
+    k.u = u
+    k.n = n
+    hp[0] = brk_hash(u, n)
+    e = <BrkEntry*>cache_find(&BRK_CACHE, hp[0], brk_same, &k)
+    if e != NULL:
+        memcpy(brk, e.brk, n)
+    cache_release(&BRK_CACHE)
+    return e != NULL
 
 
 cdef void brk_cache_put(const unsigned int* u, int n, const char* brk,
                         unsigned int h) noexcept nogil:
     """Keep the classes line_breaks just computed (a failed malloc keeps nothing)."""
-    global BC_N, BC_BYTES
     cdef Py_ssize_t size = sizeof(BrkEntry) + n * (sizeof(unsigned int) + 1)
     cdef BrkEntry* e
-    cdef int slot
+    cdef BrkKey k
     if n > BRK_TEXT_MAX or n == 0:
         return
     e = <BrkEntry*>malloc(size)
@@ -94,31 +76,18 @@ cdef void brk_cache_put(const unsigned int* u, int n, const char* brk,
     e.brk = <char*>(e.text + n)
     memcpy(e.text, u, n * sizeof(unsigned int))
     memcpy(e.brk, brk, n)
-    PyThread_acquire_lock(BC_LOCK, WAIT_LOCK)
-    if BC_N * 2 >= BRK_SLOTS or BC_BYTES + size > BRK_CACHE_BYTES:
-        brk_cache_clear()
-    slot = <int>(h & (BRK_SLOTS - 1))
-    while BC_TAB[slot] != NULL:
-        if (BC_TAB[slot].h == h and BC_TAB[slot].n == n
-                and memcmp(BC_TAB[slot].text, u, n * sizeof(unsigned int)) == 0):
-            PyThread_release_lock(BC_LOCK)      # another thread put it meanwhile
-            free(e)
-            return
-        slot = (slot + 1) & (BRK_SLOTS - 1)
-    BC_TAB[slot] = e
-    BC_N += 1
-    BC_BYTES += size
-    PyThread_release_lock(BC_LOCK)
+    k.u = u
+    k.n = n
+    cache_put(&BRK_CACHE, h, e, size, brk_same, &k)
 
 
 def break_cache_stats():
     """{"entries", "bytes", "hits", "misses"} of the line-break cache (breakcache.pxi)."""
-    return {"entries": BC_N, "bytes": BC_BYTES, "hits": BC_HITS, "misses": BC_MISSES}
+    return cache_stats(&BRK_CACHE)
 
 
 def _break_cache_after_fork_in_child():
-    global BC_LOCK
-    BC_LOCK = PyThread_allocate_lock()
+    cache_after_fork(&BRK_CACHE)
 
 
 os.register_at_fork(after_in_child=_break_cache_after_fork_in_child)

@@ -16,21 +16,6 @@
 # call to its versioned symbol (ubrk_open_72), set by pkg-config's icu-uc flags.
 # stagedoor.render.shaped.libs dict_breaks asks the same library through ctypes.
 
-cdef extern from "unicode/utypes.h" nogil:
-    ctypedef unsigned short UChar
-    ctypedef int UErrorCode
-    bint U_FAILURE(UErrorCode code)
-
-cdef extern from "unicode/ubrk.h" nogil:
-    ctypedef struct UBreakIterator
-    ctypedef enum UBreakIteratorType:
-        UBRK_LINE
-    UBreakIterator* ubrk_open(UBreakIteratorType type, const char* locale,
-                              const UChar* text, int textLength, UErrorCode* status)
-    int ubrk_next(UBreakIterator* bi)
-    void ubrk_close(UBreakIterator* bi)
-
-
 cdef inline int is_dict_script(unsigned int cp) noexcept nogil:
     """Lao, Myanmar (and its extensions) or Khmer (and its symbols): the scripts without
     spaces between words whose breaks come from ICU's dictionaries."""

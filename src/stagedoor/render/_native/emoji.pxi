@@ -16,26 +16,6 @@
 # those bytes are cached with the procedure (GlyphProc.img, .mask) like an outline, and
 # an order that uses the glyph writes two image objects around them (put_emoji_images).
 
-cdef extern from "hb-ot.h" nogil:
-    hb_bool_t hb_ot_color_has_png(hb_face_t* face)
-    hb_blob_t* hb_ot_color_glyph_reference_png(hb_font_t* font, hb_codepoint_t glyph)
-
-cdef extern from "hb.h" nogil:
-    ctypedef struct hb_glyph_extents_t:
-        hb_position_t x_bearing
-        hb_position_t y_bearing
-        hb_position_t width
-        hb_position_t height
-    hb_bool_t hb_font_get_glyph_extents(hb_font_t* font, hb_codepoint_t glyph,
-                                        hb_glyph_extents_t* extents)
-    const char* hb_blob_get_data(hb_blob_t* blob, unsigned int* length)
-
-cdef extern from "zlib.h" nogil:
-    int Z_NO_FLUSH
-    int inflateInit(z_stream* strm)
-    int inflate(z_stream* strm, int flush)
-    int inflateEnd(z_stream* strm)
-
 from libc.string cimport memcmp
 
 from stagedoor.render import emoji as _emoji

@@ -13,34 +13,6 @@
 # os.register_at_fork hook drops every face and glyph in a child (the mmaps and locks of
 # the parent are not the child's to use).
 
-cdef extern from *:
-    """
-    static inline int sd_load_int(int* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-    static inline void sd_store_int(int* p, int v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-    static inline void* sd_load_ptr(void** p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-    static inline void sd_store_ptr(void** p, void* v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-    static inline long sd_add_long(long* p, long v) { return __atomic_add_fetch(p, v, __ATOMIC_RELAXED); }
-    """
-    int sd_load_int(int* p) noexcept nogil
-    void sd_store_int(int* p, int v) noexcept nogil
-    void* sd_load_ptr(void** p) noexcept nogil
-    void sd_store_ptr(void** p, void* v) noexcept nogil
-    long sd_add_long(long* p, long v) noexcept nogil
-
-cdef extern from "hb-ot.h" nogil:
-    unsigned int hb_ot_name_get_utf8(hb_face_t* face, unsigned int name_id,
-                                     hb_language_t language, unsigned int* text_size,
-                                     char* text)
-
-cdef extern from "hb.h" nogil:
-    # the fields of hb_draw_state_t we read (the current point, for quadratic curves)
-    ctypedef struct hb_draw_state_fields "hb_draw_state_t":
-        hb_bool_t path_open
-        float path_start_x
-        float path_start_y
-        float current_x
-        float current_y
-
 cdef enum:
     MAX_FACES = 1024            # every installed face may be in the plan (fonts.py)
     MAX_SCRIPTS = 256           # every script Unicode defines (~170), with room
@@ -50,33 +22,6 @@ cdef enum:
     MAX_HAN = 8
     EM = 1000                   # glyph space units per em of every face (hb scale)
     PS_NAME = 6                 # the name table's PostScript name
-    PS_NAME_MAX = 63
-
-cdef struct GlyphProc:
-    char* obj                   # "<< /Length .. >>\nstream\n..\nendstream\nendobj\n"
-    int objlen
-    int width                   # advance, 1/1000 em
-    int x0, y0, x1, y1          # its outline's box as its d1 gives it (all 0: no ink)
-    # a colour glyph (emoji.pxi): its image, RGB and alpha, each deflated; NULL for others
-    char* img
-    int imglen
-    char* mask
-    int masklen
-    int iw, ih
-
-cdef struct Face:
-    char* path
-    int index
-    int state                   # 0 not opened yet, 1 open, -1 cannot be opened
-    int bold                    # the face used for bold fields (itself when none)
-    int colour                  # its glyphs are PNGs (CBDT): only emoji.pxi picks it
-    hb_blob_t* blob
-    hb_face_t* face
-    hb_font_t* font
-    unsigned int nglyphs
-    GlyphProc** glyphs          # nglyphs pointers, filled on first use
-    PyThread_type_lock lock
-    char psname[PS_NAME_MAX + 1]  # its PostScript name, PDF-name safe (the fonts' names)
 
 cdef Face FACES[MAX_FACES]
 cdef int NFACES = 0
@@ -451,17 +396,6 @@ def language_index(str tag):
 
 
 # -- what the installed fonts cover (fonts.py derives the script -> faces table from it) --
-
-cdef extern from "hb.h" nogil:
-    ctypedef struct hb_set_t:
-        pass
-    hb_set_t* hb_set_create()
-    void hb_set_destroy(hb_set_t* s)
-    hb_bool_t hb_set_next_range(const hb_set_t* s, hb_codepoint_t* first,
-                                hb_codepoint_t* last)
-    void hb_face_collect_unicodes(hb_face_t* face, hb_set_t* out)
-    const char* hb_version_string()
-
 
 def harfbuzz_version():
     """The version of the HarfBuzz library loaded (its Unicode data gives script_runs():

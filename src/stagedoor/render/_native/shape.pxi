@@ -4,50 +4,6 @@
 # shaped by HarfBuzz with the whole field as context (so Arabic joins across runs).
 # The glyphs come out in visual order, left to right, positions in 1/1000 em.
 
-cdef struct SGlyph:
-    int face
-    unsigned int gid
-    int adv
-    int xoff
-    int yoff
-    int ci                      # the field index of the first character it stands for
-    int cn                      # how many characters it stands for in ToUnicode (0: none)
-    int code                    # font * 256 + code, set by the registry
-    int rtl                     # from a right-to-left run
-    int xi                      # register_glyphs: codes of its moved characters in c.xc
-    int xn                      # how many (0: none moved)
-
-cdef struct GlyphVec:
-    SGlyph* g
-    int n
-    int cap
-    int failed
-
-cdef struct Para:
-    const unsigned int* u
-    int n
-    int bold
-    int rtl                     # the resolved paragraph direction is right to left
-    FriBidiParType base
-    FriBidiCharType* bt
-    FriBidiBracketType* brt
-    FriBidiLevel* lev
-    FriBidiLevel* lev2          # a line's levels, changed by fribidi_reorder_line
-    FriBidiStrIndex* map
-    hb_script_t* script
-    int* face
-    unsigned int* gid
-    int* adv                    # per character, the advance of its cluster (line breaks)
-    char* brk                   # libunibreak's break classes
-    unsigned int* ub            # line_breaks' copy of the text (breaks.pxi)
-    int cap
-    int any_rtl                 # some character has an odd (right-to-left) level
-    int missing                 # some character is drawn as the replacement mark
-    hb_language_t lang          # the order's language (locl forms), NULL for none
-    const unsigned int* su      # the text HarfBuzz shapes: u, or sbuf (emoji_faces)
-    unsigned int* sbuf
-
-
 cdef int gv_reserve(GlyphVec* v, int extra) noexcept nogil:
     cdef int cap
     cdef SGlyph* p

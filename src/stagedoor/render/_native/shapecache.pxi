@@ -10,10 +10,9 @@
 # whole field), all in the key, so a hit is the glyphs HarfBuzz would give, byte for
 # byte (the reference renderer shapes every time; tests/test_render.py compares).
 #
-# Bounded: runs of at most RUN_MAX characters are cached, and when the entries hold
-# CACHE_BYTES the table is emptied and fills again (no LRU bookkeeping on the hot path).
-# One lock, held for a lookup or an insert, never while shaping.  Emptied when the fonts
-# are configured again (face numbers change meaning); the lock is new in a forked child.
+# Bounded: runs of at most RUN_MAX characters, at most CACHE_BYTES in all (the table, its
+# bounds and its lock are cachetable.pxi's, shared with breakcache.pxi).  Emptied when
+# the fonts are configured again (face numbers change meaning).
 
 cdef enum:
     HB_CONTEXT = 5              # HB_BUFFER_CONTEXT_LENGTH (hb-buffer.hh)
@@ -42,24 +41,34 @@ cdef struct CEntry:
     unsigned int* text          # pre + len + post code points, then the glyphs
     CGlyph* g
 
-cdef CEntry** SC_TAB = <CEntry**>calloc(CACHE_SLOTS, sizeof(CEntry*))
-cdef int SC_N = 0
-cdef Py_ssize_t SC_BYTES = 0
-cdef long SC_HITS = 0
-cdef long SC_MISSES = 0
-cdef PyThread_type_lock SC_LOCK = PyThread_allocate_lock()
+# a run as shape_cached and shape_cache_put look it up: its text is p.u[a:b]
+cdef struct SKey:
+    const Para* p
+    int face
+    int lo
+    int hi
+    int rtl
+    int a
+    int b
+
+cdef inline void sc_key(SKey* k, const Para* p, int face, int lo, int hi,
+                        int rtl) noexcept nogil:
+    k.p = p
+    k.face = face
+    k.lo = lo
+    k.hi = hi
+    k.rtl = rtl
+    k.a = lo - HB_CONTEXT if lo > HB_CONTEXT else 0
+    k.b = hi + HB_CONTEXT if hi + HB_CONTEXT < p.n else p.n
+
+
+cdef CacheTable SHAPE_CACHE
+cache_init(&SHAPE_CACHE, CACHE_SLOTS, CACHE_BYTES)
 
 
 cdef void shape_cache_clear() noexcept nogil:
-    """Empty the table (under SC_LOCK, or with no render running)."""
-    global SC_N, SC_BYTES
-    cdef int i
-    for i in range(CACHE_SLOTS):
-        if SC_TAB[i] != NULL:
-            free(SC_TAB[i])
-            SC_TAB[i] = NULL
-    SC_N = 0
-    SC_BYTES = 0
+    """Empty the table (with no render running: configure)."""
+    cache_clear(&SHAPE_CACHE)
 
 
 cdef inline unsigned int sc_hash(const Para* p, int face, int lo, int hi, int rtl,
@@ -74,71 +83,66 @@ cdef inline unsigned int sc_hash(const Para* p, int face, int lo, int hi, int rt
     return fmix(h)
 
 
-cdef inline bint sc_same(const CEntry* e, unsigned int h, const Para* p, int face, int lo,
-                         int hi, int rtl, int a, int b) noexcept nogil:
-    if (e.h != h or e.face != face or e.script != p.script[lo] or e.rtl != rtl
-            or e.lang != p.lang or e.pre != lo - a or e.len != hi - lo
-            or e.post != b - hi):
+cdef bint sc_same(const void* entry, const void* key, unsigned int h) noexcept nogil:
+    cdef const CEntry* e = <const CEntry*>entry
+    cdef const SKey* k = <const SKey*>key
+    cdef const Para* p = k.p
+    if (e.h != h or e.face != k.face or e.script != p.script[k.lo] or e.rtl != k.rtl
+            or e.lang != p.lang or e.pre != k.lo - k.a or e.len != k.hi - k.lo
+            or e.post != k.b - k.hi):
         return False
-    return memcmp(e.text, p.u + a, (b - a) * sizeof(unsigned int)) == 0
+    return memcmp(e.text, p.u + k.a, (k.b - k.a) * sizeof(unsigned int)) == 0
 
 
 cdef int shape_cached(Para* p, int face, int lo, int hi, int rtl, GlyphVec* out,
                       unsigned int* hp) noexcept nogil:
     """The run's glyphs appended from the cache (and p.adv updated as shape_run does):
     their width; -1 not cached (*hp: the key's hash, for shape_cache_put); -2 no memory."""
-    global SC_HITS, SC_MISSES
-    cdef int a = lo - HB_CONTEXT if lo > HB_CONTEXT else 0
-    cdef int b = hi + HB_CONTEXT if hi + HB_CONTEXT < p.n else p.n
-    cdef unsigned int h
-    cdef int k, slot, width = 0
+    cdef SKey key
+    cdef int k, width = 0
     cdef CEntry* e
     cdef SGlyph* g
     if hi - lo > RUN_MAX:
         return -1
-    h = sc_hash(p, face, lo, hi, rtl, a, b)
-    hp[0] = h
-    PyThread_acquire_lock(SC_LOCK, WAIT_LOCK)
-    slot = <int>(h & (CACHE_SLOTS - 1))
-    while SC_TAB[slot] != NULL:
-        e = SC_TAB[slot]
-        if sc_same(e, h, p, face, lo, hi, rtl, a, b):
-            if gv_reserve(out, e.ng) != 0:
-                PyThread_release_lock(SC_LOCK)
-                return -2
-            for k in range(e.ng):
-                g = &out.g[out.n]
-                out.n += 1
-                g.face = face
-                g.gid = e.g[k].gid
-                g.adv = e.g[k].adv
-                g.xoff = e.g[k].xoff
-                g.yoff = e.g[k].yoff
-                g.ci = lo + e.g[k].cl
-                g.cn = e.g[k].cn
-                g.rtl = rtl
-                p.adv[g.ci] += g.adv
-                width += g.adv
-            SC_HITS += 1
-            PyThread_release_lock(SC_LOCK)
-            return width
-        slot = (slot + 1) & (CACHE_SLOTS - 1)
-    SC_MISSES += 1
-    PyThread_release_lock(SC_LOCK)
-    return -1
+    sc_key(&key, p, face, lo, hi, rtl)
+    hp[0] = sc_hash(p, face, lo, hi, rtl, key.a, key.b)
+    e = <CEntry*>cache_find(&SHAPE_CACHE, hp[0], sc_same, &key)
+    if e == NULL:
+        cache_release(&SHAPE_CACHE)
+        return -1
+    if gv_reserve(out, e.ng) != 0:
+        cache_release(&SHAPE_CACHE)
+        return -2
+    for k in range(e.ng):
+        g = &out.g[out.n]
+        out.n += 1
+        g.face = face
+        g.gid = e.g[k].gid
+        g.adv = e.g[k].adv
+        g.xoff = e.g[k].xoff
+        g.yoff = e.g[k].yoff
+        g.ci = lo + e.g[k].cl
+        g.cn = e.g[k].cn
+        g.rtl = rtl
+        p.adv[g.ci] += g.adv
+        width += g.adv
+    cache_release(&SHAPE_CACHE)
+    return width
 
 
 cdef void shape_cache_put(const Para* p, int face, int lo, int hi, int rtl,
                           const SGlyph* g, int ng, unsigned int h) noexcept nogil:
     """Keep the glyphs shape_run just made for this run (a failed malloc keeps nothing)."""
-    global SC_N, SC_BYTES
-    cdef int a = lo - HB_CONTEXT if lo > HB_CONTEXT else 0
-    cdef int b = hi + HB_CONTEXT if hi + HB_CONTEXT < p.n else p.n
-    cdef Py_ssize_t size = sizeof(CEntry) + (b - a) * sizeof(unsigned int) + ng * sizeof(CGlyph)
+    cdef SKey key
+    cdef Py_ssize_t size
     cdef CEntry* e
-    cdef int k, slot
+    cdef int k, a, b
     if hi - lo > RUN_MAX:
         return
+    sc_key(&key, p, face, lo, hi, rtl)
+    a = key.a
+    b = key.b
+    size = sizeof(CEntry) + (b - a) * sizeof(unsigned int) + ng * sizeof(CGlyph)
     e = <CEntry*>malloc(size)
     if e == NULL:
         return
@@ -162,31 +166,16 @@ cdef void shape_cache_put(const Para* p, int face, int lo, int hi, int rtl,
         e.g[k].yoff = g[k].yoff
         e.g[k].cl = g[k].ci - lo
         e.g[k].cn = g[k].cn
-    PyThread_acquire_lock(SC_LOCK, WAIT_LOCK)
-    if SC_N * 2 >= CACHE_SLOTS or SC_BYTES + size > CACHE_BYTES:
-        shape_cache_clear()
-    slot = <int>(h & (CACHE_SLOTS - 1))
-    while SC_TAB[slot] != NULL:
-        if sc_same(SC_TAB[slot], h, p, face, lo, hi, rtl, a, b):
-            # another thread shaped it meanwhile: keep theirs
-            PyThread_release_lock(SC_LOCK)
-            free(e)
-            return
-        slot = (slot + 1) & (CACHE_SLOTS - 1)
-    SC_TAB[slot] = e
-    SC_N += 1
-    SC_BYTES += size
-    PyThread_release_lock(SC_LOCK)
+    cache_put(&SHAPE_CACHE, h, e, size, sc_same, &key)
 
 
 def shape_cache_stats():
     """{"entries", "bytes", "hits", "misses"} of the shaped-run cache (shapecache.pxi)."""
-    return {"entries": SC_N, "bytes": SC_BYTES, "hits": SC_HITS, "misses": SC_MISSES}
+    return cache_stats(&SHAPE_CACHE)
 
 
 def _shape_cache_after_fork_in_child():
-    global SC_LOCK
-    SC_LOCK = PyThread_allocate_lock()
+    cache_after_fork(&SHAPE_CACHE)
 
 
 os.register_at_fork(after_in_child=_shape_cache_after_fork_in_child)

@@ -4,17 +4,6 @@
 # a byte and the field fits its box; anything else is the shaped path (NFC, UTF-32 for
 # layout.pxi, the exact text as /ActualText).  Also the QR payload's bytes.
 
-# The objects whose data the C side reads (the fields' str, their NFC form, their cp1252
-# bytes, the QR payload), held for the length of one render_order call.  A C array of
-# references, not a list and a tuple of the values: fewer allocations, appends and
-# deallocations under the GIL, part of what took the GIL-held share of a 1-thread
-# non-Latin render loop from ~4.1 % to ~3 % of its samples (see shape_src).
-cdef struct Keep:
-    PyObject** p
-    Py_ssize_t n
-    Py_ssize_t cap
-
-
 cdef int keep_push(Keep* k, object o) except -1:
     cdef PyObject** grown
     if k.n == k.cap:

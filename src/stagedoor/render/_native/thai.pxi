@@ -13,16 +13,6 @@
 # on first use in the process that renders and dropped in a fork child, like the faces.
 # stagedoor.render.shaped.thai_breaks asks the same library through ctypes.
 
-cdef extern from "thai/thbrk.h" nogil:
-    ctypedef unsigned char thchar_t
-    ctypedef struct ThBrk
-    ThBrk* th_brk_new(const char* dictpath)
-    void th_brk_delete(ThBrk* brk)
-    int th_brk_find_breaks(ThBrk* brk, const thchar_t* s, int* pos, size_t pos_sz)
-
-cdef extern from "thai/thwchar.h" nogil:
-    thchar_t th_uni2tis(int wc)
-
 cdef ThBrk* THBRK = NULL
 cdef int THBRK_STATE = 0          # 0 not loaded yet, 1 loaded, -1 cannot be loaded
 cdef PyThread_type_lock THAI_LOCK = PyThread_allocate_lock()

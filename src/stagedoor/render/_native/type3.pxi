@@ -32,58 +32,6 @@ cdef void put_hex2(Buf* b, int v) noexcept nogil:
     buf_byte(b, hx[v & 15])
 
 
-cdef struct RegEntry:
-    int face
-    unsigned int gid
-    int toff                    # its text in the pool
-    int tlen
-    int proc                    # index of its glyph procedure in the order
-    unsigned int h
-
-cdef struct Registry:
-    RegEntry* e
-    int n
-    int cap
-    int* tab                    # open addressing: entry index + 1, 0 empty
-    int tmask
-    unsigned int* pool
-    int plen
-    int pcap
-    int* ptab                   # (face, gid) -> procedure index + 1
-    int pmask
-    int* pface
-    unsigned int* pgid
-    int nproc
-    int proccap
-    int failed
-
-cdef struct WItem:
-    # one glyph as walk_line writes it: its face (for the bridges), code, x, width, rise
-    int face
-    int code
-    int x
-    int w
-    int rise
-
-cdef struct TextCtx:
-    Para p
-    Para p2
-    hb_buffer_t* hb
-    GlyphVec gv
-    Registry reg
-    const int* of               # the order's fonts (pick_face in fonts.pxi)
-    unsigned int* tmp
-    int tmpcap
-    int* ord                    # put_field_ops: a line's logical order, positions
-    int* lpos
-    int ordcap
-    int* xc                     # codes of the invisible glyphs of moved characters
-    int nxc
-    int xccap
-    WItem* items                # walk_line: a line's writing order
-    int itemcap
-
-
 cdef inline unsigned int mix(unsigned int h, unsigned int v) noexcept nogil:
     return (h ^ v) * 16777619u
 
@@ -221,7 +169,7 @@ cdef inline int moved(const SGlyph* g, unsigned int* space, int* keep) noexcept 
     so that the mark glyph, maybe raised onto a baseline of its own, stands for
     nothing; a right-to-left glyph of several characters (lam-alef) keeps its first.
     poppler reorders a right-to-left line by position, and would put a mark before its
-    letter and reverse a ligature's characters; walk_line (layout.pxi) puts the
+    letter and reverse a ligature's characters; walk_line (place.pxi) puts the
     invisible glyphs just left of their letter, where poppler and pdfminer.six both
     read them after it."""
     if not g.rtl or g.cn == 0 or (g.adv != 0 and g.cn < 2):

@@ -2,9 +2,10 @@
 
 Text the fast path (fastfont.py) cannot show, or that does not fit its box, is shaped
 and drawn with glyphs of real fonts (see the module docstring of reference.py).  This
-package does what fonts.pxi, glyphs.pxi, shape.pxi, layout.pxi and type3.pxi do in C, step by step,
-but through *other* implementations where there is one, so that the comparison in
-tests/test_render.py checks the native glue and not a library against itself:
+package does what fonts.pxi, glyphs.pxi, shape.pxi, clusters.pxi, layout.pxi, place.pxi
+and type3.pxi do in C, step by step, but through *other* implementations where there is
+one, so that the comparison in tests/test_render.py checks the native glue and not a
+library against itself:
 
 - shaping and outlines: the same system libharfbuzz, through ctypes (the issue asks
   for *the same* shaping: HarfBuzz builds differ, e.g. uharfbuzz's newer one
@@ -25,11 +26,11 @@ compare whole files.  Slow (milliseconds per field), which is fine for an oracle
 
 In the order of the data flow, each module beside the native unit it mirrors:
 
-    libs.py     libharfbuzz, libunibreak, libthai, ICU through ctypes (textlibs.pxi, thai.pxi,
-                dictbreaks.pxi)
+    libs.py     libharfbuzz, libunibreak, libthai, ICU through ctypes (harfbuzz.pxd,
+                unibreak.pxd, thai.pxi, dictbreaks.pxi)
     faces.py    faces, the face of each character, glyph procs   (fonts.pxi, glyphs.pxi)
     para.py     one paragraph: scripts, bidi levels, shaped runs   (shape.pxi)
-    layout.py   the order's glyph registry, a field's fit and wrap (layout.pxi)
-    pdf.py      text operators, the order's Type 3 fonts, ToUnicode (layout.pxi, type3.pxi)
+    layout.py   the order's glyph registry, a field's fit and wrap (clusters.pxi, layout.pxi)
+    pdf.py      text operators, the order's Type 3 fonts, ToUnicode (place.pxi, type3.pxi)
     emoji.py    emoji sequences: the colour face's PNG as image XObjects (emoji.pxi)
 """

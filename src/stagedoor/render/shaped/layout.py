@@ -62,14 +62,14 @@ def moved(fs: Fonts, g: Glyph) -> tuple[int, int] | None:
 
 
 def logical_order(glyphs: list[Glyph]) -> list[int]:
-    """logical_order in layout.pxi: a line's glyph indices by the first character each
+    """logical_order in place.pxi: a line's glyph indices by the first character each
     stands for (glyphs of one character in visual order)."""
     return sorted(range(len(glyphs)), key=lambda k: (glyphs[k].ci, k))
 
 
 def bridges(at0: int, at1: int, rise0: int, x: int, w: int, rise: int,
             sw: int) -> list[tuple[int, int]]:
-    """bridges in layout.pxi: where to put invisible glyphs (the face's space, width sw,
+    """bridges in place.pxi: where to put invisible glyphs (the face's space, width sw,
     no text) between the box at0..at1 written last (at rise0) and the next one x..x+w
     (at rise), so that pdfminer.six keeps them on one line: it does while two
     consecutive glyphs are less than twice the wider one's width apart (never two of no
@@ -129,7 +129,7 @@ def register(fs: Fonts, reg: Registry, glyphs: list[Glyph], u: list[int]) -> Non
 
 
 def code_width(fs: Fonts, reg: Registry, code: int) -> int:
-    """code_width in layout.pxi: the advance of the glyph a code shows, as the font's
+    """code_width in place.pxi: the advance of the glyph a code shows, as the font's
     /Widths gives it (pdf.font_objects): the pen of every glyph written after it moves
     by exactly this much.  (An invisible glyph carrying a character moved off a group
     is its own glyph's face's space, not the face of the group's first glyph.)"""
@@ -139,7 +139,7 @@ def code_width(fs: Fonts, reg: Registry, code: int) -> int:
 
 def writing_order(fs: Fonts, reg: Registry, glyphs: list[Glyph]
                   ) -> list[tuple[int, int, int, int]]:
-    """walk_line in layout.pxi: (code, x, width, rise) in the order put_field_ops writes
+    """walk_line in place.pxi: (code, x, width, rise) in the order put_field_ops writes
     a line (x in 1/1000 em from the line's start).  The glyphs go in logical order at
     their visual places.  A right-to-left glyph with an advance is written with the
     marks after it that stand for nothing (moved, or the second glyph of a cluster):
@@ -297,7 +297,7 @@ def line_span(fs: Fonts, reg: Registry, glyphs: list[Glyph]) -> str | None:
 
 # -- layout (layout.pxi) -----------------------------------------------------------------
 
-MARKS_PER_BASE = 6      # at most this many combining marks drawn on one base (layout.pxi)
+MARKS_PER_BASE = 6      # at most this many combining marks drawn on one base (clusters.pxi)
 CODE_FLOOR = 3000       # the admission code is shrunk down to this before it is cut
 CODE_FIELD = 9          # the admission code's field: wrapped, never cut (layout.pxi)
 LEAD = 1200             # the least distance between two baselines, 1/1000 em
@@ -343,7 +343,7 @@ def tdiv(a: int, b: int) -> int:
 
 
 def cap_marks(u: list[int]) -> list[int]:
-    """u without the marks past the MARKS_PER_BASE-th of a run (cap_marks in layout.pxi;
+    """u without the marks past the MARKS_PER_BASE-th of a run (cap_marks in clusters.pxi;
     joiners inside the run neither count nor end it): a tower of marks would otherwise
     make the whole field shrink to fit its height."""
     out: list[int] = []
@@ -386,7 +386,7 @@ def boundary(u: list[int], n: int) -> bool:
     syllable's jamo, not after a ZWJ, not between the two regional indicators of a
     flag) that is not inside an Indic conjunct (not after a virama, canonical combining
     class 9, when a letter follows, but for the KILLERS), nor inside a Myanmar syllable
-    (not before a consonant its asat kills).  boundary() in layout.pxi."""
+    (not before a consonant its asat kills).  boundary() in clusters.pxi."""
     if n <= 0 or n >= len(u):
         return True
     c, b = u[n], u[n - 1]

@@ -1,5 +1,5 @@
 """A field's text operators and the order's Type 3 fonts with their ToUnicode maps
-(put_field_ops in layout.pxi, type3.pxi)."""
+(put_field_ops in place.pxi, type3.pxi)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class _Ops:
         self.cur, self.rise, self.at, self.inhex = -1, 0, 0, False
 
     def glyph(self, code: int, x: int, width: int, yoff: int) -> None:
-        """put_glyph in layout.pxi: show code with its origin at x."""
+        """put_glyph in place.pxi: show code with its origin at x."""
         out = self.out
         font = code >> 8
         if font != self.cur or yoff != self.rise:
@@ -57,7 +57,7 @@ class _Ops:
 
 
 def field_ops(fs: Fonts, reg: Registry, fo: FieldOut, f: int) -> bytes:
-    """put_field_ops in layout.pxi: the glyphs in logical order (by the character they
+    """put_field_ops in place.pxi: the glyphs in logical order (by the character they
     stand for), each moved to its visual place by a TJ adjustment; a right-to-left glyph
     of several characters (lam-alef) stands for the first, and each further one is an
     invisible glyph (the face's space) just left of it (layout.register)."""

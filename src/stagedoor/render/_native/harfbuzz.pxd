@@ -1,12 +1,11 @@
-# Included by stagedoor/_render.pyx.  C APIs of the text stack, all callable without the
-# GIL: HarfBuzz (fonts, shaping, outlines), fribidi (the Unicode bidi algorithm),
-# libunibreak (UAX #14 line breaks).  setup.py finds them with pkg-config and stops with
-# a clear message when one is missing.
+# HarfBuzz's C API as the renderer calls it (fonts, shaping, outlines, colour PNGs,
+# Unicode properties), every function callable without the GIL.  Cimported by
+# stagedoor/_render.pxd and the render/_native/*.pxi that call it; setup.py links it
+# through pkg-config.
 #
-# Why the C APIs and not uharfbuzz / python-bidi: a whole shaped ticket costs ~0.15 ms
-# here; through the Python bindings every run and every paragraph would hold the GIL
-# (render threads would queue on it) and cost a few microseconds of object churn per
-# call.  The libraries do all the work we do not write: shaping, bidi, line breaking.
+# Why the C API and not uharfbuzz: a whole shaped ticket costs a fraction of a
+# millisecond here; through the Python binding every run would hold the GIL (render
+# threads would queue on it) and make Python objects per call.
 
 cdef extern from "hb.h" nogil:
     ctypedef unsigned int hb_codepoint_t
@@ -114,35 +113,54 @@ cdef extern from "hb.h" nogil:
     hb_script_t hb_unicode_script(hb_unicode_funcs_t* ufuncs, hb_codepoint_t unicode)
     const char* hb_version_string()
 
+    # fonts.pxi: what the installed fonts cover
+    ctypedef struct hb_set_t:
+        pass
+    hb_set_t* hb_set_create()
+    void hb_set_destroy(hb_set_t* s)
+    hb_bool_t hb_set_next_range(const hb_set_t* s, hb_codepoint_t* first,
+                                hb_codepoint_t* last)
+    void hb_face_collect_unicodes(hb_face_t* face, hb_set_t* out)
 
-cdef extern from "fribidi.h" nogil:
-    ctypedef unsigned int FriBidiChar
-    ctypedef int FriBidiStrIndex
-    ctypedef unsigned int FriBidiCharType
-    ctypedef unsigned int FriBidiParType
-    ctypedef unsigned int FriBidiBracketType
-    ctypedef signed char FriBidiLevel
-    ctypedef unsigned int FriBidiFlags
-    FriBidiParType FRIBIDI_PAR_ON
-    FriBidiParType FRIBIDI_PAR_RTL
-    FriBidiParType FRIBIDI_PAR_LTR
-    void fribidi_get_bidi_types(const FriBidiChar* s, FriBidiStrIndex len,
-                                FriBidiCharType* btypes)
-    void fribidi_get_bracket_types(const FriBidiChar* s, FriBidiStrIndex len,
-                                   const FriBidiCharType* types, FriBidiBracketType* btypes)
-    FriBidiLevel fribidi_get_par_embedding_levels_ex(
-        const FriBidiCharType* bidi_types, const FriBidiBracketType* bracket_types,
-        FriBidiStrIndex len, FriBidiParType* pbase_dir, FriBidiLevel* embedding_levels)
-    FriBidiLevel fribidi_reorder_line(
-        FriBidiFlags flags, const FriBidiCharType* bidi_types, FriBidiStrIndex len,
-        FriBidiStrIndex off, FriBidiParType base_dir, FriBidiLevel* embedding_levels,
-        FriBidiChar* visual_str, FriBidiStrIndex* map)
+    # glyphs.pxi: the fields of hb_draw_state_t it reads (the current point, for
+    # quadratic curves)
+    ctypedef struct hb_draw_state_fields "hb_draw_state_t":
+        hb_bool_t path_open
+        float path_start_x
+        float path_start_y
+        float current_x
+        float current_y
+
+    # emoji.pxi: a colour glyph's box and PNG bytes
+    ctypedef struct hb_glyph_extents_t:
+        hb_position_t x_bearing
+        hb_position_t y_bearing
+        hb_position_t width
+        hb_position_t height
+    hb_bool_t hb_font_get_glyph_extents(hb_font_t* font, hb_codepoint_t glyph,
+                                        hb_glyph_extents_t* extents)
+    const char* hb_blob_get_data(hb_blob_t* blob, unsigned int* length)
+
+    # clusters.pxi: the general category and combining class of a character
+    ctypedef enum hb_unicode_general_category_t:
+        HB_UNICODE_GENERAL_CATEGORY_SPACING_MARK
+        HB_UNICODE_GENERAL_CATEGORY_ENCLOSING_MARK
+        HB_UNICODE_GENERAL_CATEGORY_NON_SPACING_MARK
+        HB_UNICODE_GENERAL_CATEGORY_LOWERCASE_LETTER
+        HB_UNICODE_GENERAL_CATEGORY_MODIFIER_LETTER
+        HB_UNICODE_GENERAL_CATEGORY_OTHER_LETTER
+        HB_UNICODE_GENERAL_CATEGORY_TITLECASE_LETTER
+        HB_UNICODE_GENERAL_CATEGORY_UPPERCASE_LETTER
+    hb_unicode_general_category_t hb_unicode_general_category(hb_unicode_funcs_t* u,
+                                                              hb_codepoint_t cp)
+    unsigned int hb_unicode_combining_class(hb_unicode_funcs_t* u, hb_codepoint_t cp)
 
 
-cdef extern from "linebreak.h" nogil:
-    int LINEBREAK_MUSTBREAK
-    int LINEBREAK_ALLOWBREAK
-    int LINEBREAK_NOBREAK
-    void init_linebreak()
-    void set_linebreaks_utf32(const unsigned int* s, size_t len, const char* lang,
-                              char* brks)
+cdef extern from "hb-ot.h" nogil:
+    # fonts.pxi: a face's PostScript name
+    unsigned int hb_ot_name_get_utf8(hb_face_t* face, unsigned int name_id,
+                                     hb_language_t language, unsigned int* text_size,
+                                     char* text)
+    # emoji.pxi: colour glyphs as PNGs (CBDT)
+    hb_bool_t hb_ot_color_has_png(hb_face_t* face)
+    hb_blob_t* hb_ot_color_glyph_reference_png(hb_font_t* font, hb_codepoint_t glyph)
