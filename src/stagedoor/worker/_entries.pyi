@@ -1,6 +1,6 @@
 import asyncio
 import collections
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from stagedoor.stream.job import Job
@@ -13,7 +13,7 @@ class FastDispatch:
                  max_field_bytes: int, ctx: Any, stats: Any, consumer: str,
                  generic: Callable[[bytes, list[bytes] | None], int],
                  begun: Callable[..., int], acker: Any) -> None: ...
-    def run(self, entries: list[tuple[bytes, list[bytes] | None]],
+    def run(self, entries: Sequence[tuple[bytes, list[bytes] | None]],
             loop: asyncio.AbstractEventLoop) -> int: ...
 
 def pack_xack(stream: bytes, group: bytes, ids: list[bytes]) -> bytes: ...

@@ -85,8 +85,8 @@ class Dispatcher:
         self.kind_names = {k.encode(): k for k in self.kinds if _parses(k)}
         # The reader's: re-read the own pending list soon (set when the reader is made).
         self.recover_soon: Callable[[], None] = lambda: None
-        # First deliveries in C (worker/_entries.pyx), when the extension is built.
-        self.fast = None if FastDispatch is None or fast_job is None else FastDispatch(
+        # First deliveries in C (worker/_entries.pyx).
+        self.fast = FastDispatch(
             parse=fast_job, kind_names=self.kind_names, max_field_bytes=settings.max_field_bytes,
             handlers={h.kind: h for h in registry if inspect.iscoroutinefunction(h.fn)},
             ctx=ctx, stats=stats, consumer=consumer, generic=self._start_new,
@@ -119,7 +119,7 @@ class Dispatcher:
             _leave_task(loop, outer)
         finished = 0
         try:
-            if self.fast is not None and counts is None and self.tracer is None:
+            if counts is None and self.tracer is None:
                 finished = self.fast.run(entries, loop)
             else:
                 for entry_id, fields in entries:
@@ -221,8 +221,7 @@ class Dispatcher:
             return
         # A first delivery's common entry in C (entries.py); anything else, and every
         # refusal with its reason, is parse_job's.
-        job = fast_job(fields, self.kind_names, s.max_field_bytes) \
-            if fast_job is not None and prior is None else None
+        job = fast_job(fields, self.kind_names, s.max_field_bytes) if prior is None else None
         if job is not None:
             pass
         elif prior is not None:
