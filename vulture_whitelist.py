@@ -20,7 +20,6 @@ sweep_temporaries  # handlers/tickets.py: registered by @registry.on_start
 render_tickets  # handlers/tickets.py: registered by @registry.handler, the built-in kind
 
 # -- read by the Cython extensions (vulture does not read .pyx/.pxi)
-_.add_many  # worker/acks.py Acker.add_many: worker/_entries.pyx acks a reply's entries
 _.ending  # worker/readahead.py sets it on the Streak: worker/_native/streak.pxi reads it
 starts_at  # render/order.py Ticket field: the renderers read it by name (render/tables.py)
 seat  # render/order.py Ticket field: the renderers read it by name (render/tables.py)

@@ -71,7 +71,7 @@ class GeneralDispatch:
     def __init__(self, dispatcher: dispatch.Dispatcher) -> None:
         self.dispatcher = dispatcher
 
-    def run(self, entries: Any, loop: asyncio.AbstractEventLoop) -> int:
+    def run(self, entries: Any, loop: asyncio.AbstractEventLoop, settled: list[Any]) -> int:
         return sum(self.dispatcher._start(entry_id, fields, 1, None, loop)
                    for entry_id, fields in entries)
 
@@ -117,9 +117,9 @@ async def test_a_job_that_never_waits_is_counted_timed_and_acked(
 async def test_kinds_interleaved_in_one_reply_are_each_counted(
         path: str, settings: Settings, sync_redis: redis.Redis,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The C path counts a reply's handled jobs per kind when the kind changes and when
-    the reply is done: kinds a, b, a, a and a job that fails in the middle of the reply
-    end with the same counters as one count per job (the Python path)."""
+    """The C path hands a reply's outcomes to settle as one batch: kinds a, b, a, a and a
+    job that fails in the middle of the reply end with the same counters as one
+    settled outcome per job (the Python path)."""
     reg = Registry()
     ran: list[tuple[str, int]] = []
 

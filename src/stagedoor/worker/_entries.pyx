@@ -16,8 +16,8 @@ The source is split by concern, the way _render.pyx is (asyncpg's protocol/ shap
 the C API declarations in _entries.pxd, and
 
     _native/parse.pxi     fast_job: the common entry -> Job
-    _native/dispatch.pxi  FastDispatch: a reply's first deliveries run in C; what
-                          finished is handed to dispatch.Dispatcher.settle
+    _native/dispatch.pxi  FastDispatch: a reply's first deliveries run in C, their
+                          outcomes returned for settle.py to write down
     _native/xack.pxi      pack_xack: XACK as RESP
     _native/streak.pxi    the read-ahead's Streak and ReplyWait (readahead.py)
 
@@ -42,7 +42,6 @@ import types
 from asyncio.tasks import _enter_task, _leave_task
 
 from stagedoor.ops.logs import JOB_FIELDS
-from stagedoor.ops.metrics import DURATION_BUCKETS, WAIT_BUCKETS
 from stagedoor.stream.job import Job
 from stagedoor.worker.eager import EagerRun
 

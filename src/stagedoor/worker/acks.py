@@ -56,14 +56,8 @@ class Acker:
         """The ack connection: on the stream's server (its cluster node), like the reader's."""
         return self._conn
 
-    def add(self, entry_id: bytes) -> None:
-        self.queued.append(entry_id)
-        self._idle.clear()
-        if not self.carried:
-            self._wake.set()
-
-    def add_many(self, entry_ids: list[bytes]) -> None:
-        """add() for a reply's worth of finished jobs at once (worker/_entries.pyx)."""
+    def add(self, entry_ids: list[bytes]) -> None:
+        """Queue these ids for the next XACK (settle.py is the one caller)."""
         self.queued.extend(entry_ids)
         self._idle.clear()
         if not self.carried:
