@@ -21,6 +21,9 @@ render_tickets  # handlers/tickets.py: registered by @registry.handler, the buil
 
 # -- read by the Cython extensions (vulture does not read .pyx/.pxi)
 _.ending  # worker/readahead.py sets it on the Streak: worker/_native/streak.pxi reads it
+ack  # worker/settle.py Event.ack: worker/_native/tally.pxi reads it (event[1])
+_.observe  # ops/metrics.py WorkerStats.observe and observe_wait: _native/tally.pxi makes
+_.observe_wait  # a kind's first row through them (and the tests and bench/ call them)
 starts_at  # render/order.py Ticket field: the renderers read it by name (render/tables.py)
 seat  # render/order.py Ticket field: the renderers read it by name (render/tables.py)
 MIN_GAP  # render/tables.py: the layout rule the tables' boxes keep, checked by tests

@@ -13,6 +13,8 @@
 - dispatch.py    entry -> parse -> handler under policy -> ack, dead letter or pending
 - eager.py       a handler's coroutine started at once; a Task only if it suspends
 - entries.py     _entries.pyx's names, or NativeMissing (a one-line boot error)
+- settle.py      every job's outcome written down: the job stats and the ack queue
+                 (where a job is acked: Settle.settle)
 - acks.py        XACK, coalesced and piggybacked on the next read
 - outage.py      Redis out of memory: read nothing new, say so once in a while, resume
                  the own pending list when a write goes through

@@ -18,6 +18,7 @@ the C API declarations in _entries.pxd, and
     _native/parse.pxi     fast_job: the common entry -> Job
     _native/dispatch.pxi  FastDispatch: a reply's first deliveries run in C, their
                           outcomes returned for settle.py to write down
+    _native/tally.pxi     tally: settle.py's arithmetic (histogram rows, counters)
     _native/xack.pxi      pack_xack: XACK as RESP
     _native/streak.pxi    the read-ahead's Streak and ReplyWait (readahead.py)
 
@@ -42,10 +43,12 @@ import types
 from asyncio.tasks import _enter_task, _leave_task
 
 from stagedoor.ops.logs import JOB_FIELDS
+from stagedoor.ops.metrics import DURATION_BUCKETS, WAIT_BUCKETS
 from stagedoor.stream.job import Job
 from stagedoor.worker.eager import EagerRun
 
 include "_native/parse.pxi"
 include "_native/dispatch.pxi"
+include "_native/tally.pxi"
 include "_native/xack.pxi"
 include "_native/streak.pxi"

@@ -2,6 +2,11 @@
 or an entry left pending.
 
     parse_job -> run_with_policy(handler) -> DONE: ack | DEAD: dead-letter | PENDING: log
+                                           -> every outcome settled (settle.py: the job
+                                              stats, the ack queue)
+
+A reply's first deliveries start in C (entries.FastDispatch: parse, context, run); what
+finishes there comes back as outcomes for settle.py, what waits or fails goes on here.
 
 Nothing here may crash the loop: an unexpected error leaves the entry pending (it comes
 back), and a cancelled handler acks nothing.  A malformed entry, a permanent error and
@@ -24,7 +29,7 @@ import inspect
 import logging
 import time
 from asyncio.tasks import _enter_task, _leave_task
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import redis
@@ -45,7 +50,7 @@ from . import eager
 from .acks import Acker
 from .entries import FastDispatch, fast_job
 from .outage import Outage
-from .policy import Begun, Deadlines, Verdict, run_with_policy
+from .policy import Begun, Cancellable, Deadlines, Verdict, begin, run_with_policy
 from .settle import (
     ACK,
     DEAD,
@@ -283,11 +288,17 @@ class Dispatcher:
         tracer = self.tracer
         # Every line logged while the job runs, from any logger, carries its fields.
         with job_context(fields_of_job):
+            limit = handler.timeout or s.job_timeout
+            task: Cancellable | None = run if run is not None else asyncio.current_task()
+            assert task is not None
+
+            def attempt() -> Awaitable[None]:
+                return handler.fn(job, self.ctx)
+
             outcome, took = await run_with_policy(
-                lambda: handler.fn(job, self.ctx),
-                time_limit=handler.timeout or s.job_timeout, settings=s,
-                deadlines=self.deadlines, retried=self._retried(entry_id, job.kind),
-                task=run, begun=begun)
+                begun or begin(attempt, task, limit, self.deadlines), attempt,
+                time_limit=limit, settings=s, deadlines=self.deadlines,
+                retried=self._retried(entry_id, job.kind), task=task)
             if outcome.verdict is Verdict.DONE:
                 if prior is None:
                     self.settle([entry_id, job.kind, DONE, None, took])

@@ -30,6 +30,7 @@ from ..config import Settings
 from ..errors import PermanentError, StagedoorError, TransientError
 from ..stream.connection import TRANSIENT_ERRORS
 from ..stream.errors import first_line, is_oom, is_permanent
+from .eager import raising
 
 log = logging.getLogger("stagedoor.policy")
 
@@ -61,10 +62,11 @@ _DONE_AT_ONCE = Outcome(Verdict.DONE)  # the common outcome, made once (frozen)
 
 @dataclass(frozen=True, slots=True)
 class Begun:
-    """A first attempt begun before run_with_policy was called (worker/_entries.pyx ran
-    the handler eagerly, and it suspended or raised): what to await to go on with it,
-    when it started (time.perf_counter()), and its time limit's flag from
-    Deadlines.start ([False] and not registered when it raised)."""
+    """An attempt under way: what to await to go on with it, when it started
+    (time.perf_counter()), and its time limit's flag from Deadlines.start ([False] and
+    not registered when it raised before it could wait).  The first attempt is begun
+    by the caller of run_with_policy: by `begin`, or by the C dispatch
+    (worker/_entries.pyx), which ran the handler eagerly until it suspended or raised."""
 
     attempt: Awaitable[None]
     started: float
@@ -111,32 +113,36 @@ class Deadlines:
                     task.cancel()
 
 
-async def run_with_policy(run: Callable[[], Awaitable[None]], *, time_limit: float,
-                          settings: Settings, deadlines: Deadlines,
-                          retried: Callable[[int, str, float, float], None],
-                          task: Cancellable | None = None, begun: Begun | None = None
-                          ) -> tuple[Outcome, float]:
-    """Run a handler under its time limit, retrying transient failures; return a verdict
-    and the last attempt's duration in seconds.
+def begin(run: Callable[[], Awaitable[None]], task: Cancellable, time_limit: float,
+          deadlines: Deadlines) -> Begun:
+    """Begin an attempt: its clock, its time limit, and run() (a handler that raises
+    before it returns an awaitable has an attempt that raises that)."""
+    started = time.perf_counter()
+    expired = deadlines.start(task, time_limit)
+    try:
+        running = run()
+    except Exception as e:
+        running = raising(e)
+    return Begun(running, started, expired)
 
-    retried(attempt, reason, delay, took) is told of each retry, with the duration of
-    the attempt that failed (the caller settles it: settle.py; the job's span records
-    it).  Log lines name the job through the caller's logs.job_context.  task: what a
-    time limit cancels, the job's Task or the EagerRun standing in for it (eager.py); by
-    default the current task.  begun: the first attempt, already under way (its Deadlines
-    entry is `task`'s), instead of a call of `run`."""
+
+async def run_with_policy(first: Begun, run: Callable[[], Awaitable[None]], *,
+                          time_limit: float, settings: Settings, deadlines: Deadlines,
+                          retried: Callable[[int, str, float, float], None],
+                          task: Cancellable) -> tuple[Outcome, float]:
+    """Go on with a handler's first attempt under its time limit, retrying transient
+    failures with run(); return a verdict and the last attempt's duration in seconds.
+
+    first: the first attempt, already begun (`begin`, or the C dispatch), its Deadlines
+    entry `task`'s.  retried(attempt, reason, delay, took) is told of each retry, with
+    the duration of the attempt that failed (the caller settles it: settle.py; the
+    job's span records it).  Log lines name the job through the caller's
+    logs.job_context.  task: what a time limit cancels, the job's Task or the EagerRun
+    standing in for it (eager.py)."""
     attempt = 0
-    if task is None:
-        task = asyncio.current_task()
-        assert task is not None
+    begun = first
     while True:
-        if begun is not None:
-            started, expired, running = begun.started, begun.expired, begun.attempt
-            begun = None
-        else:
-            started = time.perf_counter()
-            expired = deadlines.start(task, time_limit)
-            running = run()
+        started, expired, running = begun.started, begun.expired, begun.attempt
         try:
             try:
                 await running
@@ -183,3 +189,4 @@ async def run_with_policy(run: Callable[[], Awaitable[None]], *, time_limit: flo
         retried(attempt + 1, reason, delay, took)
         attempt += 1
         await asyncio.sleep(delay)
+        begun = begin(run, task, time_limit, deadlines)

@@ -13,7 +13,8 @@ An outcome is a record of five: the entry id, the job's kind (the metrics label)
 event (below), the wait in seconds from the entry's id to the handler's start (None:
 not this record's to count) and an attempt's duration in seconds (None: none ran).
 The C dispatch appends these to a list, five items a job; the Python path settles a
-record at a time.
+record at a time.  What an event counts is said here (Event); the adding up is
+entries.tally's, in C, for speed (tests/support/settle_spec.py is its Python spec).
 
 Where an XACK goes onto the wire, for the ids queued here: with the next read, in the
 same write (reader.py's consume read, or the read-ahead's Streak.fill in C), else the
@@ -29,6 +30,7 @@ from typing import Any, NamedTuple
 
 from ..ops.metrics import WorkerStats
 from .acks import Acker
+from .entries import tally
 
 
 class Event(NamedTuple):
@@ -61,19 +63,10 @@ class Settle:
         self.acker = acker
 
     def settle(self, records: list[Any]) -> None:
-        """Write down the outcomes in `records` (flat: five items an outcome)."""
-        stats = self.stats
-        counters = stats.counters
+        """Write down the outcomes in `records` (flat: five items an outcome): their
+        waits, durations and counters into the stats (tally: the arithmetic in C,
+        _native/tally.pxi), then the ids their events ack into the ack queue."""
         acks: list[bytes] = []
-        it = iter(records)
-        for entry_id, kind, event, wait, took in zip(it, it, it, it, it, strict=True):
-            if wait is not None:
-                stats.observe_wait(kind, wait)
-            if took is not None:
-                stats.observe(kind, took)
-            if event.counter is not None:
-                counters[event.counter][kind] += 1
-            if event.ack:
-                acks.append(entry_id)
+        tally(records, self.stats, acks)
         if acks:
             self.acker.add(acks)
