@@ -30,3 +30,5 @@ cdef extern from "Python.h":
     # grown key by key.
     dict PyDict_Copy(object d)
     int PyDict_SetItem(object d, object key, object value) except -1
+    # NULL and no exception set: not there (a borrowed reference otherwise)
+    PyObject* PyDict_GetItemWithError(object d, object key) except? NULL

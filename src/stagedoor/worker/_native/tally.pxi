@@ -28,9 +28,15 @@ cdef inline int _observe(list row, double* buckets, int n, double x) except -1:
 
 
 cdef int _count(dict counters, object counter, object kind, Py_ssize_t n) except -1:
+    """counters[counter][kind] += n, on the Counter as the dict it is (no method calls)."""
+    cdef PyObject* had
     if n:
         c = counters[counter]
-        c[kind] = c.get(kind, 0) + n
+        had = PyDict_GetItemWithError(c, kind)
+        if had == NULL:
+            PyDict_SetItem(c, kind, n)
+        else:
+            PyDict_SetItem(c, kind, <object>had + n)
     return 0
 
 
