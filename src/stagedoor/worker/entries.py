@@ -11,8 +11,10 @@ code 78 (EX_CONFIG: a restart cannot fix it; worker/child.py, cli/commands/work.
 
 from __future__ import annotations
 
+from ..errors import StagedoorError
 
-class NativeMissing(ImportError):
+
+class NativeMissing(StagedoorError, ImportError):
     """stagedoor.worker._entries cannot be imported: the extensions were not built."""
 
 
