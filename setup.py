@@ -10,9 +10,9 @@ install, instead of a compiler traceback.
 Layout: the extension's source is src/stagedoor/_render.pyx (with its .pxd and .pyi),
 which includes its units from src/stagedoor/render/_native/*.pxi and cimports the
 declarations of the C libraries it calls from the .pxd files beside them.  A further
-extension lives in the subpackage it serves (say src/stagedoor/worker/_fast.pyx,
-extension stagedoor.worker._fast), with its sources added to package-data in
-pyproject.toml.
+extension lives in the subpackage it serves, in the same shape (src/stagedoor/worker/_entries.pyx
+with its .pxd and .pyi, including worker/_native/*.pxi), with its sources added to
+package-data in pyproject.toml.
 """
 
 from __future__ import annotations
@@ -95,9 +95,15 @@ def _extensions() -> list[Extension]:
         libraries=["z", *text_libs],
         extra_compile_args=["-O2"],
     )
-    # The worker's per-entry path (entry fields -> Job) lives in the subpackage it serves.
+    # The worker's hot path lives in the subpackage it serves, split like _render.pyx:
+    # its units in worker/_native/*.pxi, its C declarations in _entries.pxd.
+    entries_native = "src/stagedoor/worker/_native"
     entries = Extension("stagedoor.worker._entries",
                         sources=["src/stagedoor/worker/_entries.pyx"],
+                        depends=["src/stagedoor/worker/_entries.pxd",
+                                 *sorted(os.path.join(entries_native, f)
+                                         for f in os.listdir(entries_native)
+                                         if f.endswith(".pxi"))],
                         extra_compile_args=["-O2"])
     # The render handler's durable write (one GIL release per file), beside files.py.
     durable = Extension("stagedoor.tickets._durable",

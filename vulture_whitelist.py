@@ -20,7 +20,10 @@ sweep_temporaries  # tickets/handlers.py: registered by @registry.on_start
 render_tickets  # tickets/handlers.py: registered by @registry.handler, the built-in kind
 
 # -- read by the Cython extensions (vulture does not read .pyx/.pxi)
-_.add_many  # worker/acks.py Acker.add_many: worker/_entries.pyx acks a reply's entries
+_.ending  # worker/readahead.py sets it on the Streak: worker/_native/streak.pxi reads it
+ack  # worker/settle.py Event.ack: worker/_native/tally.pxi reads it (event[1])
+_.observe  # ops/metrics.py WorkerStats.observe and observe_wait: _native/tally.pxi makes
+_.observe_wait  # a kind's first row through them (and the tests and bench/ call them)
 starts_at  # render/order.py Ticket field: the renderers read it by name (render/tables.py)
 seat  # render/order.py Ticket field: the renderers read it by name (render/tables.py)
 MIN_GAP  # render/tables.py: the layout rule the tables' boxes keep, checked by tests
@@ -40,10 +43,6 @@ minutes  # ops/kindstats.py KindWindow (status --kinds --json)
 _.restart  # demo/embedded_redis.py EmbeddedRedis.restart: tests restart a server in place
 _.open_connections  # ops/endpoint.py: tests/test_exporter.py counts the open sockets
 _.enabled  # supervisor/systemd.py Notifier.enabled: tests/topology.py asks it
-_.n_present  # worker/readahead.py PyReplyWait counters: tests/test_reply_wait.py,
-_.n_near  # bench/slowdown.py compare them with the C ReplyWait's
-_.n_late
-_.n_slept
 fsyncs  # tickets/durable.py DirectorySync protocol field and GroupSync counter:
 _.fsyncs  # tests/test_durable_order.py and test_render_pool.py count the fsyncs
 

@@ -9,7 +9,7 @@ process only, then runs the normal `stagedoor` command line (stagedoor.cli.main.
                      Acker's connection and on the reader's (where XACK rides along
                      with the next XREADGROUP)
   read-sleep-ms=X    await asyncio.sleep(X ms) before every write carrying an XREADGROUP
-  handle-cpu-us=X    burn X us of CPU per entry, in the worker's fast path (fast_job)
+  handle-cpu-us=X    burn X us of CPU per entry, in the worker's fast path (FastDispatch.run)
                      and in parse_job (a hot-path CPU regression, like an accidental
                      O(n) in the handler path)
   reply-turns=N      the read-ahead's wait for a due reply fixed instead of learned
@@ -158,7 +158,7 @@ def parse_specs(specs: Sequence[str]) -> dict[str, float]:
 def install(specs: Sequence[str]) -> dict[str, float]:
     """Patch the worker's parts (stagedoor.worker.*) in this process according to the specs."""
     from stagedoor.stream import connection
-    from stagedoor.worker import acks, dispatch
+    from stagedoor.worker import acks, dispatch, entries
     from stagedoor.worker import loop as worker
 
     conf = parse_specs(specs)
@@ -191,16 +191,16 @@ def install(specs: Sequence[str]) -> dict[str, float]:
             return orig_parse(*args, **kwargs)
 
         dispatch.parse_job = parse_job  # type: ignore[assignment]
-        # the common entry takes the C fast path and never reaches parse_job: burn there
-        orig_fast = dispatch.fast_job
-        if orig_fast is not None:
-            def fast_job(*args: Any) -> Any:
-                end = time.perf_counter() + burn
+        # the common entry takes the C fast path and never reaches parse_job: burn there,
+        # per entry of each reply it is given
+        class BurningDispatch(entries.FastDispatch):
+            def run(self, batch: Any, loop: Any, settled: list[Any]) -> int:
+                end = time.perf_counter() + burn * len(batch)
                 while time.perf_counter() < end:
                     pass
-                return orig_fast(*args)
+                return int(super().run(batch, loop, settled))
 
-            dispatch.fast_job = fast_job
+        dispatch.FastDispatch = BurningDispatch  # type: ignore[attr-defined]
     if "reply-turns" in conf or "reply-stats" in conf:
         import atexit
 

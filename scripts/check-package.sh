@@ -23,8 +23,8 @@ echo "check-package: sdist and wheel into $WORK/dist"
 sdist=$(ls "$WORK"/dist/*.tar.gz)
 wheel=$(ls "$WORK"/dist/*.whl)
 sources="_render.pyx _render.pxd _render.pyi _pthread.pxd worker/_entries.pyx worker/_entries.pyi
-         tickets/_durable.pyx
-         $(cd src/stagedoor && ls render/_native/*.pxi render/_native/*.pxd)"
+         worker/_entries.pxd tickets/_durable.pyx
+         $(cd src/stagedoor && ls render/_native/*.pxi render/_native/*.pxd worker/_native/*.pxi)"
 in_sdist=$(tar tzf "$sdist")
 in_wheel=$("$PY" -m zipfile -l "$wheel")
 for f in $sources; do

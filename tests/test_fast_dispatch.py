@@ -2,10 +2,11 @@
 does on the Python path (Dispatcher.handle + run_with_policy).
 
 Each test runs twice against a real redis-server: "c" with the extension's dispatch
-and read-ahead streak, "python" with both switched off (Dispatcher.fast = None and
-readahead.PyStreak, what a checkout without the extension runs).  Same handler, same
-assertions: the ack, the counters and histograms, the dead letter and its reason,
-retries, time limits, the log fields and the context.
+and read-ahead streak (what the worker runs), "python" with their executable
+specifications instead: every entry through Dispatcher.handle (GeneralDispatch below)
+and tests/support/readahead_spec.py's PyStreak.  Same handler, same assertions: the
+ack, the counters and histograms, the dead letter and its reason, retries, time
+limits, the log fields and the context.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 import redis
+from tests.support import readahead_spec
 from tests.workerkit import add_jobs, dead_entries, eventually, pending_summary, running
 
 from stagedoor.config import Settings
@@ -52,14 +54,26 @@ async def worker_on(path: str, settings: Settings, reg: Registry,
         return handle(self, entry_id, fields, *a, **k)
 
     monkeypatch.setattr(dispatch.Dispatcher, "handle", counting)
+    if path == "python":
+        readahead_spec.use_python(monkeypatch)  # the read-ahead's streak in Python too
     async with running(settings.replace(**FAST), reg) as w:
         if path == "python":
-            w.dispatcher.fast = None
-            w.reader.ahead.use_python()  # the read-ahead's streak in Python too
+            w.dispatcher.fast = GeneralDispatch(w.dispatcher)
         else:
-            assert w.dispatcher.fast is not None, "the extension's dispatch is not built"
-            assert type(w.reader.ahead.core).__name__ == "Streak", "nor its read-ahead"
+            assert type(w.reader.ahead.core).__name__ == "Streak"
         yield w, handled
+
+
+class GeneralDispatch:
+    """What FastDispatch.run does, as the spec says it: each entry started on the
+    general path (Dispatcher.handle + run_with_policy), as a redelivery is."""
+
+    def __init__(self, dispatcher: dispatch.Dispatcher) -> None:
+        self.dispatcher = dispatcher
+
+    def run(self, entries: Any, loop: asyncio.AbstractEventLoop, settled: list[Any]) -> int:
+        return sum(self.dispatcher._start(entry_id, fields, 1, None, loop)
+                   for entry_id, fields in entries)
 
 
 def acked(client: redis.Redis, settings: Settings) -> bool:
@@ -103,9 +117,9 @@ async def test_a_job_that_never_waits_is_counted_timed_and_acked(
 async def test_kinds_interleaved_in_one_reply_are_each_counted(
         path: str, settings: Settings, sync_redis: redis.Redis,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The C path counts a reply's handled jobs per kind when the kind changes and when
-    the reply is done: kinds a, b, a, a and a job that fails in the middle of the reply
-    end with the same counters as one count per job (the Python path)."""
+    """The C path hands a reply's outcomes to settle as one batch: kinds a, b, a, a and a
+    job that fails in the middle of the reply end with the same counters as one
+    settled outcome per job (the Python path)."""
     reg = Registry()
     ran: list[tuple[str, int]] = []
 

@@ -1,7 +1,7 @@
-"""ReplyWait (worker/readahead.py): the read-ahead turns the event loop for a due reply
-only while most replies come within the turns; on a real uvloop.  Each test runs on the
-C wait (worker/_entries.pyx, what runs when the extension is built) and on its Python
-twin (readahead.PyReplyWait)."""
+"""ReplyWait (worker/_entries.pyx, used by worker/readahead.py): the read-ahead turns the
+event loop for a due reply only while most replies come within the turns; on a real
+uvloop.  Each test runs on the C wait (what the worker runs) and on its executable
+specification in Python (tests/support/readahead_spec.py, PyReplyWait)."""
 
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ import asyncio
 
 import pytest
 import uvloop
+from tests.support.readahead_spec import PyReplyWait
 
-from stagedoor.worker import entries, readahead
+from stagedoor.worker import entries
 
-WAITS = {"c": entries.CReplyWait, "python": readahead.PyReplyWait}
-ReplyWait = readahead.PyReplyWait  # the constants (the C wait has the same; checked below)
+WAITS = {"c": entries.ReplyWait, "python": PyReplyWait}
+ReplyWait = PyReplyWait  # the constants (the C wait has the same; checked below)
 
 
 @pytest.fixture(params=["c", "python"])
 def make(request: pytest.FixtureRequest) -> type:
     wait_type = WAITS[request.param]
-    assert wait_type is not None, "the extension is not built"
     for name in ("MOST", "LIMIT", "COOL", "COOL_MOST", "WINDOW", "NEAR_MIN"):
         assert getattr(wait_type, name) == getattr(ReplyWait, name), name
     return wait_type  # type: ignore[no-any-return]

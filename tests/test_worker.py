@@ -9,6 +9,7 @@ import contextlib
 import pytest
 import redis
 from tests.aclmode import worker_url
+from tests.support import readahead_spec
 from tests.workerkit import add_jobs, dead_entries, eventually, pending_summary, raw, running
 
 from stagedoor.config import Settings
@@ -17,7 +18,6 @@ from stagedoor.handlers import Registry
 from stagedoor.handlers.registry import Handler
 from stagedoor.stream.job import Job
 from stagedoor.stream.queue import ensure_group_sync
-from stagedoor.worker import readahead
 from stagedoor.worker.loop import Worker
 
 FAST = {"block_ms": 100, "reclaim_interval": 0.05, "retry_backoff": 0.001}
@@ -362,12 +362,10 @@ def _entries_read(client: redis.Redis, s: Settings) -> int:
 
 
 def _streak_core(core: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Run the read-ahead's streak in C (worker/_entries.pyx, the default when built) or
-    in Python (readahead.PyStreak, what a checkout without the extension runs)."""
+    """Run the read-ahead's streak in C (worker/_entries.pyx, what the worker runs) or in
+    Python (tests/support/readahead_spec.py, its executable specification)."""
     if core == "python":
-        monkeypatch.setattr(readahead, "Streak", None)
-    else:
-        assert readahead.Streak is not None, "the extension is not built"
+        readahead_spec.use_python(monkeypatch)
 
 
 @pytest.mark.parametrize("core", ["c", "python"])

@@ -106,10 +106,6 @@ class FastConnection:
         self._deadlines.add(proto, futs[-1], self._timeout if limit is None else limit, loop)
         return futs
 
-    def more_replies(self) -> bool:
-        """Called from a Hook: has more of what Redis sent come in with this reply?"""
-        return self._proto is not None and bool(self._proto.reader.has_data())
-
     def write_hooked(self, datas: list[bytes], hooks: list[Hook], *,
                      limit: float | None = None) -> None:
         """write_many() whose replies are handed to `hooks` as they are parsed, inside

@@ -1,6 +1,6 @@
 import asyncio
 import collections
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from stagedoor.stream.job import Job
@@ -8,13 +8,14 @@ from stagedoor.stream.job import Job
 def fast_job(raw: object, kind_names: dict[bytes, str], max_field_bytes: int) -> Job | None: ...
 
 class FastDispatch:
-    def __init__(self, *, parse: Callable[[object, dict[bytes, str], int], Job | None],
-                 kind_names: dict[bytes, str], handlers: dict[str, Any],
-                 max_field_bytes: int, ctx: Any, stats: Any, consumer: str,
+    def __init__(self, *, kind_names: dict[bytes, str], handlers: dict[str, Any],
+                 max_field_bytes: int, ctx: Any, consumer: str,
                  generic: Callable[[bytes, list[bytes] | None], int],
-                 begun: Callable[..., int], acker: Any) -> None: ...
-    def run(self, entries: list[tuple[bytes, list[bytes] | None]],
-            loop: asyncio.AbstractEventLoop) -> int: ...
+                 begun: Callable[..., int], done: Any, started: Any) -> None: ...
+    def run(self, entries: Sequence[tuple[bytes, list[bytes] | None]],
+            loop: asyncio.AbstractEventLoop, settled: list[Any]) -> int: ...
+
+def tally(records: list[Any], stats: Any, acks: list[bytes]) -> None: ...
 
 def pack_xack(stream: bytes, group: bytes, ids: list[bytes]) -> bytes: ...
 

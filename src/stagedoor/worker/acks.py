@@ -12,7 +12,6 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-import hiredis
 import redis
 
 from ..backoff import Backoff
@@ -57,14 +56,8 @@ class Acker:
         """The ack connection: on the stream's server (its cluster node), like the reader's."""
         return self._conn
 
-    def add(self, entry_id: bytes) -> None:
-        self.queued.append(entry_id)
-        self._idle.clear()
-        if not self.carried:
-            self._wake.set()
-
-    def add_many(self, entry_ids: list[bytes]) -> None:
-        """add() for a reply's worth of finished jobs at once (worker/_entries.pyx)."""
+    def add(self, entry_ids: list[bytes]) -> None:
+        """Queue these ids for the next XACK (settle.py is the one caller)."""
         self.queued.extend(entry_ids)
         self._idle.clear()
         if not self.carried:
@@ -100,11 +93,7 @@ class Acker:
             self._idle.set()
 
     def xack(self, batch: list[bytes]) -> bytes:
-        if pack_xack is not None:  # the same bytes, a quarter of the time (_entries.pyx)
-            return pack_xack(self._stream, self._group, batch)
-        s = self._settings
-        packed: bytes = hiredis.pack_command(("XACK", s.stream, s.group, *batch))  # type: ignore[arg-type]
-        return packed
+        return pack_xack(self._stream, self._group, batch)
 
     async def run(self) -> None:
         while True:

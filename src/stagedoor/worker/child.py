@@ -14,7 +14,8 @@ Exit codes (the supervisor tells boot failures apart by them):
         acks' share (orphan_deadline), so the worker ended itself
     69  BootError: Redis unreachable for boot_timeout (EX_UNAVAILABLE)
     78  ConfigError, a Redis server that is too old, an ACL that refuses one of our
-        commands (NOPERM), or render_tickets without its native renderer and without
+        commands (NOPERM), the worker's extension not built (worker/entries.py,
+        NativeMissing), or render_tickets without its native renderer and without
         render_fallback = "reference" (EX_CONFIG)
     70  anything else (EX_SOFTWARE), with the traceback on stderr
 
@@ -110,6 +111,9 @@ def child_main(settings: Settings, slot: int, heartbeat_fd: int, lifeline_fd: in
         registry = load_registry(settings.handlers)
     except ConfigError as e:
         log.error("worker slot %d: config error: %s", slot, e)
+        return EX_CONFIG
+    except ImportError as e:  # entries.NativeMissing: the worker's extension is not built
+        log.error("worker slot %d: %s", slot, e)
         return EX_CONFIG
     try:
         uvloop.run(_amain(settings, registry, slot, heartbeat_fd, lifeline_fd, killer,

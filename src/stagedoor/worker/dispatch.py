@@ -2,6 +2,11 @@
 or an entry left pending.
 
     parse_job -> run_with_policy(handler) -> DONE: ack | DEAD: dead-letter | PENDING: log
+                                           -> every outcome settled (settle.py: the job
+                                              stats, the ack queue)
+
+A reply's first deliveries start in C (entries.FastDispatch: parse, context, run); what
+finishes there comes back as outcomes for settle.py, what waits or fails goes on here.
 
 Nothing here may crash the loop: an unexpected error leaves the entry pending (it comes
 back), and a cancelled handler acks nothing.  A malformed entry, a permanent error and
@@ -24,7 +29,7 @@ import inspect
 import logging
 import time
 from asyncio.tasks import _enter_task, _leave_task
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import redis
@@ -45,7 +50,20 @@ from . import eager
 from .acks import Acker
 from .entries import FastDispatch, fast_job
 from .outage import Outage
-from .policy import Begun, Deadlines, Verdict, run_with_policy
+from .policy import Begun, Cancellable, Deadlines, Verdict, begin, run_with_policy
+from .settle import (
+    ACK,
+    DEAD,
+    DELETED,
+    DELETED_ACKED,
+    DONE,
+    DONE_ACKED,
+    ENDED,
+    FAILED,
+    RETRIED,
+    STARTED,
+    Settle,
+)
 from .slots import Slots
 
 log = logging.getLogger("stagedoor.worker")
@@ -85,12 +103,14 @@ class Dispatcher:
         self.kind_names = {k.encode(): k for k in self.kinds if _parses(k)}
         # The reader's: re-read the own pending list soon (set when the reader is made).
         self.recover_soon: Callable[[], None] = lambda: None
-        # First deliveries in C (worker/_entries.pyx), when the extension is built.
-        self.fast = None if FastDispatch is None or fast_job is None else FastDispatch(
-            parse=fast_job, kind_names=self.kind_names, max_field_bytes=settings.max_field_bytes,
+        # Every outcome is written down there (the stats, the ack queue): settle.py.
+        self.settle = Settle(stats, acker).settle
+        # First deliveries in C (worker/_entries.pyx); their outcomes go to settle.
+        self.fast = FastDispatch(
+            kind_names=self.kind_names, max_field_bytes=settings.max_field_bytes,
             handlers={h.kind: h for h in registry if inspect.iscoroutinefunction(h.fn)},
-            ctx=ctx, stats=stats, consumer=consumer, generic=self._start_new,
-            begun=self._start_begun, acker=acker)
+            ctx=ctx, consumer=consumer, generic=self._start_new, begun=self._start_begun,
+            done=DONE, started=STARTED)
 
     def dispatch(self, entries: Sequence[Entry], reserved: int,
                  counts: dict[bytes, int] | None, starts: dict[bytes, int] | None = None,
@@ -118,15 +138,18 @@ class Dispatcher:
         if outer is not None:
             _leave_task(loop, outer)
         finished = 0
+        settled: list[Any] = []  # the C dispatch's outcomes, settled as one batch
         try:
-            if self.fast is not None and counts is None and self.tracer is None:
-                finished = self.fast.run(entries, loop)
+            if counts is None and self.tracer is None:
+                finished = self.fast.run(entries, loop, settled)
             else:
                 for entry_id, fields in entries:
                     deliveries = 1 if counts is None else counts.get(entry_id, 1)
                     prior = None if starts is None else starts.get(entry_id, 0)
                     finished += self._start(entry_id, fields, deliveries, prior, loop)
         finally:
+            if settled:  # whatever escaped (a handler's SystemExit): what finished counts
+                self.settle(settled)
             if outer is not None:
                 _enter_task(loop, outer)
         self.slots.unreserve(finished + reserved - len(entries))
@@ -174,12 +197,12 @@ class Dispatcher:
         try:
             if fields is None:
                 # Trimmed while pending: nothing to run; ack so the PEL stops returning it.
-                self.stats.inc("deleted")
                 log.warning("entry %s was trimmed before it was handled",
                             entry_id.decode(), extra={"entry_id": entry_id.decode()})
                 if prior is None:
-                    self.acker.add(entry_id)
+                    self.settle([entry_id, "", DELETED, None, None])
                 else:
+                    self.settle([entry_id, "", DELETED_ACKED, None, None])
                     await self._ack_and_forget(entry_id)
                 return
             if self.tracer is None or begun is not None:
@@ -221,8 +244,7 @@ class Dispatcher:
             return
         # A first delivery's common entry in C (entries.py); anything else, and every
         # refusal with its reason, is parse_job's.
-        job = fast_job(fields, self.kind_names, s.max_field_bytes) \
-            if fast_job is not None and prior is None else None
+        job = fast_job(fields, self.kind_names, s.max_field_bytes) if prior is None else None
         if job is not None:
             pass
         elif prior is not None:
@@ -247,7 +269,8 @@ class Dispatcher:
                 return
         # Time since Redis added the entry (its id) to now, the handler's start.  The
         # worker's clock against Redis': both NTP-synced, or the histogram says so.
-        self.stats.observe_wait(job.kind, time.time() - entry_ms(entry_id) / 1000)
+        self.settle([entry_id, job.kind, STARTED, time.time() - entry_ms(entry_id) / 1000,
+                     None])
         await self._run(entry_id, fields, deliveries, run, job, self.registry.get(job.kind),
                         prior=prior)
 
@@ -265,19 +288,28 @@ class Dispatcher:
         tracer = self.tracer
         # Every line logged while the job runs, from any logger, carries its fields.
         with job_context(fields_of_job):
-            outcome = await run_with_policy(
-                lambda: handler.fn(job, self.ctx), kind=job.kind,
-                time_limit=handler.timeout or s.job_timeout, settings=s, stats=self.stats,
-                deadlines=self.deadlines,
-                on_retry=None if tracer is None else _retry_event(tracer), task=run,
-                begun=begun)
+            limit = handler.timeout or s.job_timeout
+            task: Cancellable | None = run if run is not None else asyncio.current_task()
+            assert task is not None
+
+            def attempt() -> Awaitable[None]:
+                return handler.fn(job, self.ctx)
+
+            outcome, took = await run_with_policy(
+                begun or begin(attempt, task, limit, self.deadlines), attempt,
+                time_limit=limit, settings=s, deadlines=self.deadlines,
+                retried=self._retried(entry_id, job.kind), task=task)
             if outcome.verdict is Verdict.DONE:
-                self.stats.inc("handled", job.kind)
                 if prior is None:
-                    self.acker.add(entry_id)
+                    self.settle([entry_id, job.kind, DONE, None, took])
                 else:
+                    self.settle([entry_id, job.kind, DONE_ACKED, None, took])
                     await self._ack_and_forget(entry_id)
-            elif outcome.verdict is Verdict.DEAD:
+                return
+            self.settle([entry_id, job.kind,
+                         FAILED if outcome.verdict is Verdict.PENDING and not outcome.outage
+                         else ENDED, None, took])
+            if outcome.verdict is Verdict.DEAD:
                 await self._release_lease(job, entry_id)
                 await self.dead(entry_id, fields, deliveries, outcome.reason, job.kind,
                                 forget=prior is not None)
@@ -286,7 +318,6 @@ class Dispatcher:
                 self.outage.enter(outcome.error, job_left=True)  # no line per job
             else:
                 await self._release_lease(job, entry_id)
-                self.stats.inc("failed", job.kind)
                 if tracer is not None:
                     tracer.event("stagedoor.left_pending", {"reason": outcome.reason,
                                                             "attempts": outcome.attempts})
@@ -320,7 +351,7 @@ class Dispatcher:
             if dead_id is not None:
                 if forget:
                     await self._forget(entry_id)
-                self.stats.inc("dead_lettered", kind)
+                self.settle([entry_id, kind, DEAD, None, None])
                 if self.tracer is not None:
                     self.tracer.event("stagedoor.dead_letter", {
                         "reason": reason, "dead_letter.id": dead_id.decode(),
@@ -373,13 +404,25 @@ class Dispatcher:
             # The acker retries the ack until it lands; the keys then run out (STARTS_TTL).
             log.debug("could not ack %s with its keys (%s); acking alone",
                       entry_id.decode(), e)
-            self.acker.add(entry_id)
+            self.settle([entry_id, "", ACK, None, None])
 
     async def _forget(self, entry_id: bytes) -> None:
         try:
             await self.cmd.delete(*self._entry_keys(entry_id))
         except _BEST_EFFORT as e:
             log.debug("could not delete the start count of %s: %s", entry_id.decode(), e)
+
+    def _retried(self, entry_id: bytes, kind: str) -> Callable[[int, str, float, float], None]:
+        """What run_with_policy tells of each retry: the failed attempt settled, and an
+        event on the job's span when tracing."""
+        tracer = self.tracer
+
+        def retried(attempt: int, reason: str, delay: float, took: float) -> None:
+            self.settle([entry_id, kind, RETRIED, None, took])
+            if tracer is not None:
+                tracer.event("stagedoor.retry", {"attempt": attempt, "reason": reason,
+                                                 "delay_s": delay})
+        return retried
 
     async def _count_start(self, entry_id: bytes) -> None:
         key = starts_key(self.settings, entry_id.decode())
@@ -431,11 +474,6 @@ def _parses(kind: str) -> bool:
     return True
 
 
-def _retry_event(tracer: JobTracer) -> Callable[[int, str, float], None]:
-    def on_retry(attempt: int, reason: str, delay: float) -> None:
-        tracer.event("stagedoor.retry", {"attempt": attempt, "reason": reason,
-                                         "delay_s": delay})
-    return on_retry
 
 
 def raw_field(fields: Sequence[bytes], name: bytes) -> str:

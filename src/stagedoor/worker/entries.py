@@ -1,35 +1,29 @@
-"""The per-entry fast path, if the extension is built: `fast_job(fields, kind_names, max)`
-`FastDispatch`, and the read-ahead's `Streak` and `ReplyWait`.
+"""The worker's hot path in C (worker/_entries.pyx), which the worker requires.
 
-stagedoor.worker._entries (Cython) turns the common entry into a Job without
-parse_job's Python calls, and FastDispatch runs a reply's first deliveries from there to their ack
-(dispatch.py says when); without it (a checkout that was never built) the worker runs
-on parse_job and Dispatcher.handle alone and says so once at boot (FAST_PATH_ERROR), as
-it does for the renderer.
+`fast_job(fields, kind_names, max)` the common entry -> Job, `FastDispatch` a reply's
+first deliveries run, `tally` settle.py's arithmetic, `pack_xack` the XACK as RESP,
+and the read-ahead's `Streak` and `ReplyWait`.  There is no Python fallback (as
+asyncpg has none for its protocol): a checkout whose extensions were never built
+fails here with NativeMissing, which the worker turns into a one-line error and exit
+code 78 (EX_CONFIG: a restart cannot fix it; worker/child.py, cli/commands/work.py).
+`stagedoor doctor` reports it too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from ..errors import StagedoorError
 
-from ..stream.job import Job
 
-FastJob = Callable[[object, dict[bytes, str], int], Job | None]
+class NativeMissing(StagedoorError, ImportError):
+    """stagedoor.worker._entries cannot be imported: the extensions were not built."""
 
-fast_job: FastJob | None
-FastDispatch: Any
-pack_xack: Callable[[bytes, bytes, list[bytes]], bytes] | None
-Streak: Any
-CReplyWait: Any
+
 try:
-    from ._entries import FastDispatch, Streak, fast_job, pack_xack
-    from ._entries import ReplyWait as CReplyWait
-    FAST_PATH_ERROR = ""
+    from ._entries import FastDispatch, ReplyWait, Streak, fast_job, pack_xack, tally
 except ImportError as e:  # pragma: no cover - a checkout whose extensions were not built
-    fast_job = None
-    FastDispatch = None
-    pack_xack = None
-    Streak = None
-    CReplyWait = None
-    FAST_PATH_ERROR = str(e)
+    raise NativeMissing(
+        f"the worker's extension stagedoor.worker._entries is not importable ({e}); "
+        "build it with `pip install .` or `python setup.py build_ext --inplace`") from e
+
+__all__ = ["FastDispatch", "NativeMissing", "ReplyWait", "Streak", "fast_job", "pack_xack",
+           "tally"]

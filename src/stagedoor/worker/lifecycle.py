@@ -31,7 +31,6 @@ from ..stream import backlog, connection
 from ..stream.errors import describe_unreachable, is_oom
 from ..stream.queue import ensure_group
 from .acks import Acker
-from .entries import FAST_PATH_ERROR
 from .outage import Outage
 from .reader import Reader
 from .slots import Slots
@@ -205,10 +204,6 @@ def warn_at_start(settings: Settings, registry: Registry, consumer: str) -> None
         if uncovered:
             log.warning(uncovered, extra={"consumer": consumer})
 
-    if FAST_PATH_ERROR:
-        log.warning("the per-entry fast path is not built (%s): every entry goes through "
-                    "parse_job, a few us slower; rebuild with `pip install -e .`",
-                    FAST_PATH_ERROR, extra={"consumer": consumer})
     for h in registry:
         if h.timeout and h.timeout * 1000 >= settings.claim_idle_ms:
             log.warning("handler %s has a %gs time limit, not below claim_idle_ms=%d: "

@@ -28,9 +28,9 @@ from typing import Any, Protocol
 from ..backoff import Schedule
 from ..config import Settings
 from ..errors import PermanentError, StagedoorError, TransientError
-from ..ops.metrics import WorkerStats
 from ..stream.connection import TRANSIENT_ERRORS
 from ..stream.errors import first_line, is_oom, is_permanent
+from .eager import raising
 
 log = logging.getLogger("stagedoor.policy")
 
@@ -62,10 +62,11 @@ _DONE_AT_ONCE = Outcome(Verdict.DONE)  # the common outcome, made once (frozen)
 
 @dataclass(frozen=True, slots=True)
 class Begun:
-    """A first attempt begun before run_with_policy was called (worker/_entries.pyx ran
-    the handler eagerly, and it suspended or raised): what to await to go on with it,
-    when it started (time.perf_counter()), and its time limit's flag from
-    Deadlines.start ([False] and not registered when it raised)."""
+    """An attempt under way: what to await to go on with it, when it started
+    (time.perf_counter()), and its time limit's flag from Deadlines.start ([False] and
+    not registered when it raised before it could wait).  The first attempt is begun
+    by the caller of run_with_policy: by `begin`, or by the C dispatch
+    (worker/_entries.pyx), which ran the handler eagerly until it suspended or raised."""
 
     attempt: Awaitable[None]
     started: float
@@ -112,30 +113,36 @@ class Deadlines:
                     task.cancel()
 
 
-async def run_with_policy(run: Callable[[], Awaitable[None]], *, kind: str, time_limit: float,
-                          settings: Settings, stats: WorkerStats, deadlines: Deadlines,
-                          on_retry: Callable[[int, str, float], None] | None = None,
-                          task: Cancellable | None = None, begun: Begun | None = None
-                          ) -> Outcome:
-    """Run a handler under its time limit, retrying transient failures; return a verdict.
+def begin(run: Callable[[], Awaitable[None]], task: Cancellable, time_limit: float,
+          deadlines: Deadlines) -> Begun:
+    """Begin an attempt: its clock, its time limit, and run() (a handler that raises
+    before it returns an awaitable has an attempt that raises that)."""
+    started = time.perf_counter()
+    expired = deadlines.start(task, time_limit)
+    try:
+        running = run()
+    except Exception as e:
+        running = raising(e)
+    return Begun(running, started, expired)
 
-    on_retry(attempt, reason, delay) is told of each retry (the job's span records it).
-    Log lines name the job through the caller's logs.job_context.  task: what a time
-    limit cancels, the job's Task or the EagerRun standing in for it (eager.py); by
-    default the current task.  begun: the first attempt, already under way (its Deadlines
-    entry is `task`'s), instead of a call of `run`."""
+
+async def run_with_policy(first: Begun, run: Callable[[], Awaitable[None]], *,
+                          time_limit: float, settings: Settings, deadlines: Deadlines,
+                          retried: Callable[[int, str, float, float], None],
+                          task: Cancellable) -> tuple[Outcome, float]:
+    """Go on with a handler's first attempt under its time limit, retrying transient
+    failures with run(); return a verdict and the last attempt's duration in seconds.
+
+    first: the first attempt, already begun (`begin`, or the C dispatch), its Deadlines
+    entry `task`'s.  retried(attempt, reason, delay, took) is told of each retry, with
+    the duration of the attempt that failed (the caller settles it: settle.py; the
+    job's span records it).  Log lines name the job through the caller's
+    logs.job_context.  task: what a time limit cancels, the job's Task or the EagerRun
+    standing in for it (eager.py)."""
     attempt = 0
-    if task is None:
-        task = asyncio.current_task()
-        assert task is not None
+    begun = first
     while True:
-        if begun is not None:
-            started, expired, running = begun.started, begun.expired, begun.attempt
-            begun = None
-        else:
-            started = time.perf_counter()
-            expired = deadlines.start(task, time_limit)
-            running = run()
+        started, expired, running = begun.started, begun.expired, begun.attempt
         try:
             try:
                 await running
@@ -149,20 +156,19 @@ async def run_with_policy(run: Callable[[], Awaitable[None]], *, kind: str, time
         except PermanentError as e:
             # timed like any other run: the Metrics tab's execution time (and the
             # exporter's histogram) covers the failures that dead-letter at once too
-            stats.observe(kind, time.perf_counter() - started)
-            return Outcome(Verdict.DEAD, f"permanent error: {type(e).__name__}: {e}",
-                           attempt + 1)
+            return (Outcome(Verdict.DEAD, f"permanent error: {type(e).__name__}: {e}",
+                            attempt + 1), time.perf_counter() - started)
         except Exception as e:
             if is_permanent(e):  # EROFS, EACCES, WRONGTYPE: no delivery will fare better
-                stats.observe(kind, time.perf_counter() - started)
-                return Outcome(Verdict.DEAD, f"permanent error: {type(e).__name__}: "
-                               f"{first_line(e)}", attempt + 1)
+                return (Outcome(Verdict.DEAD, f"permanent error: {type(e).__name__}: "
+                                f"{first_line(e)}", attempt + 1),
+                        time.perf_counter() - started)
             if is_oom(e):
                 # Redis refuses writes: retrying now cannot help; the worker pauses and
                 # runs the job again from its own pending list when memory is back.
-                stats.observe(kind, time.perf_counter() - started)
-                return Outcome(Verdict.PENDING, f"{type(e).__name__}: {first_line(e)}",
-                               attempt + 1, outage=True, error=e)
+                return (Outcome(Verdict.PENDING, f"{type(e).__name__}: {first_line(e)}",
+                                attempt + 1, outage=True, error=e),
+                        time.perf_counter() - started)
             failure: BaseException = e
             if isinstance(e, RETRYABLE):
                 reason = (f"timed out after {time_limit:g}s" if isinstance(e, JobTimedOut)
@@ -171,16 +177,16 @@ async def run_with_policy(run: Callable[[], Awaitable[None]], *, kind: str, time
                 log.exception("handler raised")
                 reason = f"{type(e).__name__}: {e}"
         else:
-            stats.observe(kind, time.perf_counter() - started)
-            return Outcome(Verdict.DONE, attempts=attempt + 1) if attempt else _DONE_AT_ONCE
-        stats.observe(kind, time.perf_counter() - started)
+            took = time.perf_counter() - started
+            return (Outcome(Verdict.DONE, attempts=attempt + 1) if attempt
+                    else _DONE_AT_ONCE), took
+        took = time.perf_counter() - started
         if attempt >= settings.retries:
-            return Outcome(Verdict.PENDING, reason, attempt + 1, error=failure)
-        stats.inc("retried", kind)
+            return Outcome(Verdict.PENDING, reason, attempt + 1, error=failure), took
         # full jitter from 0 (backoff.py): spreads a burst of retries across the pool
         delay = Schedule(settings.retry_backoff, settings.retry_backoff_max).delay(attempt)
         log.warning("retrying in %.3fs: %s", delay, reason)
-        if on_retry is not None:
-            on_retry(attempt + 1, reason, delay)
+        retried(attempt + 1, reason, delay, took)
         attempt += 1
         await asyncio.sleep(delay)
+        begun = begin(run, task, time_limit, deadlines)

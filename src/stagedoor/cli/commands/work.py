@@ -15,12 +15,10 @@ import sys
 from typing import Any
 
 from ... import config
-from ...exitcodes import EX_UNAVAILABLE
+from ...exitcodes import EX_CONFIG, EX_UNAVAILABLE
 from ...handlers import load_registry
 from ...ops.logs import setup_logging
 from ...proctitle import set_title
-from ...worker.lifecycle import BootError
-from ...worker.loop import Worker
 
 
 def register(sub: Any) -> None:
@@ -44,6 +42,14 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = config.from_args(args)
+    # here, not at the top: the worker requires its extension (worker/entries.py), and
+    # `stagedoor --help`, which loads every command's module, must not
+    try:
+        from ...worker.lifecycle import BootError
+        from ...worker.loop import Worker
+    except ImportError as e:  # entries.NativeMissing: one line, as the supervisor's child
+        print(f"stagedoor work: {e}", file=sys.stderr)
+        return EX_CONFIG
     setup_logging(settings.log_format, settings.log_level)
     registry = load_registry(settings.handlers)
     consumer = work_consumer(settings, args.slot)
@@ -55,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:  # pragma: no cover
         runner = asyncio.run
     try:
-        runner(_main(settings, registry, args.slot or 0, consumer, args.burst))
+        runner(_main(Worker, settings, registry, args.slot or 0, consumer, args.burst))
     except BootError as e:
         print(f"stagedoor work: {e}", file=sys.stderr)
         return EX_UNAVAILABLE
@@ -76,9 +82,9 @@ def work_consumer(settings: config.Settings, slot: int | None) -> str:
     return f"{settings.consumer_prefix}-work-{os.getpid()}"
 
 
-async def _main(settings: config.Settings, registry: Any, slot: int, consumer: str,
-                burst: bool) -> None:
-    worker = Worker(settings, registry, slot=slot, consumer=consumer, burst=burst)
+async def _main(make: Any, settings: config.Settings, registry: Any, slot: int,
+                consumer: str, burst: bool) -> None:
+    worker = make(settings, registry, slot=slot, consumer=consumer, burst=burst)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, worker.request_stop)
