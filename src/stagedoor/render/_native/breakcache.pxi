@@ -9,17 +9,27 @@
 #
 # Bounded: texts of at most BRK_TEXT_MAX characters, and when the entries hold
 # BRK_CACHE_BYTES the table is emptied and fills again (no LRU bookkeeping on the hot
-# path).  One lock, held for a lookup or an insert, never while libunibreak runs; a new
+# path).
+#
+# Two kinds of entry share the table: BRK_PLAIN, libunibreak's classes (line_breaks), and
+# BRK_WRAP, those with the dictionary breaks of Thai, Lao, Myanmar and Khmer added
+# (wrap_breaks, dictbreaks.pxi), which a wrapped field asks for.  Why the second: ICU's
+# line break iterator and libthai are a wrapped Lao or Myanmar field's largest cost
+# (perf over bench.ticket_corpus's southeast-asian page: libicuuc 18 % of its CPU), and
+# like the classes they depend on the text alone.  One lock, held for a lookup or an insert, never while libunibreak runs; a new
 # one in a forked child.
 
 cdef enum:
     BRK_TEXT_MAX = 1024
     BRK_SLOTS = 8192            # a power of two; at most half of them used
     BRK_CACHE_BYTES = 2 << 20
+    BRK_PLAIN = 0
+    BRK_WRAP = 1
 
 cdef struct BrkEntry:
     unsigned int h
     int n
+    int kind                    # BRK_PLAIN or BRK_WRAP
     unsigned int* text          # n code points, then n break classes
     char* brk
 
@@ -43,29 +53,32 @@ cdef void brk_cache_clear() noexcept nogil:
     BC_BYTES = 0
 
 
-cdef inline unsigned int brk_hash(const unsigned int* u, int n) noexcept nogil:
-    cdef unsigned int h = mix(2166136261u, <unsigned int>n)
+cdef inline unsigned int brk_hash(const unsigned int* u, int n, int kind) noexcept nogil:
+    cdef unsigned int h = mix(mix(2166136261u, <unsigned int>n), <unsigned int>kind)
     cdef int i
     for i in range(n):
         h = mix(h, u[i])
     return fmix(h)
 
 
-cdef int brk_cached(const unsigned int* u, int n, char* brk, unsigned int* hp) noexcept nogil:
-    """1 with brk filled from the cache; 0 not cached (*hp: the hash for brk_cache_put)."""
+cdef int brk_cached(const unsigned int* u, int n, char* brk, unsigned int* hp,
+                    int kind) noexcept nogil:
+    """1 with brk filled from the cache's entry of that kind; 0 not cached (*hp: the hash
+    for brk_cache_put)."""
     global BC_HITS, BC_MISSES
     cdef unsigned int h
     cdef int slot
     cdef BrkEntry* e
     if n > BRK_TEXT_MAX or n == 0:
         return 0
-    h = brk_hash(u, n)
+    h = brk_hash(u, n, kind)
     hp[0] = h
     PyThread_acquire_lock(BC_LOCK, WAIT_LOCK)
     slot = <int>(h & (BRK_SLOTS - 1))
     while BC_TAB[slot] != NULL:
         e = BC_TAB[slot]
-        if e.h == h and e.n == n and memcmp(e.text, u, n * sizeof(unsigned int)) == 0:
+        if (e.h == h and e.n == n and e.kind == kind
+                and memcmp(e.text, u, n * sizeof(unsigned int)) == 0):
             memcpy(brk, e.brk, n)
             BC_HITS += 1
             PyThread_release_lock(BC_LOCK)
@@ -77,8 +90,9 @@ cdef int brk_cached(const unsigned int* u, int n, char* brk, unsigned int* hp) n
 
 
 cdef void brk_cache_put(const unsigned int* u, int n, const char* brk,
-                        unsigned int h) noexcept nogil:
-    """Keep the classes line_breaks just computed (a failed malloc keeps nothing)."""
+                        unsigned int h, int kind) noexcept nogil:
+    """Keep the classes line_breaks (or wrap_breaks) just computed (a failed malloc keeps
+    nothing)."""
     global BC_N, BC_BYTES
     cdef Py_ssize_t size = sizeof(BrkEntry) + n * (sizeof(unsigned int) + 1)
     cdef BrkEntry* e
@@ -90,6 +104,7 @@ cdef void brk_cache_put(const unsigned int* u, int n, const char* brk,
         return
     e.h = h
     e.n = n
+    e.kind = kind
     e.text = <unsigned int*>(<char*>e + sizeof(BrkEntry))
     e.brk = <char*>(e.text + n)
     memcpy(e.text, u, n * sizeof(unsigned int))
@@ -99,7 +114,7 @@ cdef void brk_cache_put(const unsigned int* u, int n, const char* brk,
         brk_cache_clear()
     slot = <int>(h & (BRK_SLOTS - 1))
     while BC_TAB[slot] != NULL:
-        if (BC_TAB[slot].h == h and BC_TAB[slot].n == n
+        if (BC_TAB[slot].h == h and BC_TAB[slot].n == n and BC_TAB[slot].kind == kind
                 and memcmp(BC_TAB[slot].text, u, n * sizeof(unsigned int)) == 0):
             PyThread_release_lock(BC_LOCK)      # another thread put it meanwhile
             free(e)

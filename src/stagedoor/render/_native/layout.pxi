@@ -325,7 +325,7 @@ cdef int layout_lines(TextCtx* c, int f, const unsigned int* u, int n, int size,
     else:
         # wrap: greedy over the break opportunities, by the advances of the whole line
         c.gv.n = g0
-        if thai_breaks(u, n, p.brk) != 0 or dict_breaks(u, n, p.brk) != 0:
+        if wrap_breaks(u, n, p.brk) != 0:
             return -1
         if code:
             # the code breaks after each hyphen too (UAX #14 has none before a digit)
