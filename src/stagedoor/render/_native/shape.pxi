@@ -146,8 +146,10 @@ cdef int bidi_flat(const FriBidiCharType* bt, int n, FriBidiParType* base) noexc
 
 
 cdef int para_init(Para* p, const unsigned int* u, int n, int bold,
-                   const int* of) noexcept nogil:
-    """Scripts, faces and bidi levels of a field's text.  -1: out of memory."""
+                   const int* of, int breaks=1) noexcept nogil:
+    """Scripts, faces and bidi levels of a field's text, and its line-break classes
+    unless breaks is 0 (p.brk then left as it is: a probe that is only measured).
+    -1: out of memory."""
     cdef int i, prev = -1, j
     cdef hb_script_t s, last = HB_SCRIPT_COMMON
     if para_reserve(p, n) != 0:
@@ -198,7 +200,8 @@ cdef int para_init(Para* p, const unsigned int* u, int n, int bold,
         if p.lev[j] & 1:
             p.any_rtl = 1
             break
-    line_breaks(u, n, p.brk, p.ub)      # never libunibreak itself: breaks.pxi
+    if breaks:
+        line_breaks(u, n, p.brk, p.ub)  # never libunibreak itself: breaks.pxi
     for j in range(n):
         p.adv[j] = 0
     return 0
