@@ -159,3 +159,24 @@ def test_boundary_keeps_a_killed_consonant_with_its_syllable() -> None:
     assert layout.boundary(u, 3)          # ရန် | ကုန်
     assert not layout.boundary(u, 1)      # ရ | န်
     assert not layout.boundary(u, 5)      # ရန်ကု | န်
+
+
+def test_pooled_iterators_and_the_wrap_cache_give_a_fresh_iterators_breaks() -> None:
+    """ICU's iterators are pooled and reset per run (ubrk_setText) and a wrapped field's
+    breaks are cached per text (dictbreaks.pxi): from 4 threads at once, over texts of
+    every script and length, each answer is what a new iterator gives, and rendering
+    the same wrapped fields again (a cache hit) writes the same bytes."""
+    import concurrent.futures
+
+    texts = [text[k:] * r for _, text in CASES.values()
+             for k in (0, 3, 11) for r in (1, 2)]
+    want = {t: sorted(b for b in icu_boundaries(t) if 0 < b < len(t)) for t in texts}
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(_render.dictionary_breaks, texts * 8))
+    assert got == [want[t] for t in texts * 8]
+    base = demo_order(1).tickets[0]
+    orders = [Order(order_id=base.order_id, locale=locale, tickets=(
+        dataclasses.replace(base, **{field: text * 3}),))  # type: ignore[arg-type]
+        for locale, text in CASES.values() for field in ("venue", "buyer")]
+    first = [_render.render_order(o) for o in orders]
+    assert [_render.render_order(o) for o in orders] == first

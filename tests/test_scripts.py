@@ -439,6 +439,20 @@ def test_orders_of_many_glyphs_and_tickets_match_the_reference() -> None:
     assert len(got[0]) > 100_000
 
 
+def test_fields_of_no_strong_letter_match_the_reference() -> None:
+    """The native layout gives level 0 to a paragraph of left-to-right, weak and neutral
+    characters without asking fribidi (shape.pxi, bidi_flat), and keeps the paragraph
+    direction fribidi leaves when no strong letter is there: fields of numbers, signs,
+    brackets and marks alone, and beside them ones fribidi must resolve (Arabic-Indic
+    digits, an RLM), give the reference's bytes (it asks fribidi for every field)."""
+    t = load("chinese-simplified").tickets[0]
+    fields = [("₹ 1,250 (№ 5) — ¶ ‼", "\u0301\u0302 ۱۲ ₹", "[₹]", "١٢٣ ₹", "\u200f₹ 5"),
+              ("(₹)", "۱۲۳", "₹ १,२५०", "\u200e₹", "— ₹ ₹ —")]
+    cases = [Order(order_id=t.order_id, tickets=(dataclasses.replace(
+        t, event=a, venue=b, section=c, buyer=d, price=e),)) for a, b, c, d, e in fields]
+    assert [_render.render_order(o) for o in cases] == [render.render_order(o) for o in cases]
+
+
 FIRST_TOO_WIDE = '''
 import dataclasses
 from stagedoor import _render

@@ -183,6 +183,7 @@ cdef struct Para:
     unsigned int* ub            # line_breaks' copy of the text (breaks.pxi)
     int cap
     int any_rtl                 # some character has an odd (right-to-left) level
+    int flat                    # every level 0 without asking fribidi (bidi_flat)
     int missing                 # some character is drawn as the replacement mark
     hb_language_t lang          # the order's language (locl forms), NULL for none
     const unsigned int* su      # the text HarfBuzz shapes: u, or sbuf (emoji_faces)

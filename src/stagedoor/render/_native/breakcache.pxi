@@ -9,28 +9,38 @@
 #
 # Bounded: texts of at most BRK_TEXT_MAX characters, at most BRK_CACHE_BYTES in all (the
 # table, its bounds and its lock are cachetable.pxi's, shared with shapecache.pxi).
+#
+# Two kinds of entry share the table: BRK_PLAIN, libunibreak's classes (line_breaks), and
+# BRK_WRAP, those with the dictionary breaks of Thai, Lao, Myanmar and Khmer added
+# (wrap_breaks, dictbreaks.pxi), which a wrapped field asks for: ICU's line break iterator
+# and libthai are a wrapped Lao or Myanmar field's largest cost (docs/benchmarks.md), and
+# like the classes they depend on the text alone.
 
 cdef enum:
     BRK_TEXT_MAX = 1024
     BRK_SLOTS = 8192            # a power of two; at most half of them used
     BRK_CACHE_BYTES = 2 << 20
+    BRK_PLAIN = 0
+    BRK_WRAP = 1
 
 cdef struct BrkEntry:
     unsigned int h
     int n
+    int kind                    # BRK_PLAIN or BRK_WRAP
     unsigned int* text          # n code points, then n break classes
     char* brk
 
 cdef struct BrkKey:
     const unsigned int* u
     int n
+    int kind
 
 cdef CacheTable BRK_CACHE
 cache_init(&BRK_CACHE, BRK_SLOTS, BRK_CACHE_BYTES)
 
 
-cdef inline unsigned int brk_hash(const unsigned int* u, int n) noexcept nogil:
-    cdef unsigned int h = mix(2166136261u, <unsigned int>n)
+cdef inline unsigned int brk_hash(const unsigned int* u, int n, int kind) noexcept nogil:
+    cdef unsigned int h = mix(mix(2166136261u, <unsigned int>n), <unsigned int>kind)
     cdef int i
     for i in range(n):
         h = mix(h, u[i])
@@ -40,18 +50,21 @@ cdef inline unsigned int brk_hash(const unsigned int* u, int n) noexcept nogil:
 cdef bint brk_same(const void* entry, const void* key, unsigned int h) noexcept nogil:
     cdef const BrkEntry* e = <const BrkEntry*>entry
     cdef const BrkKey* k = <const BrkKey*>key
-    return e.h == h and e.n == k.n and memcmp(e.text, k.u, k.n * sizeof(unsigned int)) == 0
+    return e.h == h and e.n == k.n and e.kind == k.kind and memcmp(e.text, k.u, k.n * sizeof(unsigned int)) == 0
 
 
-cdef int brk_cached(const unsigned int* u, int n, char* brk, unsigned int* hp) noexcept nogil:
-    """1 with brk filled from the cache; 0 not cached (*hp: the hash for brk_cache_put)."""
+cdef int brk_cached(const unsigned int* u, int n, char* brk, unsigned int* hp,
+                    int kind) noexcept nogil:
+    """1 with brk filled from the cache's entry of that kind; 0 not cached (*hp: the hash
+    for brk_cache_put)."""
     cdef BrkKey k
     cdef BrkEntry* e
     if n > BRK_TEXT_MAX or n == 0:
         return 0
     k.u = u
     k.n = n
-    hp[0] = brk_hash(u, n)
+    k.kind = kind
+    hp[0] = brk_hash(u, n, kind)
     e = <BrkEntry*>cache_find(&BRK_CACHE, hp[0], brk_same, &k)
     if e != NULL:
         memcpy(brk, e.brk, n)
@@ -60,8 +73,9 @@ cdef int brk_cached(const unsigned int* u, int n, char* brk, unsigned int* hp) n
 
 
 cdef void brk_cache_put(const unsigned int* u, int n, const char* brk,
-                        unsigned int h) noexcept nogil:
-    """Keep the classes line_breaks just computed (a failed malloc keeps nothing)."""
+                        unsigned int h, int kind) noexcept nogil:
+    """Keep the classes line_breaks (or wrap_breaks) just computed (a failed malloc keeps
+    nothing)."""
     cdef Py_ssize_t size = sizeof(BrkEntry) + n * (sizeof(unsigned int) + 1)
     cdef BrkEntry* e
     cdef BrkKey k
@@ -72,12 +86,14 @@ cdef void brk_cache_put(const unsigned int* u, int n, const char* brk,
         return
     e.h = h
     e.n = n
+    e.kind = kind
     e.text = <unsigned int*>(<char*>e + sizeof(BrkEntry))
     e.brk = <char*>(e.text + n)
     memcpy(e.text, u, n * sizeof(unsigned int))
     memcpy(e.brk, brk, n)
     k.u = u
     k.n = n
+    k.kind = kind
     cache_put(&BRK_CACHE, h, e, size, brk_same, &k)
 
 

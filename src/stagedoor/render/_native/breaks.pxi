@@ -43,11 +43,11 @@ cdef void line_breaks(const unsigned int* u, int n, char* brk,
     only when u has a character the library cannot take (see above).  From the
     per-process cache when the same text came before (breakcache.pxi)."""
     cdef unsigned int h = 0
-    if brk_cached(u, n, brk, &h):
+    if brk_cached(u, n, brk, &h, BRK_PLAIN):
         return
     line_breaks_of(u, n, brk, tmp)
     if h != 0:
-        brk_cache_put(u, n, brk, h)
+        brk_cache_put(u, n, brk, h, BRK_PLAIN)
 
 
 cdef void line_breaks_of(const unsigned int* u, int n, char* brk,

@@ -10,11 +10,69 @@
 # cluster.  Thai keeps libthai's segmenter (thai.pxi), as before.
 #
 # Only a field that wraps asks, only runs of these scripts are given to ICU, and a break
-# is only added where libunibreak had none.  An iterator is opened per run (ubrk_open
-# takes a few microseconds: ICU caches the rules and dictionaries after the first; it is
-# thread-safe, so no lock and nothing to drop after fork).  The headers rename every
+# is only added where libunibreak had none.  Iterators are kept in a small pool and
+# given each run by ubrk_setText: opening one (ubrk_open) looks its rules up through
+# ICU's resource bundles again each time, which was most of a wrapped Lao or Myanmar
+# field's ICU time (perf: u_strFromUTF8WithSub, 10 % of the southeast-asian page), while
+# setText only resets the iterator (the same breaks as a fresh one).  An iterator is
+# used by one thread at a time; the pool's lock is held only to take or give one back,
+# and a forked child gets a new lock and keeps the pool (plain memory).  A wrapped
+# field's breaks, with libthai's (thai.pxi), are cached per text (wrap_breaks,
+# breakcache.pxi).  The headers rename every
 # call to its versioned symbol (ubrk_open_72), set by pkg-config's icu-uc flags.
 # stagedoor.render.shaped.libs dict_breaks asks the same library through ctypes.
+
+cdef enum:
+    UBRK_POOL_MAX = 8             # idle iterators kept (more threads open more)
+
+cdef UBreakIterator* UBRK_POOL[UBRK_POOL_MAX]
+cdef int UBRK_POOL_N = 0
+cdef PyThread_type_lock UBRK_LOCK = PyThread_allocate_lock()
+
+
+cdef UBreakIterator* ubrk_take(const UChar* w, int n) noexcept nogil:
+    """A line break iterator over w[:n], from the pool or new; NULL if ICU fails."""
+    global UBRK_POOL_N
+    cdef UBreakIterator* bi = NULL
+    cdef UErrorCode status = 0
+    PyThread_acquire_lock(UBRK_LOCK, WAIT_LOCK)
+    if UBRK_POOL_N > 0:
+        UBRK_POOL_N -= 1
+        bi = UBRK_POOL[UBRK_POOL_N]
+    PyThread_release_lock(UBRK_LOCK)
+    if bi != NULL:
+        ubrk_setText(bi, w, n, &status)
+        if not U_FAILURE(status):
+            return bi
+        ubrk_close(bi)
+        status = 0
+    bi = ubrk_open(UBRK_LINE, "", w, n, &status)
+    if bi != NULL and U_FAILURE(status):
+        ubrk_close(bi)
+        bi = NULL
+    return bi
+
+
+cdef void ubrk_give(UBreakIterator* bi) noexcept nogil:
+    """Back to the pool (closed when the pool is full)."""
+    global UBRK_POOL_N
+    PyThread_acquire_lock(UBRK_LOCK, WAIT_LOCK)
+    if UBRK_POOL_N < UBRK_POOL_MAX:
+        UBRK_POOL[UBRK_POOL_N] = bi
+        UBRK_POOL_N += 1
+        bi = NULL
+    PyThread_release_lock(UBRK_LOCK)
+    if bi != NULL:
+        ubrk_close(bi)
+
+
+def _ubrk_after_fork_in_child():
+    global UBRK_LOCK
+    UBRK_LOCK = PyThread_allocate_lock()
+
+
+os.register_at_fork(after_in_child=_ubrk_after_fork_in_child)
+
 
 cdef inline int is_dict_script(unsigned int cp) noexcept nogil:
     """Lao, Myanmar (and its extensions) or Khmer (and its symbols): the scripts without
@@ -30,7 +88,6 @@ cdef int dict_breaks(const unsigned int* u, int n, char* brk) noexcept nogil:
     cdef int i, s, b, found = 0
     cdef UChar* w
     cdef UBreakIterator* bi
-    cdef UErrorCode status
     for i in range(n):
         if is_dict_script(u[i]):
             found = 1
@@ -49,19 +106,30 @@ cdef int dict_breaks(const unsigned int* u, int n, char* brk) noexcept nogil:
         while i < n and is_dict_script(u[i]):
             w[i - s] = <UChar>u[i]          # all in the BMP: one UTF-16 unit each
             i += 1
-        status = 0
-        bi = ubrk_open(UBRK_LINE, "", w, i - s, &status)
-        if bi == NULL or U_FAILURE(status):
-            if bi != NULL:
-                ubrk_close(bi)
+        bi = ubrk_take(w, i - s)
+        if bi == NULL:
             continue
         b = ubrk_next(bi)
         while 0 < b < i - s:
             if brk[s + b - 1] == LINEBREAK_NOBREAK:
                 brk[s + b - 1] = LINEBREAK_ALLOWBREAK
             b = ubrk_next(bi)
-        ubrk_close(bi)
+        ubrk_give(bi)
     free(w)
+    return 0
+
+
+cdef int wrap_breaks(const unsigned int* u, int n, char* brk) noexcept nogil:
+    """The break classes of a field that wraps: brk, libunibreak's classes of u[:n]
+    (line_breaks), with libthai's and ICU's dictionary breaks added in place; from the
+    per-process cache when the same text wrapped before.  -1: out of memory."""
+    cdef unsigned int h = 0
+    if brk_cached(u, n, brk, &h, BRK_WRAP):
+        return 0
+    if thai_breaks(u, n, brk) != 0 or dict_breaks(u, n, brk) != 0:
+        return -1
+    if h != 0:
+        brk_cache_put(u, n, brk, h, BRK_WRAP)
     return 0
 
 

@@ -14,5 +14,7 @@ cdef extern from "unicode/ubrk.h" nogil:
         UBRK_LINE
     UBreakIterator* ubrk_open(UBreakIteratorType type, const char* locale,
                               const UChar* text, int textLength, UErrorCode* status)
+    void ubrk_setText(UBreakIterator* bi, const UChar* text, int textLength,
+                      UErrorCode* status)
     int ubrk_next(UBreakIterator* bi)
     void ubrk_close(UBreakIterator* bi)

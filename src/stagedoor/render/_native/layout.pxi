@@ -138,7 +138,8 @@ cdef int ellipsised(TextCtx* c, int s, int e, int limit, FLine* ln) noexcept nog
             n -= 1
         memcpy(c.tmp, p.u + s, (n - s) * sizeof(unsigned int))
         c.tmp[n - s] = ELLIPSIS
-        if para_init(&c.p2, c.tmp, n - s + 1, p.bold, c.of) != 0:
+        # only measured: no break classes (each probe's text is new to their cache)
+        if para_init(&c.p2, c.tmp, n - s + 1, p.bold, c.of, 0) != 0:
             return -1
         w = shape_line(&c.p2, c.hb, 0, n - s + 1, &c.gv)
         if w < 0 or line_ink(c, g0, c.gv.n - g0, w, &probe) != 0:
@@ -197,7 +198,7 @@ cdef int layout_lines(TextCtx* c, int f, const unsigned int* u, int n, int size,
     else:
         # wrap: greedy over the break opportunities, by the advances of the whole line
         c.gv.n = g0
-        if thai_breaks(u, n, p.brk) != 0 or dict_breaks(u, n, p.brk) != 0:
+        if wrap_breaks(u, n, p.brk) != 0:
             return -1
         if code:
             # the code breaks after each hyphen too (UAX #14 has none before a digit)
