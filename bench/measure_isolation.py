@@ -167,18 +167,27 @@ def measure(n: int, rounds: int, kinds: Sequence[str],
         out[f"job_{kind}_{step}_rate"] = mc.median([x["rate"] for x in runs])
         if step != "bare":
             out[f"job_{kind}_{step}_cpu_us"] = mc.median([x["cpu_us_per_job"] for x in runs])
+            for field in ("first_done_ms", "steady_rate", "steady_worker_cpu_us",
+                          "steady_child_cpu_us"):
+                if all(field in x for x in runs):
+                    out[f"job_{kind}_{step}_{field}"] = mc.median([x[field] for x in runs])
 
-    def ratios(kind: str, a: str, b: str) -> list[float]:
-        return [x["rate"] / y["rate"] for x, y in zip(job[(kind, a)], job[(kind, b)],
-                                                       strict=True)]
+    def ratios(kind: str, a: str, b: str, field: str) -> list[float]:
+        return [x[field] / y[field if field in y else "rate"]
+                for x, y in zip(job[(kind, a)], job[(kind, b)], strict=True)]
     for kind in kinds if job else ():
         for a, b in [("process", "bare"), ("none", "bare"), ("process", "none"),
                      *([("before", "bare"), ("before", "none")] if before else [])]:
-            rs = ratios(kind, a, b)
-            out[f"job_{kind}_{a}_vs_{b}"] = mc.median(rs)
-            # the spread of the rounds' ratios: on a shared box wider than the effect
-            out[f"job_{kind}_{a}_vs_{b}_min"] = min(rs)
-            out[f"job_{kind}_{a}_vs_{b}_max"] = max(rs)
+            # the whole drain (from the first read, a render process's start included),
+            # then its steady window (a quarter to nine tenths done: measure_job.job_drain)
+            for field, name in (("rate", ""), ("steady_rate", "_steady")):
+                if not all(field in x for x in job[(kind, a)]):
+                    continue
+                rs = ratios(kind, a, b, field)
+                out[f"job_{kind}_{a}_vs_{b}{name}"] = mc.median(rs)
+                # the spread of the rounds' ratios: on a shared box wider than the effect
+                out[f"job_{kind}_{a}_vs_{b}{name}_min"] = min(rs)
+                out[f"job_{kind}_{a}_vs_{b}{name}_max"] = max(rs)
     return out
 
 
