@@ -17,6 +17,7 @@ _.eof_received  # asyncio.Protocol (tickets/render_serve.py)
 _.connection_lost  # asyncio.Protocol (stream/wire.py, render_serve.py, worker/child.py)
 _.connection_class  # stream/connection.py: redis-py's pool reads it (rediss:// TLS)
 sweep_temporaries  # tickets/handlers.py: registered by @registry.on_start
+start_render_process  # tickets/handlers.py: registered by @registry.on_start
 render_tickets  # tickets/handlers.py: registered by @registry.handler, the built-in kind
 
 # -- read by the Cython extensions (vulture does not read .pyx/.pxi)

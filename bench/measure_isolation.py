@@ -2,9 +2,13 @@
 the default) against in the worker ("none"), side by side in one run.
 
     python -m bench.measure_isolation [--n 2000] [--rounds 3] [--kinds latin,mixed]
-                                      [--parts render,job] [--before SRC]
+                                      [--parts start,render,job] [--before SRC]
 
-Two parts, each interleaved (process, none, then none, process, ...):
+Three parts, each interleaved (process, none, then none, process, ...):
+
+  start   a render process's start alone, once a round: a RenderHost's first render
+          (the start in it, wall ms), the process's CPU by then, and the CPU of its
+          exit (the worker's rusage of its reaped child, less that).
 
   render  in this process, without Redis: the render and durable write of one order
           at a time (latency: median and P95 from the call to the durable PDF) and of
@@ -17,9 +21,15 @@ Two parts, each interleaved (process, none, then none, process, ...):
   job     bench.measure_job.job_drain: one `stagedoor work --burst` process at the seed
           defaults draining n render_tickets jobs, `--render-isolation process` and
           `none`: the whole job (lease, order read, render, write, marks, ack).  The
-          rate runs from the first read, so it includes the render process's start
-          (on the first render: ~0.1 s); CPU is the worker's wait4 rusage, which
-          includes its reaped render process and so its start.  Each round also runs
+          rate runs from the first read, so it includes what is left of the render
+          process's start (~0.1 s at rest, 0.3-0.5 s at load 5-8; started at boot when
+          render_tickets jobs are next, it overlaps the rest of the worker's boot);
+          `first_done_ms` is the first read to the first ack, where a start shows.
+          CPU is the worker's wait4 rusage, which includes its reaped render process
+          and so its start.  `steady_*`: the same drain from a quarter of the jobs done
+          to nine tenths (no start in it): its rate, and the CPU a job of the worker and
+          of its render process apart (psutil, children not reaped yet); ratios named
+          `..._steady` compare those rates (bare: its whole rate).  Each round also runs
           measure_job.bare_writes, the bare durable-write loop (the same PDFs, tmp +
           fsync + rename + directory fsync on 8 threads: what the disk allows), and
           prints the medians of the rounds' ratios job_<kind>_process_vs_bare and
@@ -36,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import resource
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -127,6 +138,24 @@ async def _render_round(mode: str, batch: Sequence[Order], lat_n: int) -> dict[s
             "rate": len(batch) / seconds, "cpu_us": cpu / len(batch) * 1e6}
 
 
+async def _start_round(order: Order) -> dict[str, Any]:
+    """A render process's start: from a RenderHost's first render (the start in it) to
+    its reply, and its CPU then and once it has exited (wait4: its teardown)."""
+    host = RenderHost(Settings(), WorkerStats(["render_tickets"]))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with disk_dir("sd-iso-start-") as d:
+        t = time.perf_counter()
+        await host.render_to(order.order_id, order.to_json(), d / "order.pdf")
+        wall = time.perf_counter() - t
+        assert host.pid is not None
+        up = _cpu(psutil.Process(host.pid))
+        await host.close()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return {"first_render_ms": wall * 1e3, "cpu_ms": up * 1e3,
+            "exit_cpu_ms": max(0.0, total - up) * 1e3}
+
+
 def _job_step(url: str, step: str, batch: Sequence[Order], pdfs: Sequence[bytes],
               before: str | None) -> dict[str, Any]:
     if step == "bare":
@@ -144,8 +173,12 @@ def measure(n: int, rounds: int, kinds: Sequence[str],
     steps = (*MODES, "bare", *(("before",) if before else ()))
     render: dict[tuple[str, str], list[dict[str, Any]]] = {}
     job: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    starts: list[dict[str, Any]] = []
     with mc.redis_server(appendonly=True) as server, kept_dirs():
         for r in range(rounds):
+            if "start" in parts:
+                starts.append(asyncio.run(_start_round(batches[kinds[0]][0])))
+                mc.progress(f"round {r + 1}/{rounds} start: {starts[-1]}")
             for kind in kinds:
                 for mode in (MODES if r % 2 == 0 and "render" in parts else
                              MODES[::-1] if "render" in parts else ()):
@@ -160,6 +193,8 @@ def measure(n: int, rounds: int, kinds: Sequence[str],
                     mc.progress(f"round {r + 1}/{rounds} job {kind} {step}: "
                                 f"{res['rate']:,.0f}/s")
     out: dict[str, Any] = {}
+    for field in ("first_render_ms", "cpu_ms", "exit_cpu_ms") if starts else ():
+        out[f"start_{field}"] = mc.median([x[field] for x in starts])
     for (kind, mode), runs in render.items():
         for field in ("median_ms", "p95_ms", "rate", "cpu_us"):
             out[f"render_{kind}_{mode}_{field}"] = mc.median([x[field] for x in runs])
@@ -167,18 +202,27 @@ def measure(n: int, rounds: int, kinds: Sequence[str],
         out[f"job_{kind}_{step}_rate"] = mc.median([x["rate"] for x in runs])
         if step != "bare":
             out[f"job_{kind}_{step}_cpu_us"] = mc.median([x["cpu_us_per_job"] for x in runs])
+            for field in ("first_done_ms", "steady_rate", "steady_worker_cpu_us",
+                          "steady_child_cpu_us"):
+                if all(field in x for x in runs):
+                    out[f"job_{kind}_{step}_{field}"] = mc.median([x[field] for x in runs])
 
-    def ratios(kind: str, a: str, b: str) -> list[float]:
-        return [x["rate"] / y["rate"] for x, y in zip(job[(kind, a)], job[(kind, b)],
-                                                       strict=True)]
+    def ratios(kind: str, a: str, b: str, field: str) -> list[float]:
+        return [x[field] / y[field if field in y else "rate"]
+                for x, y in zip(job[(kind, a)], job[(kind, b)], strict=True)]
     for kind in kinds if job else ():
         for a, b in [("process", "bare"), ("none", "bare"), ("process", "none"),
                      *([("before", "bare"), ("before", "none")] if before else [])]:
-            rs = ratios(kind, a, b)
-            out[f"job_{kind}_{a}_vs_{b}"] = mc.median(rs)
-            # the spread of the rounds' ratios: on a shared box wider than the effect
-            out[f"job_{kind}_{a}_vs_{b}_min"] = min(rs)
-            out[f"job_{kind}_{a}_vs_{b}_max"] = max(rs)
+            # the whole drain (from the first read, a render process's start included),
+            # then its steady window (a quarter to nine tenths done: measure_job.job_drain)
+            for field, name in (("rate", ""), ("steady_rate", "_steady")):
+                if not all(field in x for x in job[(kind, a)]):
+                    continue
+                rs = ratios(kind, a, b, field)
+                out[f"job_{kind}_{a}_vs_{b}{name}"] = mc.median(rs)
+                # the spread of the rounds' ratios: on a shared box wider than the effect
+                out[f"job_{kind}_{a}_vs_{b}{name}_min"] = min(rs)
+                out[f"job_{kind}_{a}_vs_{b}{name}_max"] = max(rs)
     return out
 
 

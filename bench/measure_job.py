@@ -212,13 +212,24 @@ def job_drain(url: str, batch: Sequence[Order], *, extra: Sequence[str] = (),
 
         ps = [psutil.Process(p.pid) for p in procs]
         c = mc.client(url)
+        # the steady window: from a quarter of the jobs done to nine tenths, so neither
+        # the worker's first reads nor a render process's start (~0.1 s) is in it; its
+        # CPU is each worker's and its children's (the render process), split
+        lo, hi = n // 4, n * 9 // 10
+        steady: list[tuple[float, int, float, float]] = []  # when, done, CPU: worker, children
         try:
-            t_first = cpu_first = 0.0
+            t_first = cpu_first = t_acked = 0.0
             while True:
                 now = time.perf_counter()
                 info = mc.group_info(c)
                 if not t_first and info["entries_read"] > 0:
                     t_first, cpu_first = now, sum(_cpu(p) for p in ps)
+                done = info["entries_read"] - info["pending"]
+                if t_first and not t_acked and done > 0:
+                    t_acked = now     # the first job done: a render process's start shows
+                if len(steady) < 2 and done >= (lo, hi)[len(steady)]:
+                    steady.append((now, done, sum(_cpu(p) for p in ps),
+                                   sum(_cpu(k) for p in ps for k in _children(p))))
                 if info["entries_read"] >= n and info["pending"] == 0:
                     t_done = now
                     break
@@ -243,8 +254,25 @@ def job_drain(url: str, batch: Sequence[Order], *, extra: Sequence[str] = (),
         pdfs = len(list(tickets.glob("order-*.pdf")))
     if pdfs != n or dead:
         raise RuntimeError(f"job drain: {pdfs} PDFs of {n}, {dead} dead-lettered")
-    return {"kind": "job", "workers": workers, "n": n, "seconds": t_done - t_first,
-            "rate": n / (t_done - t_first), "cpu_us_per_job": cpu / n * 1e6}
+    out = {"kind": "job", "workers": workers, "n": n, "seconds": t_done - t_first,
+           "rate": n / (t_done - t_first), "cpu_us_per_job": cpu / n * 1e6}
+    if t_acked:
+        out["first_done_ms"] = (t_acked - t_first) * 1e3
+    if len(steady) == 2 and steady[1][0] > steady[0][0]:
+        jobs = steady[1][1] - steady[0][1]
+        out["steady_rate"] = jobs / (steady[1][0] - steady[0][0])
+        out["steady_worker_cpu_us"] = (steady[1][2] - steady[0][2]) / jobs * 1e6
+        out["steady_child_cpu_us"] = (steady[1][3] - steady[0][3]) / jobs * 1e6
+    return out
+
+
+def _children(p: Any) -> list[Any]:
+    import psutil
+
+    try:
+        return list(p.children())
+    except psutil.Error:
+        return []
 
 
 def commands_per_job(url: str, batch: Sequence[Order], extra: Sequence[str] = ()

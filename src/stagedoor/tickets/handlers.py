@@ -49,6 +49,60 @@ def pdf_path(tickets_dir: str, order_id: int) -> Path:
     return Path(tickets_dir) / pdf_name(order_id)
 
 
+RENDERS_NEXT_PEEK = 10  # entries after the group's last-delivered id looked at by the hook
+
+
+@registry.on_start
+async def start_render_process(ctx: Context) -> None:
+    """The render process (render_isolation = "process") started in the background at
+    boot when render_tickets jobs are next on the stream: the first renders of a
+    backlog need not wait ~0.1-0.4 s for its start (the drain's rate runs from the
+    first read; registered before sweep_temporaries, so the start overlaps that
+    sweep).  Not for every worker: one with no render job in sight (a no-op fleet,
+    a quiet stream) starts it on its first render, as before, and pays nothing."""
+    if ctx.settings.render_isolation != "process":
+        return
+    try:
+        if not await _renders_next(ctx):
+            return
+    except Exception:   # a guess at what comes, never a reason the boot fails
+        return
+    from ..render import fonts
+
+    # the plan the process gets in its first frame (warn_at_start makes it again later)
+    fonts.use(fonts.plan_for(ctx.settings))
+    render = _render(ctx)
+    if isinstance(render, RenderHost):
+        render.start()
+
+
+async def _renders_next(ctx: Context) -> bool:
+    """Is a render_tickets job among the next entries the group will deliver?  Two
+    commands (XINFO GROUPS, XRANGE), once at boot; replies read flat or parsed (the
+    worker's command client has no reply callbacks)."""
+    s = ctx.settings
+    last: Any = None
+    for g in await ctx.redis.xinfo_groups(s.stream):
+        info = _pairs(g)
+        if _text(info.get("name")) == s.group:
+            last = _text(info.get("last-delivered-id"))
+    if last is None:
+        return False
+    entries = await ctx.redis.xrange(s.stream, min=f"({last}", count=RENDERS_NEXT_PEEK)
+    return any(fields and _text(_pairs(fields).get("kind")) == "render_tickets"
+               for _id, fields in entries or ())
+
+
+def _pairs(reply: Any) -> dict[str, Any]:
+    if isinstance(reply, dict):
+        return {_text(k): v for k, v in reply.items()}
+    return {_text(k): v for k, v in zip(reply[::2], reply[1::2], strict=False)}
+
+
+def _text(value: Any) -> Any:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 @registry.on_start
 async def sweep_temporaries(ctx: Context) -> None:
     """Partial PDFs of a worker killed mid-write (or of a full disk before the fix)."""

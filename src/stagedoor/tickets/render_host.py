@@ -5,10 +5,11 @@ native abort in the renderer costs the order that caused it, not the worker.
     lost = await host.render_to(order_id, data, path)   # as LocalRender.render_to
     lost, tickets = await host.render(order_id, data, path)     # and the ticket count
 
-The worker owns one render process (render_serve.py), started by the first render
-(lazily: a worker that never renders has none, and the worker's start is not slowed;
-it costs that render ~0.1 s) and exec'd, not forked, so it shares none of
-the worker's connections, threads or fonts.  A render is sent with its request id and
+The worker owns one render process (render_serve.py), started at the worker's boot
+when render_tickets jobs are the next on its stream (start(): tickets.py's start hook,
+so the first renders wait less for it), else by the first render (a worker that never
+renders has none, and a no-op drain pays nothing); exec'd, not forked, so it shares
+none of the worker's connections, threads or fonts.  A render is sent with its request id and
 the order's JSON as the store holds it (render_serve.py's frames: a struct and bytes,
 no pickle); the process parses and checks the order (the only parse of it: the worker
 does not), renders and writes the PDF durably (the same C write as in the worker), and
@@ -168,6 +169,7 @@ class RenderHost:
         self._proc: asyncio.subprocess.Process | None = None
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        self._early = False     # start() asked for a process before any render
         self._missing_before = 0    # replacement marks counted by processes now gone
         self._missing_now = 0
         self.pid: int | None = None     # the render process, while one is up
@@ -181,6 +183,15 @@ class RenderHost:
             self._task = asyncio.create_task(self._manage(), name="render-host",
                                              context=contextvars.Context())
         self._wake.set()
+
+    def start(self) -> None:
+        """Start the process now, in the background, if none is up: the worker's boot
+        calls this when render_tickets jobs are next on the stream (tickets.py), so the
+        first renders need not wait for the start.  One attempt: if it fails, the first
+        render starts it as usual."""
+        if not self._closing and self._proc is None:
+            self._early = True
+            self._manage_soon()
 
     async def render_to(self, order_id: int, data: bytes, path: Path) -> dict[str, int]:
         """Render the order stored under `order_id` (its JSON, as stored: the process
@@ -286,10 +297,11 @@ class RenderHost:
         backoff = Backoff(rules.START)
         failed_starts = 0
         while not self._closing:
-            if not self._waiting and not self._suspects:
+            if not self._waiting and not self._suspects and not self._early:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
+            self._early = False
             try:
                 frames = await self._start()
             except _StartFailed as e:
@@ -342,6 +354,9 @@ class RenderHost:
         except OSError as e:
             ours.close()
             raise _StartFailed(f"exec failed: {e}") from e
+        except BaseException:   # cancelled: asyncio's transport kills what it started
+            ours.close()
+            raise
         finally:
             theirs.close()
         self._proc, self.pid = proc, proc.pid
@@ -354,10 +369,15 @@ class RenderHost:
                 first.set_result(body)
 
         frames = Frames(handshake)
-        transport, _ = await loop.create_unix_connection(lambda: frames, sock=ours)
+        try:
+            transport, _ = await loop.create_unix_connection(lambda: frames, sock=ours)
+        except BaseException:   # cancelled (a worker stopping during an early start)
+            ours.close()        # the process sees EOF before its handshake and exits
+            raise
         self._link = transport
         # the font plan the worker made of its settings at its start
-        # (lifecycle.warn_at_start): the process need not read every font's cmap again
+        # (lifecycle.warn_at_start, or tickets.start_render_process before it): the
+        # process need not read every font's cmap again
         from ..render import fonts
 
         transport.write(frame((self._threads, fonts.current())))
