@@ -48,8 +48,8 @@ import psutil
 from stagedoor.config import Settings
 from stagedoor.handlers.render_host import RenderHost
 from stagedoor.handlers.render_pool import LocalRender
-from stagedoor.ops.metrics import WorkerStats
 from stagedoor.render.order import Order
+from stagedoor.telemetry.metrics import WorkerStats
 
 from . import measure_common as mc
 from .measure_drain import _cpu

@@ -18,9 +18,9 @@ import redis
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import EmbeddedRedis
-from stagedoor.ops.kindstats import SLOTS, Flusher, slot_key
-from stagedoor.ops.metrics import DURATION_BUCKETS, WAIT_BUCKETS, WorkerStats
 from stagedoor.stream import connection
+from stagedoor.telemetry.kindstats import SLOTS, Flusher, slot_key
+from stagedoor.telemetry.metrics import DURATION_BUCKETS, WAIT_BUCKETS, WorkerStats
 
 
 def fill(stats: WorkerStats, kinds: list[str], every_bucket: bool) -> None:

@@ -18,10 +18,10 @@ import asyncio
 import time
 
 from stagedoor.config import Settings
-from stagedoor.ops import jobs
-from stagedoor.ops.records import console_client
+from stagedoor.console import jobs
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import dead_letter_fields
+from stagedoor.telemetry.records import console_client
 
 from . import measure_common as mc
 

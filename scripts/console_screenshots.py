@@ -116,9 +116,9 @@ def seed_hour(url: str, minutes: int) -> None:
     import random
 
     from stagedoor.config import Settings
-    from stagedoor.ops.kindstats import Flusher
-    from stagedoor.ops.metrics import WorkerStats
     from stagedoor.stream import connection
+    from stagedoor.telemetry.kindstats import Flusher
+    from stagedoor.telemetry.metrics import WorkerStats
 
     async def run() -> None:
         settings = Settings(redis_url=url)

@@ -203,5 +203,5 @@ def test_the_worker_reads_its_keys_from_stream_keys() -> None:
     """Key names and formats live in stream/keys.py: the worker reaches no console
     module (ops/fleet.py) for one."""
     graph = import_graph()
-    assert "stagedoor.ops.fleet" not in graph["stagedoor.worker.presence"]
+    assert "stagedoor.console.fleet" not in graph["stagedoor.worker.presence"]
     assert "stagedoor.stream.keys" in graph["stagedoor.worker.presence"]

@@ -22,11 +22,11 @@ from tests.workerkit import (
 )
 
 from stagedoor.config import Settings
+from stagedoor.console import deadletters
 from stagedoor.demo.orders import demo_order
 from stagedoor.errors import TransientError
 from stagedoor.handlers import Context, Registry, load_registry
 from stagedoor.handlers.orders import put_orders_sync
-from stagedoor.ops import deadletters
 from stagedoor.stream.job import Job, make_job
 from stagedoor.stream.keys import lease_key, starts_key
 from stagedoor.stream.queue import enqueue_sync, ensure_group_sync

@@ -25,12 +25,12 @@ from tests.webkit import console
 from tests.workerkit import add_jobs, eventually, poll, running
 
 from stagedoor.config import Settings
+from stagedoor.console import release
+from stagedoor.console.pending import show_pending
 from stagedoor.handlers import Context, Registry
-from stagedoor.ops import release
-from stagedoor.ops.pending import show_pending
-from stagedoor.ops.records import console_client
 from stagedoor.stream.job import Job
 from stagedoor.stream.keys import audit_key
+from stagedoor.telemetry.records import console_client
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(120)]
 

@@ -45,9 +45,9 @@ from stagedoor.handlers import render_host
 from stagedoor.handlers.orders import put_orders_sync
 from stagedoor.handlers.render_host import RenderHost
 from stagedoor.handlers.render_pool import NativeRenderPool, rendered
-from stagedoor.ops.metrics import WorkerStats
 from stagedoor.render import reference
 from stagedoor.render.order import Order, RenderFailed
+from stagedoor.telemetry.metrics import WorkerStats
 
 MARK = faulty_render.ABORT
 REASON = b"render aborted the render process (SIGABRT)"

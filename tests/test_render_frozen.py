@@ -29,7 +29,7 @@ from stagedoor.config import Settings
 from stagedoor.demo.orders import demo_order
 from stagedoor.handlers import runstate
 from stagedoor.handlers.render_host import RenderHost
-from stagedoor.ops.metrics import WorkerStats
+from stagedoor.telemetry.metrics import WorkerStats
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -193,7 +193,7 @@ from pathlib import Path
 from stagedoor.config import Settings
 from stagedoor.demo.orders import demo_order
 from stagedoor.handlers.render_host import RenderHost
-from stagedoor.ops.metrics import WorkerStats
+from stagedoor.telemetry.metrics import WorkerStats
 
 async def main():
     out = Path(sys.argv[1])

@@ -34,11 +34,11 @@ from stagedoor.demo.orders import demo_order
 from stagedoor.handlers import load_registry, render_host
 from stagedoor.handlers.orders import put_orders_sync
 from stagedoor.handlers.render_host import RenderHost
-from stagedoor.ops.logs import JsonFormatter, job_context
-from stagedoor.ops.metrics import WorkerStats
 from stagedoor.render.order import RenderFailed
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import enqueue_sync
+from stagedoor.telemetry.logs import JsonFormatter, job_context
+from stagedoor.telemetry.metrics import WorkerStats
 
 HANG = faulty_render.HANG
 

@@ -25,9 +25,9 @@ from tests.test_web import Http
 from tests.webkit import console
 
 from stagedoor.config import Settings
-from stagedoor.ops import kindstats
-from stagedoor.ops.kindstats import SLOTS, Flusher, histogram_quantile
-from stagedoor.ops.metrics import DURATION_BUCKETS, WAIT_BUCKETS, WorkerStats
+from stagedoor.telemetry import kindstats
+from stagedoor.telemetry.kindstats import SLOTS, Flusher, histogram_quantile
+from stagedoor.telemetry.metrics import DURATION_BUCKETS, WAIT_BUCKETS, WorkerStats
 
 pytestmark = [pytest.mark.timeout(180)]
 

@@ -89,9 +89,9 @@ from typing import Any
 from ..backoff import Backoff, Schedule
 from ..config import Settings
 from ..errors import StagedoorError, TransientError
-from ..ops.logs import JOB_FIELDS, current_job
-from ..ops.metrics import WorkerStats
 from ..render.order import OrderDataError, RenderFailed
+from ..telemetry.logs import JOB_FIELDS, current_job
+from ..telemetry.metrics import WorkerStats
 from .render_serve import Frames, Outbox, frame, parse_reply, request_frame
 from .runstate import cpu_ticks, not_running
 

@@ -136,7 +136,7 @@ def make_job(kind: str, order_id: int, outbox_id: int, request_id: str | None = 
     if request_id is None:
         request_id = os.urandom(8).hex()
     if trace is None:
-        from ..ops.tracing import traceparent  # not at import: job.py stays light
+        from ..telemetry.tracing import traceparent  # not at import: job.py stays light
 
         trace = traceparent()
     job = Job(kind, order_id, outbox_id, request_id, trace)

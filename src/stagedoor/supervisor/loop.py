@@ -63,8 +63,8 @@ from typing import Any
 
 from ..config import ConfigError, Settings
 from ..exitcodes import EX_CONFIG, EX_OK, EX_SOFTWARE
-from ..ops.endpoint import MetricsBindError, MetricsEndpoint
 from ..proctitle import set_title, supervisor_title
+from ..telemetry.endpoint import MetricsBindError, MetricsEndpoint
 from . import decisions as rules
 from .decisions import SlotView
 from .pool import Pool

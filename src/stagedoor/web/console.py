@@ -12,7 +12,7 @@ import markupsafe
 from aiohttp import web
 
 from ..config import Settings
-from ..ops.text import human_ms, safe, seconds_text
+from ..console.text import human_ms, safe, seconds_text
 from . import security
 from .admission import Gate
 from .credentials import PasswordFiles

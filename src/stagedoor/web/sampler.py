@@ -27,10 +27,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..config import Settings
-from ..ops.fleet import pause_state
-from ..ops.inspect import aqueue_status, watch_sample
-from ..ops.serverinfo import server_facts
-from ..ops.text import human_ms, safe
+from ..console.fleet import pause_state
+from ..console.serverinfo import server_facts
+from ..console.text import human_ms, safe
+from ..telemetry.inspect import aqueue_status, watch_sample
 from .quietlog import QuietLog
 
 log = logging.getLogger("stagedoor.web")

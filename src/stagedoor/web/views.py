@@ -21,10 +21,11 @@ from typing import Any
 
 from aiohttp import web
 
+from ..console import audit, deadletters, fleet, jobs, pending, release
+from ..console.deadletters import BadBound, DeadFilter
 from ..handlers.files import OutsideTicketsDir, confined
-from ..ops import audit, deadletters, fleet, jobs, kindstats, pending, release
-from ..ops.deadletters import BadBound, DeadFilter
-from ..ops.inspect import BadEntryId, check_id, parse_id
+from ..telemetry import kindstats
+from ..telemetry.inspect import BadEntryId, check_id, parse_id
 from . import kindchart, security
 from .console import Console, console_of
 from .credentials import ACTS

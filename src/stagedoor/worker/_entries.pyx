@@ -162,8 +162,8 @@ from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
 
 from asyncio.tasks import _enter_task, _leave_task
 
-from stagedoor.ops.logs import JOB_FIELDS
-from stagedoor.ops.metrics import DURATION_BUCKETS, WAIT_BUCKETS
+from stagedoor.telemetry.logs import JOB_FIELDS
+from stagedoor.telemetry.metrics import DURATION_BUCKETS, WAIT_BUCKETS
 from stagedoor.worker.eager import EagerRun
 
 cdef extern from "Python.h":

@@ -45,8 +45,8 @@ import redis
 
 from ..config import ConfigError, Settings
 from ..exitcodes import EX_CONFIG, EX_OK, EX_SOFTWARE, EX_UNAVAILABLE
-from ..ops import logs as ops_logs
 from ..proctitle import set_title, worker_title
+from ..telemetry import logs as ops_logs
 from .family import ProcessFamily
 
 log = logging.getLogger("stagedoor.worker_process")
@@ -221,8 +221,8 @@ class Heartbeat:
         of stagedoor.stream.backlog), so a loss by another producer or an XTRIM is
         logged once and never goes unnoticed."""
         # the worker's modules, after the fork (child_main says why)
-        from ..ops.inspect import aqueue_status
         from ..stream.backlog import audit
+        from ..telemetry.inspect import aqueue_status
 
         await worker.ready.wait()
         every = max(QUEUE_STATUS_EVERY, settings.heartbeat_interval)

@@ -33,14 +33,14 @@ from ..backoff import Backoff
 from ..config import Settings
 from ..errors import MalformedJob
 from ..handlers import Context, Handler, Registry
-from ..ops.logs import job_context
-from ..ops.metrics import WorkerStats
-from ..ops.tracing import JobTracer, entry_ms
 from ..stream import connection
 from ..stream.errors import first_line, is_oom, master_changed
 from ..stream.job import Job, make_job, parse_job
 from ..stream.keys import settled_key, starts_key
 from ..stream.queue import DeadLetter
+from ..telemetry.logs import job_context
+from ..telemetry.metrics import WorkerStats
+from ..telemetry.tracing import JobTracer, entry_ms
 from . import eager
 from .acks import Acker
 from .entries import FastDispatch, fast_job

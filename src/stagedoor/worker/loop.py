@@ -28,11 +28,11 @@ from typing import Any
 
 from ..config import Settings
 from ..handlers import Context, Registry, load_registry
-from ..ops import shared_counts, tracing
-from ..ops.metrics import WorkerStats
 from ..stream import connection
 from ..stream.queue import DeadLetter
 from ..stream.resp import FastConnection
+from ..telemetry import shared_counts, tracing
+from ..telemetry.metrics import WorkerStats
 from . import lifecycle
 from .acks import Acker
 from .dispatch import Dispatcher

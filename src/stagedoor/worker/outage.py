@@ -28,9 +28,9 @@ import redis.asyncio as aioredis
 
 from ..backoff import Backoff, reconnect
 from ..config import Settings
-from ..ops.metrics import WorkerStats
 from ..stream import connection
 from ..stream.errors import OOM_ADVICE, first_line, is_oom
+from ..telemetry.metrics import WorkerStats
 
 log = logging.getLogger("stagedoor.worker")
 

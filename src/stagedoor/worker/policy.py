@@ -28,9 +28,9 @@ from typing import Any, Protocol
 from ..backoff import Schedule
 from ..config import Settings
 from ..errors import PermanentError, StagedoorError, TransientError
-from ..ops.metrics import WorkerStats
 from ..stream.connection import TRANSIENT_ERRORS
 from ..stream.errors import first_line, is_oom, is_permanent
+from ..telemetry.metrics import WorkerStats
 
 log = logging.getLogger("stagedoor.policy")
 

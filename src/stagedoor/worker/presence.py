@@ -50,8 +50,6 @@ import redis
 import redis.asyncio as aioredis
 
 from ..config import Settings
-from ..ops.kindstats import Flusher
-from ..ops.metrics import WorkerStats
 from ..stream import connection
 from ..stream.keys import (
     FLEET_TTL_S,
@@ -62,6 +60,8 @@ from ..stream.keys import (
     presence_key,
     presence_ttl_ms,
 )
+from ..telemetry.kindstats import Flusher
+from ..telemetry.metrics import WorkerStats
 from ..version import __version__
 from .family import ProcessFamily
 from .ownership import NameClaim

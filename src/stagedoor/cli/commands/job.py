@@ -9,8 +9,8 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ... import config
-from ...ops import jobs
-from ...ops.text import human_ms, safe
+from ...console import jobs
+from ...console.text import human_ms, safe
 from ..console_run import run_op, write_json
 from .dead import _entry_id, _positive
 from .status import CONNECTION_SETTINGS

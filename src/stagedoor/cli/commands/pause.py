@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import redis.asyncio as aioredis
 
 from ... import config
-from ...ops import audit, fleet
-from ...ops.text import safe
+from ...console import audit, fleet
+from ...console.text import safe
 from ..console_run import run_op, write_json
 from .status import CONNECTION_SETTINGS
 

@@ -14,8 +14,8 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ... import config
-from ...ops import pending as ops_pending
-from ...ops.text import human_ms, safe, short
+from ...console import pending as ops_pending
+from ...console.text import human_ms, safe, short
 from ..console_run import confirm, print_table, run_op, write_json
 from .dead import _entry_id, _positive
 from .status import CONNECTION_SETTINGS
@@ -152,8 +152,8 @@ def _plan_text(p: Any) -> str:
 
 
 def run_release(args: argparse.Namespace) -> int:
-    from ...ops import audit
-    from ...ops import release as ops_release
+    from ...console import audit
+    from ...console import release as ops_release
     s = config.from_args(args)
     prog = "stagedoor pending release"
 

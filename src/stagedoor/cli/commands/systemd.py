@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ...console.sandbox import hidden_paths
 from ...exitcodes import EX_CANTCREAT, EX_CONFIG
-from ...ops.sandbox import hidden_paths
 from ..shipped import (
     SHIPPED_CONFIG_DIR,
     SYSTEMD,

@@ -27,8 +27,8 @@ import dataclasses
 
 import redis.asyncio as aioredis
 
+from ..telemetry.records import pipeline, text
 from .deadletters import before_id
-from .records import pipeline, text
 
 # Entries one XREVRANGE reads: well under a millisecond of Redis for the seed's five
 # fields, so no one slice holds Redis for long.

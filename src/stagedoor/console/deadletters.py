@@ -52,8 +52,8 @@ from ..errors import StagedoorError
 from ..stream.backlog import ACCOUNT_LUA, trimmed_key
 from ..stream.keys import dead_gone_key, dead_trimmed_key
 from ..stream.queue import DEAD_FIELD_PREFIX, WARN_SCAN, backlog_limits
-from .inspect import MAX_ID_MS, BadEntryId, check_id, parse_id
-from .records import Record, field, field_pairs, pipeline, text
+from ..telemetry.inspect import MAX_ID_MS, BadEntryId, check_id, parse_id
+from ..telemetry.records import Record, field, field_pairs, pipeline, text
 
 PAGE = 500
 SCAN_LIMIT = 5_000  # entries one listing call reads at most (the web page's per request)

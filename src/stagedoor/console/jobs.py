@@ -70,10 +70,10 @@ from ..stream.keys import (
     starts_key,
 )
 from ..stream.queue import DEAD_FIELD_PREFIX
+from ..telemetry.inspect import MAX_ID_MS, BadEntryId, check_id, id_ms, parse_id, valid_id
+from ..telemetry.records import Command, Record, field, field_pairs, now_ms, pairs, pipeline, text
 from .deadletters import DeadEntry, dead_entry
-from .inspect import MAX_ID_MS, BadEntryId, check_id, id_ms, parse_id, valid_id
 from .jobscan import ScanCost, find
-from .records import Command, Record, field, field_pairs, now_ms, pairs, pipeline, text
 
 MAX_ENTRIES = 20
 

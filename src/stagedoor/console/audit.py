@@ -30,7 +30,7 @@ from typing import Any
 
 from ..config import Settings
 from ..stream.keys import audit_key
-from .logs import setup_logging
+from ..telemetry.logs import setup_logging
 
 log = logging.getLogger("stagedoor.audit")
 DETAIL_MAX = 300

@@ -31,8 +31,8 @@ import redis.asyncio as aioredis
 from ..config import Settings
 from ..stream.keys import settled_key, starts_key
 from ..stream.queue import DeadLetter
-from .inspect import id_ms
-from .records import Command, Record, field, now_ms, pipeline, text
+from ..telemetry.inspect import id_ms
+from ..telemetry.records import Command, Record, field, now_ms, pipeline, text
 
 SCAN_LIMIT = 1_000
 
