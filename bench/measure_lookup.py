@@ -19,9 +19,9 @@ import time
 
 from stagedoor.config import Settings
 from stagedoor.console import jobs
+from stagedoor.console.client import console_client
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import dead_letter_fields
-from stagedoor.telemetry.records import console_client
 
 from . import measure_common as mc
 

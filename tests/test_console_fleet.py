@@ -33,9 +33,9 @@ from tests.workerkit import read_fleet
 
 from stagedoor.config import Settings
 from stagedoor.console import fleet, jobs
+from stagedoor.console.client import console_client
 from stagedoor.demo.embedded_redis import free_port
 from stagedoor.stream.keys import fleet_key, owner_key, paused_key, presence_key
-from stagedoor.telemetry.records import console_client
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.server

@@ -22,10 +22,10 @@ from tests.workerkit import add_jobs, eventually, running
 from stagedoor.config import Settings
 from stagedoor.console import deadletters as dl
 from stagedoor.console import jobs, jobscan, pending
+from stagedoor.console.client import console_client
 from stagedoor.handlers import Context, PermanentError, Registry, TransientError
 from stagedoor.stream.job import Job
 from stagedoor.stream.queue import dead_letter_fields
-from stagedoor.telemetry.records import console_client
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.asyncio

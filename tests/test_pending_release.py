@@ -26,11 +26,11 @@ from tests.workerkit import add_jobs, eventually, poll, running
 
 from stagedoor.config import Settings
 from stagedoor.console import release
+from stagedoor.console.client import console_client
 from stagedoor.console.pending import show_pending
 from stagedoor.handlers import Context, Registry
 from stagedoor.stream.job import Job
 from stagedoor.stream.keys import audit_key
-from stagedoor.telemetry.records import console_client
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(120)]
 

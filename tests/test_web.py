@@ -24,10 +24,10 @@ from tests.paths import PACKAGE, SRC
 from tests.webkit import PASSWORDS, Console, console
 
 from stagedoor.config import Settings
+from stagedoor.console.client import console_client
 from stagedoor.stream.connection import sync_client
 from stagedoor.stream.job import Job
 from stagedoor.stream.queue import enqueue_sync
-from stagedoor.telemetry.records import console_client
 from stagedoor.web.sampler import Sampler, paused
 
 ENV = {**{k: v for k, v in os.environ.items() if not k.startswith("STAGEDOOR_")},

@@ -14,11 +14,11 @@ from tests.aclmode import worker_url
 
 from stagedoor.config import Settings
 from stagedoor.console import fleet
+from stagedoor.console.client import console_client
 from stagedoor.handlers import Registry
 from stagedoor.stream import connection
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import enqueue_sync
-from stagedoor.telemetry.records import console_client
 from stagedoor.worker.loop import Worker
 
 

@@ -17,8 +17,8 @@ import redis
 import redis.asyncio as aioredis
 
 from .. import config
+from ..console.client import console_client
 from ..stream.errors import OUTAGE_ERRORS, first_line
-from ..telemetry.records import console_client
 from .commands.status import unreachable
 
 

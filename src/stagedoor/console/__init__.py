@@ -2,6 +2,7 @@
 both run.  The layer above telemetry: it may read telemetry/, and nothing below it
 (worker/, supervisor/, telemetry/) imports it (tests/test_layers.py).
 
+- client.py    the Redis client the CLI and the web hand to these operations
 - check.py     `status --check`: the status judged against thresholds
 - serverinfo.py  the server behind the queue: version, role and memory, one INFO
 - fleet.py     the pause flag set and cleared, and who is alive (presence records)

@@ -94,7 +94,7 @@ async def newest(client: Any, settings: Settings, limit: int = 200) -> list[Entr
     rows = await client.xrevrange(audit_key(settings), count=limit)
     out = []
     for entry_id, raw in rows:
-        # the console's client parses nothing (ops/records.console_client): a flat list
+        # the console's client parses nothing (console/client.py): a flat list
         pairs = raw.items() if isinstance(raw, dict) else zip(raw[::2], raw[1::2], strict=True)
         f = {_text(k): _text(v) for k, v in pairs}
         try:

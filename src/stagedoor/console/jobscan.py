@@ -54,7 +54,7 @@ async def find(client: aioredis.Redis, stream: str, match: list[tuple[str, str]]
                limit: int, cost: ScanCost | None = None) -> list[tuple[str, list[bytes]]]:
     """The newest `limit` entries of `stream` with any (field, value) of `match`, newest
     first, as (id, fields).  A missing stream is no entries.  `client` replies raw
-    (records.console_client)."""
+    (client.console_client)."""
     wanted = [(name.encode(), value.encode()) for name, value in match]
     values = {value for _, value in wanted}
     found: list[tuple[str, list[bytes]]] = []

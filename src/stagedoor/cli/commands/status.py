@@ -27,6 +27,7 @@ import redis
 
 from ... import config
 from ...console.check import STATE_NAMES, Thresholds, evaluate, unknown
+from ...console.client import console_client
 from ...console.doctor.keys import kept
 from ...console.fleet import fleet
 from ...console.text import human_ms
@@ -38,7 +39,6 @@ from ...stream.connection import sync_client
 from ...stream.diagnose import outage
 from ...stream.errors import OUTAGE_ERRORS, first_line
 from ...telemetry.inspect import InspectError, queue_status, redis_memory, watch_sample
-from ...telemetry.records import console_client
 from ..flags import given, refuse
 
 # Settings an operator may need to point the tool at the right queue.

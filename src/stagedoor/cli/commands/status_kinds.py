@@ -17,10 +17,10 @@ import orjson
 import redis
 
 from ... import config
+from ...console.client import console_client
 from ...console.text import safe, seconds_text
 from ...stream.errors import OUTAGE_ERRORS, first_line
 from ...telemetry.kindstats import KindWindow, window
-from ...telemetry.records import console_client
 
 HEAD = ("kind", "done", "failed", "retried", "dead", "run p50", "p95", "p99", "mean",
         "queue p50", "p95", "p99", "mean")

@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 
 from ... import config
 from ...config import ConfigError
+from ...console.client import console_client
 from ...telemetry.logs import setup_logging
-from ...telemetry.records import console_client
 from ..flags import given, refuse
 from .status import CONNECTION_SETTINGS
 
