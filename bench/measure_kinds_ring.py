@@ -19,7 +19,8 @@ import redis
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import EmbeddedRedis
 from stagedoor.stream import connection
-from stagedoor.telemetry.kindstats import SLOTS, Flusher, slot_key
+from stagedoor.stream.keys import kinds_key
+from stagedoor.telemetry.kindstats import SLOTS, Flusher
 from stagedoor.telemetry.metrics import DURATION_BUCKETS, WAIT_BUCKETS, WorkerStats
 
 
@@ -58,7 +59,7 @@ async def one(url: str, n_kinds: int, every_bucket: bool) -> int:
     try:
         sync.flushall()
         await seed(url, n_kinds, every_bucket)
-        return sum(int(sync.memory_usage(slot_key(settings, i), samples=0) or 0)
+        return sum(int(sync.memory_usage(kinds_key(settings, i), samples=0) or 0)
                    for i in range(SLOTS))
     finally:
         sync.close()

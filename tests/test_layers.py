@@ -259,3 +259,22 @@ def test_the_worker_reads_its_keys_from_stream_keys() -> None:
     graph = import_graph()
     assert "stagedoor.console.fleet" not in graph["stagedoor.worker.presence"]
     assert "stagedoor.stream.keys" in graph["stagedoor.worker.presence"]
+
+
+# A key's name made outside stream/keys.py: `settings.key("name", ...)` with a literal name,
+# or the prefix itself pasted into a string (f"{settings.key_prefix}done:1").
+KEY_FORMAT = re.compile(r"""\.key\(\s*["'][^"']|key_prefix\b""")
+
+
+def test_key_formats_live_in_stream_keys() -> None:
+    """Every Redis key's format is in stream/keys.py, beside the other key names (and
+    config/settings.py, which defines the prefix and Settings.key): a module that needs
+    a key calls its function there, so the worker, the console and the doctor's ACL dry
+    run cannot drift apart on a name."""
+    allowed = {PACKAGE / "stream" / "keys.py", PACKAGE / "config" / "settings.py"}
+    found = sorted(f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}"
+                   for path in sorted(PACKAGE.rglob("*"))
+                   if path.suffix in (".py", ".pyx", ".pxi") and path not in allowed
+                   for n, line in enumerate(path.read_text("utf-8").splitlines(), 1)
+                   if KEY_FORMAT.search(line.split("#")[0]))
+    assert not found, "key formats outside stream/keys.py:\n" + "\n".join(found)

@@ -18,8 +18,9 @@ import redis
 from tests.support.cli import cli, one_line
 
 from stagedoor.config import Settings
-from stagedoor.stream.backlog import AUDIT_LUA, AUDIT_SCAN_CAP, trimmed_key
+from stagedoor.stream.backlog import AUDIT_LUA, AUDIT_SCAN_CAP
 from stagedoor.stream.job import Job
+from stagedoor.stream.keys import trimmed_key
 from stagedoor.stream.queue import dead_letter_fields
 
 pytestmark = pytest.mark.server

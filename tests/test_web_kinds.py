@@ -25,6 +25,7 @@ from tests.test_web import Http
 from tests.webkit import console
 
 from stagedoor.config import Settings
+from stagedoor.stream.keys import kinds_key
 from stagedoor.telemetry import kindstats
 from stagedoor.telemetry.kindstats import SLOTS, Flusher, histogram_quantile
 from stagedoor.telemetry.metrics import DURATION_BUCKETS, WAIT_BUCKETS, WorkerStats
@@ -190,7 +191,7 @@ def test_a_stopping_worker_adds_what_it_did_since_its_last_beat(tmp_path: Path,
         wait_for(lambda: len(list(sup.marks.glob("*.log"))) == 5, 30, what="5 jobs done")
 
         def handled() -> int:
-            return sum(int(client.hget(kindstats.slot_key(settings, i), "noop|h") or 0)
+            return sum(int(client.hget(kinds_key(settings, i), "noop|h") or 0)
                        for i in range(SLOTS))
         assert handled() == 0  # no beat since the jobs ran
         sup.signal(signal.SIGTERM)

@@ -49,8 +49,8 @@ import redis.asyncio as aioredis
 
 from ..config import Settings
 from ..errors import StagedoorError
-from ..stream.backlog import ACCOUNT_LUA, trimmed_key
-from ..stream.keys import dead_gone_key, dead_trimmed_key
+from ..stream.backlog import ACCOUNT_LUA
+from ..stream.keys import dead_gone_key, dead_trimmed_key, trimmed_key
 from ..stream.queue import DEAD_FIELD_PREFIX, WARN_SCAN, backlog_limits
 from ..telemetry.inspect import MAX_ID_MS, BadEntryId, check_id, parse_id
 from ..telemetry.records import Record, field, field_pairs, pipeline, text

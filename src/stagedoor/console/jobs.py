@@ -64,6 +64,7 @@ from ..stream.keys import (
     dead_gone_key,
     dead_trimmed_key,
     done_key,
+    lasterr_key,
     lease_key,
     marks_key,
     settled_key,
@@ -288,7 +289,7 @@ async def lookup(client: aioredis.Redis, settings: Settings, *, order_id: int | 
         first += [("XRANGE", s.stream, eid, eid),
                   ("XPENDING", s.stream, s.group, eid, eid, 1),
                   ("GET", starts_key(s, eid)), ("GET", settled_key(s, eid)),
-                  ("GET", s.key("lasterr", eid))]
+                  ("GET", lasterr_key(s, eid))]
     r1 = await pipeline(client, first)
     rows = [r1[i:i + 5] for i in range(0, len(r1), 5)]
     second: list[Command] = []
