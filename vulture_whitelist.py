@@ -26,19 +26,19 @@ seat  # render/order.py Ticket field: the renderers read it by name (render/tabl
 MIN_GAP  # render/tables.py: the layout rule the tables' boxes keep, checked by tests
 
 # -- fields of records printed as JSON (--json, the console's pages) through asdict
-first_time  # ops/deadletters.py ErrorGroup
-last_id  # ops/deadletters.py ErrorGroup
-last_time  # ops/deadletters.py ErrorGroup
-_.first_time  # ops/deadletters.py ErrorGroup
-in_flight  # ops/fleet.py WorkerPresence
-rss_bytes  # ops/fleet.py WorkerPresence
-inactive_ms  # ops/fleet.py ConsumerRow
-scan_calls  # ops/jobs.py ScanCost (bench/measure_lookup.py reads it too)
-minutes  # ops/kindstats.py KindWindow (status --kinds --json)
+first_time  # console/deadletters.py ErrorGroup
+last_id  # console/deadletters.py ErrorGroup
+last_time  # console/deadletters.py ErrorGroup
+_.first_time  # console/deadletters.py ErrorGroup
+in_flight  # console/fleet.py WorkerPresence
+rss_bytes  # console/fleet.py WorkerPresence
+inactive_ms  # console/fleet.py ConsumerRow
+scan_calls  # console/jobs.py ScanCost (bench/measure_lookup.py reads it too)
+minutes  # telemetry/kindstats.py KindWindow (status --kinds --json)
 
 # -- read by the tests or bench/ only, kept because what they observe is product state
 _.restart  # demo/embedded_redis.py EmbeddedRedis.restart: tests restart a server in place
-_.open_connections  # ops/endpoint.py: tests/test_exporter.py counts the open sockets
+_.open_connections  # telemetry/endpoint.py: tests/test_exporter.py counts the open sockets
 _.enabled  # supervisor/systemd.py Notifier.enabled: tests/topology.py asks it
 _.n_present  # worker/readahead.py PyReplyWait counters: tests/test_reply_wait.py,
 _.n_near  # bench/slowdown.py compare them with the C ReplyWait's

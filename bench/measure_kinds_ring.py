@@ -1,4 +1,4 @@
-"""What the console's per-kind ring (ops/kindstats.py) keeps in Redis: its 60 keys'
+"""What the console's per-kind ring (telemetry/kindstats.py) keeps in Redis: its 60 keys'
 MEMORY USAGE after a full hour, for 1, 3 and 10 kinds, with the buckets a steady job
 fills (typical: every counter, 5 duration and 6 queue-wait buckets) and with every
 bucket of both histograms filled (the most a kind can write).  The ring is written by

@@ -18,7 +18,7 @@ the CLI; saves docs/console-audit.png.  `pages`: dead letters by error
 (console-pending-entry.png; `pending`: that one alone), the overview paused with its reason
 (console-paused.png), then on a Redis of their own two workers draining three kinds
 for a minute and the Metrics tab (console-kinds.png); the 59 minutes before that run
-are written by this script through the workers' own Flusher (ops/kindstats.py) with
+are written by this script through the workers' own Flusher (telemetry/kindstats.py) with
 made-up rates and timings, so that the plots show an hour: say so wherever it is shown.
 """
 

@@ -264,7 +264,7 @@ async def test_a_dead_job_stays_dead_after_its_dead_letter_goes(
         redis_url: str) -> None:
     """Issue 38 item 5: a dead-lettered job read ACKED once its dead letter was deleted,
     replayed or purged.  The worker's own dead-letter script moves three jobs; the CLI
-    and the ops layer remove their dead letters; each job is still DEAD, and says how."""
+    and the console layer remove their dead letters; each job is still DEAD, and says how."""
     from stagedoor.stream.queue import DeadLetter
 
     s = settings

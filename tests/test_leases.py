@@ -38,7 +38,7 @@ FAST = {"block_ms": 100, "retry_backoff": 0.001, "retries": RETRIES}
 def replay_one(client: redis.Redis, settings: Settings, dead_id: str
                ) -> tuple[str, str | None]:
     """Replay one dead entry with a blocking client, through the console's script
-    (ops.deadletters.REPLAY_LUA): ('ok', new id), ('missing', None), ('empty', None)
+    (console.deadletters.REPLAY_LUA): ('ok', new id), ('missing', None), ('empty', None)
     or ('full', None)."""
     script = client.register_script(deadletters.REPLAY_LUA)
     keys, argv = deadletters.replay_args(settings, [dead_id])

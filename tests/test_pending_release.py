@@ -1,4 +1,4 @@
-"""Issue 38 item 8: "release to the fleet now" for a stuck pending entry (ops/release.py,
+"""Issue 38 item 8: "release to the fleet now" for a stuck pending entry (console/release.py,
 `stagedoor pending release`, the console's POST /pending/release), on the suite's real
 Redis with real workers.
 

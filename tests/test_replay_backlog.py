@@ -107,7 +107,7 @@ def test_replay_stops_at_the_refusal_level_and_trims_nothing_unread(
     assert proc.returncode == 75, proc.stderr
     assert proc.stdout.splitlines()[-1] == f"replayed {fit} of {DEAD}, {DEAD - fit} not replayed"
     assert proc.stdout.count("replayed   ") == fit
-    # (stderr also carries the audit log line of the 10 replayed: ops/audit.py)
+    # (stderr also carries the audit log line of the 10 replayed: console/audit.py)
     said = "\n".join(ln for ln in proc.stderr.splitlines() if '"stagedoor.audit"' not in ln)
     assert '"audit_action":"replay","audit_count":10' in proc.stderr
     line = one_line(said)

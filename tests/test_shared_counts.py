@@ -1,5 +1,5 @@
 """A worker's counters survive its crash: they live in a page shared with its supervisor
-(ops/shared_counts.py).  A real fork, a real SIGABRT, no heartbeat at all."""
+(telemetry/shared_counts.py).  A real fork, a real SIGABRT, no heartbeat at all."""
 
 from __future__ import annotations
 

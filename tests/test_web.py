@@ -266,7 +266,7 @@ def calls(client: redis.Redis) -> dict[str, int]:
 
 async def test_a_sample_sends_the_same_few_commands_whatever_the_queue(
         redis_url: str, settings: Settings) -> None:
-    """One sample: 12 commands in 3 round trips (ops.inspect's 8 + 2, INFO, the pause
+    """One sample: 12 commands in 3 round trips (telemetry.inspect's 8 + 2, INFO, the pause
     flag's GET), for one job or for 3,000 jobs, 40 consumers and 300 dead letters."""
     sync = redis.Redis.from_url(redis_url, protocol=2)
     client = console_client(settings)

@@ -1,4 +1,4 @@
-"""The console's Metrics tab (/kinds): per-kind figures of the last hour (ops/kindstats.py).
+"""The console's Metrics tab (/kinds): per-kind figures of the last hour (telemetry/kindstats.py).
 
 Real servers throughout: the ring is written by real workers (a supervisor draining jobs
 of two kinds, one that fails on purpose) and read by the real `stagedoor web`; the

@@ -1,4 +1,4 @@
-"""Running one console operation (stagedoor.ops.*) from the CLI: an asyncio client,
+"""Running one console operation (stagedoor.console.*) from the CLI: an asyncio client,
 one event loop, the documented exit codes, JSON or text out, one-line errors.
 
     0  done          1  Redis answered with an error, or something asked for is missing

@@ -11,7 +11,7 @@ or the CLI's user@host), when (the entry id's milliseconds and `at`), through wh
 (`detail`, shortened).  The console shows the newest on its audit page.
 
 The console and the workers have logging set up; a CLI command has not, so the first
-record of its process installs the project's handler on the audit logger (ops/logs.py:
+record of its process installs the project's handler on the audit logger (telemetry/logs.py:
 --log-format's auto is the journal under systemd, text on a terminal, JSON otherwise;
 on stderr, which keeps stdout the command's output).
 

@@ -122,7 +122,7 @@ end
 return out
 """
 # What a removed dead letter leaves: its job's entry id, so the job is still told DEAD
-# (ops/jobs.py) after its dead letter went.  pcall: a record that cannot be written
+# (console/jobs.py) after its dead letter went.  pcall: a record that cannot be written
 # (out of memory) never keeps an operator from removing dead letters, which frees it.
 _REMEMBER_LUA = """
 local function remember(gone, cap, source, dead_id, how, new_id)

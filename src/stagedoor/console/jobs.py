@@ -2,7 +2,7 @@
 
 Finding the entries.  By entry id: directly.  By order id or outbox id: a bounded scan
 of the job stream and of the dead-letter stream for entries with that field
-(ops/jobscan.py: XREVRANGE in slices of 500 entries, filtered here), newest first,
+(console/jobscan.py: XREVRANGE in slices of 500 entries, filtered here), newest first,
 stopping at MAX_ENTRIES.  Nothing is written for it: a job added
 by a bare XADD (the seed's relay) is found like one enqueue added, and stagedoor keeps
 no index whose memory grows with the jobs queued.  A dead letter carries its job's

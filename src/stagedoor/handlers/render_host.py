@@ -137,7 +137,7 @@ def _about(req: _Render, **more: Any) -> dict[str, Any]:
 
 
 def _in_context(job: Mapping[str, Any] | None) -> contextvars.Context:
-    """A fresh context, with these job fields for its log lines (ops/logs.py)."""
+    """A fresh context, with these job fields for its log lines (telemetry/logs.py)."""
     context = contextvars.Context()
     if job is not None:
         context.run(JOB_FIELDS.set, job)

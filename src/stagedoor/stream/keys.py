@@ -150,7 +150,7 @@ class PauseState:
     resumed: float | None = None  # epoch seconds of the resume the flag records, if so
 
     def to_json(self) -> dict[str, Any]:
-        """What --json prints (as ops/records.Record's)."""
+        """What --json prints (as telemetry/records.Record's)."""
         return dataclasses.asdict(self)
 
 
@@ -204,7 +204,7 @@ def kinds_key(settings: Settings, slot: int) -> str:
 
 def audit_key(settings: Settings) -> str:
     """The audit stream: one entry per operator action, from the console or the CLI
-    (ops/audit.py), capped by MAXLEN ~ audit_maxlen; on the stream's hash tag."""
+    (console/audit.py), capped by MAXLEN ~ audit_maxlen; on the stream's hash tag."""
     return settings.key("audit", settings.stream)
 
 
@@ -212,7 +212,7 @@ def dead_gone_key(settings: Settings) -> str:
     """The dead letters the console removed (replayed, deleted, purged) or the
     dead-letter stream's cap trimmed (stream/queue.py's script): a stream of
     (source_id, dead_id, how, new_id), capped by MAXLEN ~ dead_maxlen, so a job
-    dead-lettered is still told DEAD after its dead letter went (ops/deadletters.py).
+    dead-lettered is still told DEAD after its dead letter went (console/deadletters.py).
     On the stream's hash tag: the replay and delete scripts write it with the streams."""
     return settings.key("dead-gone", settings.stream)
 

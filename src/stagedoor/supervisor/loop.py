@@ -7,7 +7,7 @@ Shape (gunicorn's arbiter, uvicorn's Process wrapper, circus' flapping limit):
         a heartbeat pipe        per worker: JSON lines {"t":"hb"|"ready", ...}
         a pidfd                 per worker, readable when it exits (else waitpid polling)
         the metrics endpoint    when --metrics-port > 0: the listener and each client
-                                connection, non-blocking (ops/endpoint.py)
+                                connection, non-blocking (telemetry/endpoint.py)
     every tick: reap, read every heartbeat pipe, check heartbeats and deadlines (the
     loop's own lateness, a stall of the supervisor, is not charged to the workers),
     respawn, ping systemd.

@@ -1,6 +1,6 @@
 """Per-kind figures of the last hour, for the console's Metrics tab: a fixed ring in Redis.
 
-What is counted is what the exporter already counts (ops/metrics.WorkerStats): jobs
+What is counted is what the exporter already counts (telemetry/metrics.WorkerStats): jobs
 handled, failed, retried and dead-lettered by kind, and the handler-duration and
 queue-wait histograms by kind, with the exporter's buckets.  The exporter's totals live
 in each supervisor's memory and say nothing of "the last hour" across hosts; so each

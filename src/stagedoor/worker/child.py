@@ -87,7 +87,7 @@ def child_main(settings: Settings, slot: int, heartbeat_fd: int, lifeline_fd: in
 
     killer: (entry id, cause) of the entry that killed the slot's previous worker while
     it ran alone (redelivery.py): this worker dead-letters it at boot.  page: the
-    page shared with the supervisor for the counters (ops/shared_counts.py).
+    page shared with the supervisor for the counters (telemetry/shared_counts.py).
     hold: another process of this consumer name is still alive; boot and report READY,
     but read nothing before the supervisor writes "g" down the lifeline."""
     set_title(worker_title(settings, slot))

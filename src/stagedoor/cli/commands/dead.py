@@ -155,7 +155,7 @@ def _filter(args: argparse.Namespace) -> dl.DeadFilter:
 
 
 def _described(flt: dl.DeadFilter) -> str:
-    """The filters of a bulk action, for its audit entry (ops/audit.py)."""
+    """The filters of a bulk action, for its audit entry (console/audit.py)."""
     given = (("kind", flt.kind), ("error", flt.error), ("error-is", flt.error_is),
              ("since", flt.since), ("until", flt.until))
     return " ".join(f"{name}={value!r}" for name, value in given if value is not None)
@@ -437,7 +437,7 @@ def run_purge(args: argparse.Namespace) -> int:
 
 async def _audit(client: aioredis.Redis, s: config.Settings, action: str,
                  outcomes: list[Any], filters: str = "") -> None:
-    """The audit entry of a replay or delete (ops/audit.py): how many, the filters of a
+    """The audit entry of a replay or delete (console/audit.py): how many, the filters of a
     bulk one, which ids."""
     done = [o.id for o in outcomes if o.status == "ok"]
     await audit.record(client, s, who=audit.cli_user(), via="cli", action=action,

@@ -1,5 +1,5 @@
 """`stagedoor job ORDER_ID | --outbox-id N | --entry-id ID`: one job's story
-(ops/jobs.py says what it reads and what it cannot know)."""
+(console/jobs.py says what it reads and what it cannot know)."""
 
 from __future__ import annotations
 

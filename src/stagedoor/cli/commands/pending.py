@@ -1,6 +1,6 @@
-"""`stagedoor pending list|show|release`: delivered, unacked entries (ops/pending.py),
+"""`stagedoor pending list|show|release`: delivered, unacked entries (console/pending.py),
 with their consumer, idle time, deliveries and last error; `release` hands a stuck one
-to the fleet now instead of after claim_idle_ms (ops/release.py, the console's twin:
+to the fleet now instead of after claim_idle_ms (console/release.py, the console's twin:
 what it does and what keeps it safe is told there).  Here: arguments, the dry-run
 text, the question on a terminal (like `dead replay`: without one it goes on, since
 it only lets a job run sooner), the audit entry, output."""

@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
 
 def kept_status(client: Any, settings: config.Settings) -> dict[str, Any] | None:
     """What stagedoor keeps in Redis besides the streams, by family, against the job
-    stream's memory (the doctor's bounded SCAN, ops/doctor/keys.py): only here, in the
+    stream's memory (the doctor's bounded SCAN, console/doctor/keys.py): only here, in the
     one-off `stagedoor status`, never in --watch or the supervisor's reports.  None on a
     Cluster (a SCAN is one node's: `stagedoor doctor` against each node)."""
     if cluster.is_cluster_url(settings.redis_url):
@@ -174,7 +174,7 @@ def kept_status(client: Any, settings: config.Settings) -> dict[str, Any] | None
 
 
 def fleet_status(settings: config.Settings) -> dict[str, Any] | None:
-    """The registry and the pause flag (ops/fleet.py), or None when the user may not
+    """The registry and the pause flag (console/fleet.py), or None when the user may not
     read them (an ACL without those keys): the queue's numbers are still worth showing."""
     async def read() -> dict[str, Any]:
         client = console_client(settings)

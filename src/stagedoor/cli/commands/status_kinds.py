@@ -1,7 +1,7 @@
 """`stagedoor status --kinds`: the console's Metrics tab as text or JSON.
 
 Per job kind over the last hour, from the per-minute ring the workers write
-(ops/kindstats.py): jobs done, failed, retried and dead-lettered, and execution time
+(telemetry/kindstats.py): jobs done, failed, retried and dead-lettered, and execution time
 and time in queue at P50/P95/P99 (estimated from the exporter's buckets as
 Prometheus's histogram_quantile does) with their means.  One round trip, read-only.
 """
