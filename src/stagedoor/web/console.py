@@ -26,7 +26,7 @@ class Console:
 
     settings: Settings
     credentials: PasswordFiles
-    client: Any  # the asyncio Redis client the ops functions are handed
+    client: Any  # the asyncio Redis client the console functions are handed
     sampler: Sampler
     secure_cookies: bool = False
     public_origin: str | None = None

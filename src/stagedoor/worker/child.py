@@ -46,7 +46,7 @@ import redis
 from ..config import ConfigError, Settings
 from ..exitcodes import EX_CONFIG, EX_OK, EX_SOFTWARE, EX_UNAVAILABLE
 from ..proctitle import set_title, worker_title
-from ..telemetry import logs as ops_logs
+from ..telemetry import logs as telemetry_logs
 from .family import ProcessFamily
 
 log = logging.getLogger("stagedoor.worker_process")
@@ -77,7 +77,7 @@ def reset_signals() -> None:
 
 
 def setup_logging(settings: Settings) -> None:
-    ops_logs.setup_logging(settings.log_format, settings.log_level, stream=sys.stderr)
+    telemetry_logs.setup_logging(settings.log_format, settings.log_level, stream=sys.stderr)
 
 
 def child_main(settings: Settings, slot: int, heartbeat_fd: int, lifeline_fd: int,
