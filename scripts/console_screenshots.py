@@ -18,7 +18,7 @@ the CLI; saves docs/console-audit.png.  `pages`: dead letters by error
 (console-pending-entry.png; `pending`: that one alone), the overview paused with its reason
 (console-paused.png), then on a Redis of their own two workers draining three kinds
 for a minute and the Metrics tab (console-kinds.png); the 59 minutes before that run
-are written by this script through the workers' own Flusher (ops/kindstats.py) with
+are written by this script through the workers' own Flusher (telemetry/kindstats.py) with
 made-up rates and timings, so that the plots show an hour: say so wherever it is shown.
 """
 
@@ -116,9 +116,9 @@ def seed_hour(url: str, minutes: int) -> None:
     import random
 
     from stagedoor.config import Settings
-    from stagedoor.ops.kindstats import Flusher
-    from stagedoor.ops.metrics import WorkerStats
     from stagedoor.stream import connection
+    from stagedoor.telemetry.kindstats import Flusher
+    from stagedoor.telemetry.metrics import WorkerStats
 
     async def run() -> None:
         settings = Settings(redis_url=url)

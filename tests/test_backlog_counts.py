@@ -18,11 +18,11 @@ import redis
 from tests.aclmode import PASSWORD, USER, acl_rules
 
 from stagedoor.config import Settings
-from stagedoor.ops.inspect import queue_status
 from stagedoor.stream import connection
 from stagedoor.stream.backlog import AUDIT_LUA, AUDIT_SCAN_CAP, trimmed_key
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import BacklogFull, enqueue_sync
+from stagedoor.telemetry.inspect import queue_status
 
 
 @pytest.fixture

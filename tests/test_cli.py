@@ -13,7 +13,7 @@ from tests.test_systemd import unit_directives, verify
 
 from stagedoor import __version__
 from stagedoor.cli.shipped import supervise_executable
-from stagedoor.ops.sandbox import hidden_paths
+from stagedoor.console.sandbox import hidden_paths
 
 SHIPPED = PACKAGE / "data"
 

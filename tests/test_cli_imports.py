@@ -42,7 +42,7 @@ def test_version_and_help_import_no_command_and_no_redis(flag: str) -> None:
 
 
 # what a command uses of another's module: the connection flags and client of status.py
-# (the escaping of what came off the stream is ops/text.py's, no command's)
+# (the escaping of what came off the stream is console/text.py's, no command's)
 USES = {"dead": {"status"}, "enqueue": {"status"}, "job": {"dead", "status"},
         "pause": {"status"}, "resume": {"status"},
         "pending": {"dead", "status"}, "web": {"status"}}

@@ -32,9 +32,9 @@ from tests.support.cli import cli
 from tests.workerkit import read_fleet
 
 from stagedoor.config import Settings
+from stagedoor.console import fleet, jobs
+from stagedoor.console.client import console_client
 from stagedoor.demo.embedded_redis import free_port
-from stagedoor.ops import fleet, jobs
-from stagedoor.ops.records import console_client
 from stagedoor.stream.keys import fleet_key, owner_key, paused_key, presence_key
 
 ROOT = Path(__file__).resolve().parents[1]

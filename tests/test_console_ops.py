@@ -1,4 +1,4 @@
-"""The console's operations (stagedoor.ops.jobs / pending / deadletters) and their CLI
+"""The console's operations (stagedoor.console.jobs / pending / deadletters) and their CLI
 twins, on the suite's real Redis with real workers (issue 26).
 
 Each test builds the state it looks at with the product itself (enqueue, a worker
@@ -20,10 +20,10 @@ from tests.support.cli import cli
 from tests.workerkit import add_jobs, eventually, running
 
 from stagedoor.config import Settings
+from stagedoor.console import deadletters as dl
+from stagedoor.console import jobs, jobscan, pending
+from stagedoor.console.client import console_client
 from stagedoor.handlers import Context, PermanentError, Registry, TransientError
-from stagedoor.ops import deadletters as dl
-from stagedoor.ops import jobs, jobscan, pending
-from stagedoor.ops.records import console_client
 from stagedoor.stream.job import Job
 from stagedoor.stream.queue import dead_letter_fields
 
@@ -264,7 +264,7 @@ async def test_a_dead_job_stays_dead_after_its_dead_letter_goes(
         redis_url: str) -> None:
     """Issue 38 item 5: a dead-lettered job read ACKED once its dead letter was deleted,
     replayed or purged.  The worker's own dead-letter script moves three jobs; the CLI
-    and the ops layer remove their dead letters; each job is still DEAD, and says how."""
+    and the console layer remove their dead letters; each job is still DEAD, and says how."""
     from stagedoor.stream.queue import DeadLetter
 
     s = settings
@@ -573,7 +573,7 @@ async def test_a_second_pause_says_the_first_one_stands(settings: Settings,
                                                         client: aioredis.Redis,
                                                         redis_url: str) -> None:
     """Issue 38 item 8: a second pause kept the first one's reason without a word."""
-    from stagedoor.ops import fleet
+    from stagedoor.console import fleet
 
     first = await fleet.pause(client, settings, by="alice", reason="doors open late")
     assert first.paused and not first.kept_earlier

@@ -18,16 +18,16 @@ from tests.test_status import cli
 from tests.workerkit import add_jobs, eventually, pending_summary, running
 
 from stagedoor.config import Settings
+from stagedoor.console import jobs
+from stagedoor.console.client import console_client
 from stagedoor.errors import PermanentError
 from stagedoor.handlers import Registry
-from stagedoor.ops import jobs
-from stagedoor.ops.exporter import render_metrics
-from stagedoor.ops.inspect import queue_status
-from stagedoor.ops.records import console_client
 from stagedoor.stream import connection
 from stagedoor.stream.job import Job
 from stagedoor.stream.keys import dead_gone_key, dead_trimmed_key
 from stagedoor.stream.queue import DeadLetter
+from stagedoor.telemetry.exporter import render_metrics
+from stagedoor.telemetry.inspect import queue_status
 
 FAST = {"block_ms": 100, "reclaim_interval": 0.05, "retry_backoff": 0.001, "count": 100,
         "concurrency": 100, "dead_maxlen": 100}

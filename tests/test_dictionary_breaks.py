@@ -87,8 +87,8 @@ def test_a_wrapped_field_breaks_at_dictionary_boundaries(script: str, field: str
 def test_the_doctor_sees_the_dictionaries() -> None:
     """stagedoor doctor reports ICU's Lao, Myanmar and Khmer dictionaries as there (a
     trimmed ICU data build would make it warn), and the renderer as linking ICU."""
+    from stagedoor.console.doctor import host
     from stagedoor.exitcodes import CHECK_OK
-    from stagedoor.ops.doctor import host
 
     finding = host.icu_dictionaries()
     assert finding is not None and finding.state == CHECK_OK, finding

@@ -38,7 +38,7 @@ def exception_classes() -> dict[str, type[BaseException]]:
 def test_every_module_is_walked() -> None:
     names = stagedoor_modules()
     assert "stagedoor.worker._entries" in names and "stagedoor.web.views" in names
-    assert "stagedoor.ops.doctor.host" in names
+    assert "stagedoor.console.doctor.host" in names
 
 
 def test_every_stagedoor_exception_derives_from_the_base() -> None:

@@ -19,17 +19,17 @@ import pytest
 from tests.support.prometheus import samples
 
 from stagedoor.config import Settings
-from stagedoor.ops.endpoint import MetricsBindError, MetricsEndpoint, Probe
-from stagedoor.ops.exporter import (
+from stagedoor.stream.connection import async_client, sync_client
+from stagedoor.telemetry.endpoint import MetricsBindError, MetricsEndpoint, Probe
+from stagedoor.telemetry.exporter import (
     CONTENT_TYPE,
     build_labels,
     empty_totals,
     render_metrics,
     retire,
 )
-from stagedoor.ops.inspect import aqueue_status
-from stagedoor.ops.metrics import DURATION_BUCKETS, WorkerStats
-from stagedoor.stream.connection import async_client, sync_client
+from stagedoor.telemetry.inspect import aqueue_status
+from stagedoor.telemetry.metrics import DURATION_BUCKETS, WorkerStats
 
 
 def value(text: bytes, name: str, stream: str = "jobs", **labels: str) -> float:

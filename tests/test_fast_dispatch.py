@@ -28,8 +28,8 @@ from stagedoor.config import Settings
 from stagedoor.errors import PermanentError, TransientError
 from stagedoor.handlers import Registry
 from stagedoor.handlers.registry import Handler
-from stagedoor.ops.logs import current_job
 from stagedoor.stream.job import Job
+from stagedoor.telemetry.logs import current_job
 from stagedoor.worker import dispatch
 from stagedoor.worker.loop import Worker
 

@@ -2,7 +2,7 @@
 imports it back.  Issue 27 named five circles (config <-> stream/, handlers/registry <->
 handlers/tickets, render/shaped/faces <-> libs, supervisor/loop <-> report, the bench
 pair run <-> measure_peers); this graph found eight knots, the others being the package
-facade <-> ops/tracing (__version__), _render.pyx <-> render/fonts (the default font
+facade <-> telemetry/tracing (__version__), _render.pyx <-> render/fonts (the default font
 plan), cli/commands/dead <-> status, and web/app <-> views.
 
 Read from the source with ast, not from sys.modules: every `import` and `from ... import`
@@ -183,10 +183,10 @@ def test_a_circle_is_found() -> None:
 
 
 def test_nothing_outside_the_cli_imports_it() -> None:
-    """The CLI is the top: the web and ops/ share what they need with it from below
-    (ops/text.py, ops/inspect.watch_sample, ops/sandbox.py), never from cli/.  The one
-    exception is `python -m stagedoor` (stagedoor/__main__.py), an entry point like the
-    CLI's own."""
+    """The CLI is the top: the web and console/ share what they need with it from below
+    (console/text.py, telemetry/inspect.watch_sample, console/sandbox.py), never from
+    cli/.  The one exception is `python -m stagedoor` (stagedoor/__main__.py), an entry
+    point like the CLI's own."""
     graph = import_graph()
     reaching = sorted(f"{name} -> {target}" for name, targets in graph.items()
                       if name.startswith("stagedoor.") and not _in_cli(name)
@@ -196,14 +196,68 @@ def test_nothing_outside_the_cli_imports_it() -> None:
 
 
 def _in_cli(module: str) -> bool:
-    return module == "stagedoor.cli" or module.startswith("stagedoor.cli.")
+    return _in("cli", module)
+
+
+def _in(package: str, module: str) -> bool:
+    return module == f"stagedoor.{package}" or module.startswith(f"stagedoor.{package}.")
+
+
+def reached(graph: dict[str, set[str]], start: str) -> dict[str, list[str]]:
+    """Every module `start` imports, directly or through others, with one shortest path."""
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following = []
+        for v in frontier:
+            for w in sorted(graph.get(v, ())):
+                if w not in paths:
+                    paths[w] = [*paths[v], w]
+                    following.append(w)
+        frontier = following
+    del paths[start]
+    return paths
+
+
+def reaching(graph: dict[str, set[str]], lower: str, upper: tuple[str, ...]) -> list[str]:
+    """The paths by which a module of package `lower` reaches one of the packages `upper`."""
+    return sorted(" -> ".join(path) for name in graph if _in(lower, name)
+                  for target, path in reached(graph, name).items()
+                  if any(_in(package, target) for package in upper))
+
+
+def test_telemetry_is_below_the_console() -> None:
+    """telemetry/ is what the worker and the supervisor report (counters, logs, traces,
+    the queue's numbers, /metrics); console/ is what operators query and do, shared by
+    the CLI and the web.  Telemetry reaches none of console/, cli/ or web/, not even
+    through another module."""
+    graph = import_graph()
+    found = reaching(graph, "telemetry", ("console", "cli", "web"))
+    assert not found, "telemetry/ reaching a layer above it:\n" + "\n".join(found)
+
+
+def test_the_worker_and_the_supervisor_reach_no_console() -> None:
+    """The processes that run jobs import telemetry/, never the console's queries (nor
+    the CLI or the web that run them)."""
+    graph = import_graph()
+    found = [path for lower in ("worker", "supervisor")
+             for path in reaching(graph, lower, ("console", "cli", "web"))]
+    assert not found, "worker/ or supervisor/ reaching the console:\n" + "\n".join(found)
+
+
+def test_reaching_is_found_through_other_modules() -> None:
+    graph = {"stagedoor.telemetry.a": {"stagedoor.stream.b"},
+             "stagedoor.stream.b": {"stagedoor.console.c"}, "stagedoor.console.c": set()}
+    assert reaching(graph, "telemetry", ("console",)) == [
+        "stagedoor.telemetry.a -> stagedoor.stream.b -> stagedoor.console.c"]
+    assert reaching(graph, "console", ("telemetry",)) == []
 
 
 def test_the_worker_reads_its_keys_from_stream_keys() -> None:
     """Key names and formats live in stream/keys.py: the worker reaches no console
-    module (ops/fleet.py) for one."""
+    module (console/fleet.py) for one."""
     graph = import_graph()
-    assert "stagedoor.ops.fleet" not in graph["stagedoor.worker.presence"]
+    assert "stagedoor.console.fleet" not in graph["stagedoor.worker.presence"]
     assert "stagedoor.stream.keys" in graph["stagedoor.worker.presence"]
 
 
@@ -216,10 +270,6 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
             seen.add(target)
             stack.append(target)
     return seen
-
-
-def _in(package: str, module: str) -> bool:
-    return module == package or module.startswith(package + ".")
 
 
 def test_no_production_module_imports_the_demo() -> None:
@@ -246,3 +296,22 @@ def test_the_handler_api_does_not_import_the_ticket_application() -> None:
                       for target in reachable(graph, name) if _in("stagedoor.tickets", target))
     assert not reaching, ("handlers/ modules that reach tickets/:\n" + "\n".join(reaching))
     assert "stagedoor.handlers.registry" in graph["stagedoor.tickets.handlers"]
+
+
+# A key's name made outside stream/keys.py: `settings.key("name", ...)` with a literal name,
+# or the prefix itself pasted into a string (f"{settings.key_prefix}done:1").
+KEY_FORMAT = re.compile(r"""\.key\(\s*["'][^"']|key_prefix\b""")
+
+
+def test_key_formats_live_in_stream_keys() -> None:
+    """Every Redis key's format is in stream/keys.py, beside the other key names (and
+    config/settings.py, which defines the prefix and Settings.key): a module that needs
+    a key calls its function there, so the worker, the console and the doctor's ACL dry
+    run cannot drift apart on a name."""
+    allowed = {PACKAGE / "stream" / "keys.py", PACKAGE / "config" / "settings.py"}
+    found = sorted(f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}"
+                   for path in sorted(PACKAGE.rglob("*"))
+                   if path.suffix in (".py", ".pyx", ".pxi") and path not in allowed
+                   for n, line in enumerate(path.read_text("utf-8").splitlines(), 1)
+                   if KEY_FORMAT.search(line.split("#")[0]))
+    assert not found, "key formats outside stream/keys.py:\n" + "\n".join(found)

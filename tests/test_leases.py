@@ -22,10 +22,10 @@ from tests.workerkit import (
 )
 
 from stagedoor.config import Settings
+from stagedoor.console import deadletters
 from stagedoor.demo.orders import demo_order
 from stagedoor.errors import TransientError
 from stagedoor.handlers import Context, Registry, load_registry
-from stagedoor.ops import deadletters
 from stagedoor.stream.job import Job, make_job
 from stagedoor.stream.keys import lease_key, starts_key
 from stagedoor.stream.queue import enqueue_sync, ensure_group_sync
@@ -38,7 +38,7 @@ FAST = {"block_ms": 100, "retry_backoff": 0.001, "retries": RETRIES}
 def replay_one(client: redis.Redis, settings: Settings, dead_id: str
                ) -> tuple[str, str | None]:
     """Replay one dead entry with a blocking client, through the console's script
-    (ops.deadletters.REPLAY_LUA): ('ok', new id), ('missing', None), ('empty', None)
+    (console.deadletters.REPLAY_LUA): ('ok', new id), ('missing', None), ('empty', None)
     or ('full', None)."""
     script = client.register_script(deadletters.REPLAY_LUA)
     keys, argv = deadletters.replay_args(settings, [dead_id])

@@ -1,4 +1,4 @@
-"""stagedoor.ops.logs: JSON lines, text on a terminal, job extras, passwords redacted."""
+"""stagedoor.telemetry.logs: JSON lines, text on a terminal, job extras, passwords redacted."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from stagedoor.config import Settings
-from stagedoor.ops.logs import (
+from stagedoor.telemetry.logs import (
     CORE_KEYS,
     EXTRA_KEYS,
     JOB_KEYS,

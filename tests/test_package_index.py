@@ -43,7 +43,8 @@ def unnamed(package: Path) -> list[str]:
 
 def test_every_package_is_seen() -> None:
     names = {p.relative_to(PACKAGE).as_posix() for p in packages()}
-    assert {".", "stream", "worker", "handlers", "ops", "ops/doctor", "cli/commands"} <= names
+    assert {".", "stream", "worker", "handlers", "telemetry", "console", "console/doctor",
+            "cli/commands"} <= names
 
 
 def test_every_module_is_named_in_its_package_index() -> None:

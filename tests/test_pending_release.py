@@ -1,4 +1,4 @@
-"""Issue 38 item 8: "release to the fleet now" for a stuck pending entry (ops/release.py,
+"""Issue 38 item 8: "release to the fleet now" for a stuck pending entry (console/release.py,
 `stagedoor pending release`, the console's POST /pending/release), on the suite's real
 Redis with real workers.
 
@@ -25,10 +25,10 @@ from tests.webkit import console
 from tests.workerkit import add_jobs, eventually, poll, running
 
 from stagedoor.config import Settings
+from stagedoor.console import release
+from stagedoor.console.client import console_client
+from stagedoor.console.pending import show_pending
 from stagedoor.handlers import Context, Registry
-from stagedoor.ops import release
-from stagedoor.ops.pending import show_pending
-from stagedoor.ops.records import console_client
 from stagedoor.stream.job import Job
 from stagedoor.stream.keys import audit_key
 

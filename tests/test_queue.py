@@ -197,7 +197,7 @@ def test_cli_enqueue_refuses_kinds_the_workers_do_not_know(
 
 def test_cli_enqueue_writes_a_traceparent_unless_given_a_trace(
         settings: Settings, sync_redis: redis.Redis) -> None:
-    from stagedoor.ops.tracing import is_traceparent
+    from stagedoor.telemetry.tracing import is_traceparent
 
     assert _cli(settings, "--kind", "refund", "--order-id", "1", "--outbox-id", "1"
                 ).returncode == 0
@@ -218,9 +218,9 @@ def test_a_loss_before_the_first_read_is_counted_once(
         settings: Settings, sync_redis: redis.Redis) -> None:
     """Jobs trimmed before the group ever read: slot 0's audit and every producer chunk
     look again and again while nobody reads; the loss is counted once, and status agrees."""
-    from stagedoor.ops.inspect import queue_status
     from stagedoor.stream.backlog import AUDIT_LUA, trimmed_key
     from stagedoor.stream.queue import ensure_group_sync
+    from stagedoor.telemetry.inspect import queue_status
 
     s = settings
     ensure_group_sync(sync_redis, s)

@@ -41,9 +41,9 @@ from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import free_port
 from stagedoor.demo.orders import demo_order
 from stagedoor.errors import TransientError
-from stagedoor.ops.metrics import WorkerStats
 from stagedoor.render import reference
 from stagedoor.render.order import Order, RenderFailed
+from stagedoor.telemetry.metrics import WorkerStats
 from stagedoor.tickets import render_host
 from stagedoor.tickets.orders import put_orders_sync
 from stagedoor.tickets.render_host import RenderHost

@@ -25,9 +25,9 @@ import redis.asyncio as aioredis
 from stagedoor.config import Settings
 from stagedoor.demo.orders import demo_order
 from stagedoor.handlers.context import Context
-from stagedoor.ops.metrics import WorkerStats
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import enqueue_sync, ensure_group_sync
+from stagedoor.telemetry.metrics import WorkerStats
 from stagedoor.tickets.handlers import start_render_process
 from stagedoor.tickets.render_host import RenderHost
 

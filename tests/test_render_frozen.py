@@ -27,7 +27,7 @@ from tests.workerkit import gone, poll
 
 from stagedoor.config import Settings
 from stagedoor.demo.orders import demo_order
-from stagedoor.ops.metrics import WorkerStats
+from stagedoor.telemetry.metrics import WorkerStats
 from stagedoor.tickets import runstate
 from stagedoor.tickets.render_host import RenderHost
 
@@ -193,7 +193,7 @@ from pathlib import Path
 from stagedoor.config import Settings
 from stagedoor.demo.orders import demo_order
 from stagedoor.tickets.render_host import RenderHost
-from stagedoor.ops.metrics import WorkerStats
+from stagedoor.telemetry.metrics import WorkerStats
 
 async def main():
     out = Path(sys.argv[1])

@@ -32,11 +32,11 @@ from tests.workerkit import add_jobs, eventually, gone, live_children, running
 from stagedoor.config import Settings
 from stagedoor.demo.orders import demo_order
 from stagedoor.handlers import load_registry
-from stagedoor.ops.logs import JsonFormatter, job_context
-from stagedoor.ops.metrics import WorkerStats
 from stagedoor.render.order import RenderFailed
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import enqueue_sync
+from stagedoor.telemetry.logs import JsonFormatter, job_context
+from stagedoor.telemetry.metrics import WorkerStats
 from stagedoor.tickets import render_host
 from stagedoor.tickets.orders import put_orders_sync
 from stagedoor.tickets.render_host import RenderHost

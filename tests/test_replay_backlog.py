@@ -18,8 +18,9 @@ import redis
 from tests.support.cli import cli, one_line
 
 from stagedoor.config import Settings
-from stagedoor.stream.backlog import AUDIT_LUA, AUDIT_SCAN_CAP, trimmed_key
+from stagedoor.stream.backlog import AUDIT_LUA, AUDIT_SCAN_CAP
 from stagedoor.stream.job import Job
+from stagedoor.stream.keys import trimmed_key
 from stagedoor.stream.queue import dead_letter_fields
 
 pytestmark = pytest.mark.server
@@ -106,7 +107,7 @@ def test_replay_stops_at_the_refusal_level_and_trims_nothing_unread(
     assert proc.returncode == 75, proc.stderr
     assert proc.stdout.splitlines()[-1] == f"replayed {fit} of {DEAD}, {DEAD - fit} not replayed"
     assert proc.stdout.count("replayed   ") == fit
-    # (stderr also carries the audit log line of the 10 replayed: ops/audit.py)
+    # (stderr also carries the audit log line of the 10 replayed: console/audit.py)
     said = "\n".join(ln for ln in proc.stderr.splitlines() if '"stagedoor.audit"' not in ln)
     assert '"audit_action":"replay","audit_count":10' in proc.stderr
     line = one_line(said)

@@ -12,8 +12,8 @@ import pytest
 from tests.support import settle_spec
 
 from stagedoor.config import Settings
-from stagedoor.ops.metrics import DURATION_BUCKETS, WAIT_BUCKETS, WorkerStats
 from stagedoor.stream.resp import FastConnection
+from stagedoor.telemetry.metrics import DURATION_BUCKETS, WAIT_BUCKETS, WorkerStats
 from stagedoor.worker import entries, settle
 from stagedoor.worker.acks import Acker
 

@@ -1,5 +1,5 @@
 """A worker's counters survive its crash: they live in a page shared with its supervisor
-(ops/shared_counts.py).  A real fork, a real SIGABRT, no heartbeat at all."""
+(telemetry/shared_counts.py).  A real fork, a real SIGABRT, no heartbeat at all."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import faulthandler
 import os
 import signal
 
-from stagedoor.ops.metrics import WorkerStats
-from stagedoor.ops.shared_counts import make_page, merge, read_page, share
+from stagedoor.telemetry.metrics import WorkerStats
+from stagedoor.telemetry.shared_counts import make_page, merge, read_page, share
 
 
 def test_counts_of_a_process_killed_by_sigabrt_are_read_after_its_death() -> None:

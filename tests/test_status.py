@@ -1,4 +1,4 @@
-"""stagedoor.ops.inspect and `stagedoor status` against the suite's real Redis."""
+"""stagedoor.telemetry.inspect and `stagedoor status` against the suite's real Redis."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from tests.support.cli import cli, one_line
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import free_port
-from stagedoor.ops.inspect import (
+from stagedoor.stream.connection import async_client, sync_client
+from stagedoor.telemetry.inspect import (
     InspectError,
     aqueue_status,
     build_status,
@@ -28,7 +29,6 @@ from stagedoor.ops.inspect import (
     queue_gauges,
     queue_status,
 )
-from stagedoor.stream.connection import async_client, sync_client
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -518,7 +518,7 @@ def test_check_group_missing_is_a_warning(client: redis.Redis, redis_url: str) -
 
 def test_watch_sample_rate_and_drain() -> None:
     from stagedoor.cli.commands.status import format_watch
-    from stagedoor.ops.inspect import watch_sample
+    from stagedoor.telemetry.inspect import watch_sample
 
     def status(t_ms: int, read: int, pending: int, lag: int) -> dict[str, object]:
         return {"time_ms": t_ms, "stream": {"entries_added": read + lag},

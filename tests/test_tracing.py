@@ -16,17 +16,17 @@ from tests.workerkit import eventually, running
 
 from stagedoor.config import Settings
 from stagedoor.handlers import Context, PermanentError, Registry, TransientError
-from stagedoor.ops.logs import setup_logging
-from stagedoor.ops.tracing import (
+from stagedoor.stream.connection import sync_client
+from stagedoor.stream.job import Job, make_job
+from stagedoor.stream.queue import enqueue_sync
+from stagedoor.telemetry.logs import setup_logging
+from stagedoor.telemetry.tracing import (
     JobTracer,
     is_traceparent,
     new_traceparent,
     setup,
     traceparent,
 )
-from stagedoor.stream.connection import sync_client
-from stagedoor.stream.job import Job, make_job
-from stagedoor.stream.queue import enqueue_sync
 
 
 def test_traceparent_format() -> None:
@@ -57,7 +57,7 @@ def python(code: str) -> subprocess.CompletedProcess[str]:
 
 def test_without_the_extra_nothing_is_imported_and_traceparents_still_work() -> None:
     r = python(BLOCK_OTEL + (
-        "from stagedoor.ops import tracing; from stagedoor.ops import logs; "
+        "from stagedoor.telemetry import tracing; from stagedoor.telemetry import logs; "
         "from stagedoor.cli.main import build_parser; build_parser(); "
         "assert tracing.setup({}) is None; assert tracing.is_traceparent(tracing.traceparent()); "
         "assert tracing.current_ids() is None; "
@@ -69,7 +69,7 @@ def test_without_the_extra_nothing_is_imported_and_traceparents_still_work() -> 
 def test_installed_but_not_configured_costs_nothing() -> None:
     # redis-py imports the OTel API itself when it is installed; tracing stays off and
     # starts no exporter, no provider, no thread.
-    r = python("import sys, threading; from stagedoor.ops import tracing; "
+    r = python("import sys, threading; from stagedoor.telemetry import tracing; "
                "assert tracing.setup({}) is None; "
                "print(threading.active_count(), "
                "[m for m in sys.modules if m.startswith('opentelemetry.exporter')])")
@@ -79,7 +79,7 @@ def test_installed_but_not_configured_costs_nothing() -> None:
 
 def test_disabled_wins_and_missing_sdk_is_one_line() -> None:
     assert setup({"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "console"}) is None
-    r = python(BLOCK_OTEL + ("from stagedoor.ops import tracing; tracing.setup("
+    r = python(BLOCK_OTEL + ("from stagedoor.telemetry import tracing; tracing.setup("
                              "{'OTEL_EXPORTER_OTLP_ENDPOINT': 'http://127.0.0.1:9'})"))
     assert r.returncode != 0
     assert ("ImportError: OTEL_* variables ask for tracing, but the OpenTelemetry SDK is not "

@@ -24,7 +24,7 @@ from tests.paths import PACKAGE, SRC
 from tests.webkit import PASSWORDS, Console, console
 
 from stagedoor.config import Settings
-from stagedoor.ops.records import console_client
+from stagedoor.console.client import console_client
 from stagedoor.stream.connection import sync_client
 from stagedoor.stream.job import Job
 from stagedoor.stream.queue import enqueue_sync
@@ -266,7 +266,7 @@ def calls(client: redis.Redis) -> dict[str, int]:
 
 async def test_a_sample_sends_the_same_few_commands_whatever_the_queue(
         redis_url: str, settings: Settings) -> None:
-    """One sample: 12 commands in 3 round trips (ops.inspect's 8 + 2, INFO, the pause
+    """One sample: 12 commands in 3 round trips (telemetry.inspect's 8 + 2, INFO, the pause
     flag's GET), for one job or for 3,000 jobs, 40 consumers and 300 dead letters."""
     sync = redis.Redis.from_url(redis_url, protocol=2)
     client = console_client(settings)
@@ -321,8 +321,8 @@ def _flush_ring(url: str, names: dict[str, str]) -> None:
     code = f"""
 import asyncio, time
 from stagedoor.config import Settings
-from stagedoor.ops.kindstats import Flusher
-from stagedoor.ops.metrics import WorkerStats
+from stagedoor.telemetry.kindstats import Flusher
+from stagedoor.telemetry.metrics import WorkerStats
 from stagedoor.stream import connection
 
 async def main():

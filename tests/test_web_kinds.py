@@ -1,4 +1,4 @@
-"""The console's Metrics tab (/kinds): per-kind figures of the last hour (ops/kindstats.py).
+"""The console's Metrics tab (/kinds): per-kind figures of the last hour (telemetry/kindstats.py).
 
 Real servers throughout: the ring is written by real workers (a supervisor draining jobs
 of two kinds, one that fails on purpose) and read by the real `stagedoor web`; the
@@ -25,9 +25,10 @@ from tests.test_web import Http
 from tests.webkit import console
 
 from stagedoor.config import Settings
-from stagedoor.ops import kindstats
-from stagedoor.ops.kindstats import SLOTS, Flusher, histogram_quantile
-from stagedoor.ops.metrics import DURATION_BUCKETS, WAIT_BUCKETS, WorkerStats
+from stagedoor.stream.keys import kinds_key
+from stagedoor.telemetry import kindstats
+from stagedoor.telemetry.kindstats import SLOTS, Flusher, histogram_quantile
+from stagedoor.telemetry.metrics import DURATION_BUCKETS, WAIT_BUCKETS, WorkerStats
 
 pytestmark = [pytest.mark.timeout(180)]
 
@@ -190,7 +191,7 @@ def test_a_stopping_worker_adds_what_it_did_since_its_last_beat(tmp_path: Path,
         wait_for(lambda: len(list(sup.marks.glob("*.log"))) == 5, 30, what="5 jobs done")
 
         def handled() -> int:
-            return sum(int(client.hget(kindstats.slot_key(settings, i), "noop|h") or 0)
+            return sum(int(client.hget(kinds_key(settings, i), "noop|h") or 0)
                        for i in range(SLOTS))
         assert handled() == 0  # no beat since the jobs ran
         sup.signal(signal.SIGTERM)

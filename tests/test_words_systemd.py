@@ -15,7 +15,7 @@ from tests.support.cli import cli
 from tests.test_systemd import TEMPLATE, UNIT, unit_directives, verify
 
 from stagedoor.cli.shipped import supervise_executable
-from stagedoor.ops.sandbox import hidden_paths, why_hidden
+from stagedoor.console.sandbox import hidden_paths, why_hidden
 
 # a venv the test makes from this interpreter finds the dependencies through these
 SITE = site.getsitepackages()

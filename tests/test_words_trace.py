@@ -13,8 +13,8 @@ import orjson
 import redis
 from tests.paths import ROOT, SRC
 
-from stagedoor.ops.tracing import is_traceparent
 from stagedoor.stream.job import make_job
+from stagedoor.telemetry.tracing import is_traceparent
 
 
 def readme_producer_example() -> str:

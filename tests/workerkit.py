@@ -13,9 +13,9 @@ import redis
 from tests.aclmode import worker_url
 
 from stagedoor.config import Settings
+from stagedoor.console import fleet
+from stagedoor.console.client import console_client
 from stagedoor.handlers import Registry
-from stagedoor.ops import fleet
-from stagedoor.ops.records import console_client
 from stagedoor.stream import connection
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import enqueue_sync

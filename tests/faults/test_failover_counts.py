@@ -26,11 +26,12 @@ from tests.topology import SERVICE, ClusterSet, Sentinel, SentinelSet
 from tests.workerkit import poll
 
 from stagedoor.config import Settings
-from stagedoor.ops.inspect import queue_status
 from stagedoor.stream import connection
-from stagedoor.stream.backlog import AUDIT_LUA, AUDIT_SCAN_CAP, trimmed_key
+from stagedoor.stream.backlog import AUDIT_LUA, AUDIT_SCAN_CAP
 from stagedoor.stream.job import make_job
+from stagedoor.stream.keys import trimmed_key
 from stagedoor.stream.queue import enqueue_sync
+from stagedoor.telemetry.inspect import queue_status
 
 from .harness import Procs
 

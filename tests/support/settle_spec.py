@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stagedoor.ops.metrics import WorkerStats
+from stagedoor.telemetry.metrics import WorkerStats
 
 
 def tally(records: list[Any], stats: WorkerStats, acks: list[bytes]) -> None:

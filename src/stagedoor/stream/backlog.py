@@ -74,12 +74,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..config import Settings
+from .keys import trimmed_key
 
 log = logging.getLogger("stagedoor.worker")
-
-
-def trimmed_key(settings: Settings) -> str:
-    return settings.key("trimmed", settings.stream)
 
 
 ACCOUNT_LUA = """

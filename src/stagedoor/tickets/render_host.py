@@ -93,9 +93,9 @@ from typing import Any
 from ..backoff import Backoff
 from ..config import Settings
 from ..errors import StagedoorError, TransientError
-from ..ops.logs import JOB_FIELDS, current_job
-from ..ops.metrics import WorkerStats
 from ..render.order import OrderDataError, RenderFailed
+from ..telemetry.logs import JOB_FIELDS, current_job
+from ..telemetry.metrics import WorkerStats
 from . import render_rules as rules
 from .render_serve import Frames, Outbox, frame, parse_reply, request_frame
 from .runstate import cpu_ticks, not_running
@@ -138,7 +138,7 @@ def _about(req: _Render, **more: Any) -> dict[str, Any]:
 
 
 def _in_context(job: Mapping[str, Any] | None) -> contextvars.Context:
-    """A fresh context, with these job fields for its log lines (ops/logs.py)."""
+    """A fresh context, with these job fields for its log lines (telemetry/logs.py)."""
     context = contextvars.Context()
     if job is not None:
         context.run(JOB_FIELDS.set, job)

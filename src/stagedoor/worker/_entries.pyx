@@ -42,8 +42,8 @@ import contextvars
 import types
 from asyncio.tasks import _enter_task, _leave_task
 
-from stagedoor.ops.logs import JOB_FIELDS
-from stagedoor.ops.metrics import DURATION_BUCKETS, WAIT_BUCKETS
+from stagedoor.telemetry.logs import JOB_FIELDS
+from stagedoor.telemetry.metrics import DURATION_BUCKETS, WAIT_BUCKETS
 from stagedoor.stream.job import Job
 from stagedoor.worker.eager import EagerRun
 

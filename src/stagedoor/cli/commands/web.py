@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 
 from ... import config
 from ...config import ConfigError
-from ...ops.logs import setup_logging
-from ...ops.records import console_client
+from ...console.client import console_client
+from ...telemetry.logs import setup_logging
 from ..flags import given, refuse
 from .status import CONNECTION_SETTINGS
 

@@ -47,7 +47,7 @@ from ..errors import StagedoorError
 # writes and reads them too); presence_ttl_ms is still read from here by worker/ownership.py
 from ..stream.keys import PauseState, fleet_key, parse_pause, paused_key, presence_key
 from ..stream.keys import presence_ttl_ms as presence_ttl_ms
-from .records import Record, now_ms, pairs, pipeline, text
+from ..telemetry.records import Record, now_ms, pairs, pipeline, text
 
 
 async def pause_state(client: aioredis.Redis, settings: Settings) -> PauseState:

@@ -2,7 +2,7 @@
 
 Finding the entries.  By entry id: directly.  By order id or outbox id: a bounded scan
 of the job stream and of the dead-letter stream for entries with that field
-(ops/jobscan.py: XREVRANGE in slices of 500 entries, filtered here), newest first,
+(console/jobscan.py: XREVRANGE in slices of 500 entries, filtered here), newest first,
 stopping at MAX_ENTRIES.  Nothing is written for it: a job added
 by a bare XADD (the seed's relay) is found like one enqueue added, and stagedoor keeps
 no index whose memory grows with the jobs queued.  A dead letter carries its job's
@@ -64,16 +64,17 @@ from ..stream.keys import (
     dead_gone_key,
     dead_trimmed_key,
     done_key,
+    lasterr_key,
     lease_key,
     marks_key,
     settled_key,
     starts_key,
 )
 from ..stream.queue import DEAD_FIELD_PREFIX
+from ..telemetry.inspect import MAX_ID_MS, BadEntryId, check_id, id_ms, parse_id, valid_id
+from ..telemetry.records import Command, Record, field, field_pairs, now_ms, pairs, pipeline, text
 from .deadletters import DeadEntry, dead_entry
-from .inspect import MAX_ID_MS, BadEntryId, check_id, id_ms, parse_id, valid_id
 from .jobscan import ScanCost, find
-from .records import Command, Record, field, field_pairs, now_ms, pairs, pipeline, text
 
 MAX_ENTRIES = 20
 
@@ -288,7 +289,7 @@ async def lookup(client: aioredis.Redis, settings: Settings, *, order_id: int | 
         first += [("XRANGE", s.stream, eid, eid),
                   ("XPENDING", s.stream, s.group, eid, eid, 1),
                   ("GET", starts_key(s, eid)), ("GET", settled_key(s, eid)),
-                  ("GET", s.key("lasterr", eid))]
+                  ("GET", lasterr_key(s, eid))]
     r1 = await pipeline(client, first)
     rows = [r1[i:i + 5] for i in range(0, len(r1), 5)]
     second: list[Command] = []

@@ -4,8 +4,8 @@ The supervisor forks workers at any moment, so it must never own a thread, an ev
 loop or a Redis connection.  That rules out prometheus_client.start_http_server (a
 thread).  Instead:
 
-* Workers count (stagedoor.ops.metrics.WorkerStats) and send `snapshot()` with every
-  heartbeat.  Worker slot 0 also sends the last `stagedoor.ops.inspect.aqueue_status`
+* Workers count (stagedoor.telemetry.metrics.WorkerStats) and send `snapshot()` with every
+  heartbeat.  Worker slot 0 also sends the last `stagedoor.telemetry.inspect.aqueue_status`
   dict, taken every few seconds.  The supervisor keeps the last of each.
 * `render_metrics(...)` sums them into Prometheus text exposition.  It is a pure
   function of plain dicts: no I/O, no global registry, nothing started.

@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
 from ..config import Settings
-from .inspect import memory_from_info
+from ..telemetry.inspect import memory_from_info
 
 SECTIONS = ("server", "replication", "memory")
 

@@ -29,10 +29,10 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ..config import Settings
-from ..stream.keys import settled_key, starts_key
+from ..stream.keys import lasterr_key, settled_key, starts_key
 from ..stream.queue import DeadLetter
-from .inspect import id_ms
-from .records import Command, Record, field, now_ms, pipeline, text
+from ..telemetry.inspect import id_ms
+from ..telemetry.records import Command, Record, field, now_ms, pipeline, text
 
 SCAN_LIMIT = 1_000
 
@@ -61,17 +61,13 @@ class PendingPage(Record):
     matched: int = 0  # of those read, how many pass every filter (entries: the first limit)
 
 
-def _lasterr_key(settings: Settings, entry_id: str) -> str:
-    return settings.key("lasterr", entry_id)
-
-
 async def _details(client: aioredis.Redis, settings: Settings,
                    rows: list[tuple[str, str, int, int]], fields: dict[str, Any], now: int
                    ) -> list[PendingEntry]:
     s = settings
     commands: list[Command] = []
     for eid, *_ in rows:
-        commands += [("GET", _lasterr_key(s, eid)), ("GET", starts_key(s, eid))]
+        commands += [("GET", lasterr_key(s, eid)), ("GET", starts_key(s, eid))]
     replies = await pipeline(client, commands)
     out = []
     for i, (eid, consumer, idle, deliveries) in enumerate(rows):
@@ -155,5 +151,5 @@ async def dead_letter(client: aioredis.Redis, settings: Settings, entry_id: str,
     if dead_id is None:
         return None
     await pipeline(client, [("DEL", starts_key(s, entry_id), settled_key(s, entry_id),
-                             _lasterr_key(s, entry_id))])
+                             lasterr_key(s, entry_id))])
     return text(dead_id)

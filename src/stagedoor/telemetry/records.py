@@ -1,8 +1,9 @@
-"""Shared plumbing of the console's operations (ops/fleet, ops/jobs, ops/pending,
-ops/deadletters): records that turn into JSON, raw replies into text, one pipeline.
+"""Redis replies read as text, records that turn into JSON, one pipeline: the plumbing
+of the per-kind ring's reads (telemetry/kindstats.py) and of the console's operations
+(console/fleet, jobs, pending, deadletters).
 
-Every operation takes an asyncio client (stream.connection.async_client or
-console_client) whose response callbacks are stripped: replies are bytes and lists,
+Every reader takes an asyncio client (stream.connection.async_client, or the console's
+console/client.py) whose response callbacks are stripped: replies are bytes and lists,
 the same on standalone, Sentinel and Cluster.
 """
 
@@ -15,12 +16,7 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 
-from ..config import Settings
-from ..stream import connection
-
 Command = tuple[Any, ...]
-# The CLI's floor for a call's time limit: an operator's command may cross a WAN.
-CONSOLE_TIMEOUT = 5.0
 
 
 class Record:
@@ -28,12 +24,6 @@ class Record:
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)  # type: ignore[call-overload, no-any-return]
-
-
-def console_client(settings: Settings, *, timeout: float = CONSOLE_TIMEOUT) -> aioredis.Redis:
-    """The client the CLI and the web page hand to these operations."""
-    return connection.async_client(settings, name="stagedoor-console",
-                                   timeout=max(timeout, settings.socket_timeout))
 
 
 def text(value: Any) -> str:

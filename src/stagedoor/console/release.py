@@ -33,9 +33,9 @@ import redis.asyncio as aioredis
 
 from ..config import Settings
 from ..stream.keys import presence_key
+from ..telemetry.records import Record, now_ms, pipeline, text
 from .fleet import MalformedRecord, WorkerPresence, presence_record
 from .pending import PendingEntry, show_pending
-from .records import Record, now_ms, pipeline, text
 
 # The largest claim_idle_ms a worker may have (config/settings.py: hi): past it, every
 # worker's next reclaim pass takes the entry whatever its own threshold.

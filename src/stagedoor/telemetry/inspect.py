@@ -62,8 +62,7 @@ import redis.asyncio as aioredis
 from ..config import Settings
 from ..errors import StagedoorError
 from ..stream import backlog
-from ..stream.backlog import trimmed_key
-from ..stream.keys import dead_trimmed_key
+from ..stream.keys import dead_trimmed_key, trimmed_key
 
 __all__ = ["MAX_ID_MS", "BadEntryId", "InspectError", "aqueue_status", "build_status",
            "check_id", "id_ms", "memory_from_info", "parse_id", "queue_gauges",

@@ -18,7 +18,7 @@ docs/monitoring.md; every one is a flag):
     the group is missing (no worker ever started on the stream) WARNING
 
 A missing stream is OK (nothing was ever queued).  A pure function of the status dict
-(stagedoor.ops.inspect) and the thresholds: no I/O.
+(stagedoor.telemetry.inspect) and the thresholds: no I/O.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from ...redaction import redact
 from ...stream import cluster, sentinel
 from ...stream.connection import ServerTooOld, check_server, sync_client
 from ...stream.errors import OUTAGE_ERRORS, first_line
-from ...stream.keys import order_key
+from ...stream.keys import done_key, marks_key, order_key, starts_key, trimmed_key
 from . import Finding
 from .keys import kept
 
@@ -37,8 +37,10 @@ ADMIN_HINT = ("pass --admin-url redis://<admin user>:<password>@host:port/0 (a u
 
 def worker_commands(settings: Settings) -> list[list[str]]:
     """Every command a worker sends, with the keys it sends it on (docs/security.md)."""
-    s, g, dead, p = settings.stream, settings.group, settings.dead_stream, settings.key_prefix
+    s, g, dead = settings.stream, settings.group, settings.dead_stream
     order = order_key(settings, 1)
+    done, marks = done_key(settings, 1, 1), marks_key(settings, 1, 0)
+    starts = starts_key(settings, "1")
     out = [["HELLO", "2"], ["CLIENT", "SETNAME", "x"], ["CLIENT", "ID"],
            ["CLIENT", "UNBLOCK", "1"], ["TIME"], ["SCRIPT", "LOAD", "return 1"],
            ["EVALSHA", SHA, "2", s, dead], ["EVALSHA", SHA, "1", order],
@@ -49,11 +51,9 @@ def worker_commands(settings: Settings) -> list[list[str]]:
            ["XINFO", "STREAM", s], ["XINFO", "GROUPS", s], ["XINFO", "CONSUMERS", s, g],
            ["HMGET", order, "data"], ["HGET", order, "f"], ["HSET", order, "f", "v"],
            ["HDEL", order, "f"], ["HINCRBY", order, "f", "1"],
-           ["EXISTS", f"{p}done:1"], ["GET", f"{p}done:1"], ["SET", f"{p}done:1", "1"],
-           ["HGET", f"{p}marks:0", "1"], ["HSET", f"{p}marks:0", "1", "v"],
-           ["EXPIRE", f"{p}marks:0", "1"],
-           ["DEL", f"{p}done:1"], ["INCRBY", f"{p}starts:1", "1"],
-           ["EXPIRE", f"{p}starts:1", "1"]]
+           ["EXISTS", done], ["GET", done], ["SET", done, "1"],
+           ["HGET", marks, "1"], ["HSET", marks, "1", "v"], ["EXPIRE", marks, "1"],
+           ["DEL", done], ["INCRBY", starts, "1"], ["EXPIRE", starts, "1"]]
     if cluster.is_cluster_url(settings.redis_url):
         out += [["CLUSTER", "SLOTS"], ["COMMAND"], ["ASKING"]]
     return out
@@ -61,12 +61,11 @@ def worker_commands(settings: Settings) -> list[list[str]]:
 
 def producer_commands(settings: Settings) -> list[list[str]]:
     """What `enqueue` sends: one script per chunk (the backlog check before the XADD)."""
-    s, g, p = settings.stream, settings.group, settings.key_prefix
+    s, g, trimmed = settings.stream, settings.group, trimmed_key(settings)
     return [["SCRIPT", "LOAD", "return 1"], ["EVALSHA", SHA, "1", s],
-            ["EVALSHA", SHA, "1", f"{p}trimmed:{s}"], ["XGROUP", "CREATE", s, g, "$", "MKSTREAM"],
+            ["EVALSHA", SHA, "1", trimmed], ["XGROUP", "CREATE", s, g, "$", "MKSTREAM"],
             ["XADD", s, "*", "f", "v"], ["XINFO", "STREAM", s], ["XINFO", "GROUPS", s],
-            ["HGET", f"{p}trimmed:{s}", "f"], ["HSET", f"{p}trimmed:{s}", "f", "v"],
-            ["HINCRBY", f"{p}trimmed:{s}", "f", "1"]]
+            ["HGET", trimmed, "f"], ["HSET", trimmed, "f", "v"], ["HINCRBY", trimmed, "f", "1"]]
 
 
 def url_user(url: str) -> str:

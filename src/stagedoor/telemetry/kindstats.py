@@ -1,6 +1,6 @@
 """Per-kind figures of the last hour, for the console's Metrics tab: a fixed ring in Redis.
 
-What is counted is what the exporter already counts (ops/metrics.WorkerStats): jobs
+What is counted is what the exporter already counts (telemetry/metrics.WorkerStats): jobs
 handled, failed, retried and dead-lettered by kind, and the handler-duration and
 queue-wait histograms by kind, with the exporter's buckets.  The exporter's totals live
 in each supervisor's memory and say nothing of "the last hour" across hosts; so each
@@ -36,6 +36,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ..config import Settings
+from ..stream.keys import kinds_key
 from .metrics import DURATION_BUCKETS, WAIT_BUCKETS, WorkerStats
 from .records import Record, now_ms, pairs, pipeline, text
 
@@ -60,11 +61,6 @@ for i = 2, #ARGV, 2 do
 end
 return 1
 """
-
-
-def slot_key(settings: Settings, slot: int) -> str:
-    """One minute's hash, on the stream's hash tag like the console's other keys."""
-    return settings.key("kinds", settings.stream, slot)
 
 
 def totals(stats: WorkerStats) -> dict[str, int]:
@@ -110,7 +106,7 @@ class Flusher:
         args: list[Any] = [minute]
         for f, v in deltas.items():
             args += [f, v]
-        await self._script(keys=[slot_key(self.settings, minute % SLOTS)], args=args)
+        await self._script(keys=[kinds_key(self.settings, minute % SLOTS)], args=args)
         self.sent = current
         return True
 
@@ -251,7 +247,7 @@ def summarise(now: int, hashes: Sequence[Mapping[str, Any]]) -> KindWindow:
 async def window(client: aioredis.Redis, settings: Settings) -> KindWindow:
     """The last hour by kind: one round trip (TIME and the SLOTS hashes)."""
     replies = await pipeline(client, [("TIME",)] + [
-        ("HGETALL", slot_key(settings, i)) for i in range(SLOTS)])
+        ("HGETALL", kinds_key(settings, i)) for i in range(SLOTS)])
     hashes = [{k: text(v) for k, v in pairs(r).items()} for r in replies[1:]
               if not isinstance(r, Exception)]
     return summarise(now_ms(replies[0]), hashes)

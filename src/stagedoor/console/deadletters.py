@@ -49,11 +49,11 @@ import redis.asyncio as aioredis
 
 from ..config import Settings
 from ..errors import StagedoorError
-from ..stream.backlog import ACCOUNT_LUA, trimmed_key
-from ..stream.keys import dead_gone_key, dead_trimmed_key
+from ..stream.backlog import ACCOUNT_LUA
+from ..stream.keys import dead_gone_key, dead_trimmed_key, trimmed_key
 from ..stream.queue import DEAD_FIELD_PREFIX, WARN_SCAN, backlog_limits
-from .inspect import MAX_ID_MS, BadEntryId, check_id, parse_id
-from .records import Record, field, field_pairs, pipeline, text
+from ..telemetry.inspect import MAX_ID_MS, BadEntryId, check_id, parse_id
+from ..telemetry.records import Record, field, field_pairs, pipeline, text
 
 PAGE = 500
 SCAN_LIMIT = 5_000  # entries one listing call reads at most (the web page's per request)
@@ -122,7 +122,7 @@ end
 return out
 """
 # What a removed dead letter leaves: its job's entry id, so the job is still told DEAD
-# (ops/jobs.py) after its dead letter went.  pcall: a record that cannot be written
+# (console/jobs.py) after its dead letter went.  pcall: a record that cannot be written
 # (out of memory) never keeps an operator from removing dead letters, which frees it.
 _REMEMBER_LUA = """
 local function remember(gone, cap, source, dead_id, how, new_id)

@@ -27,8 +27,8 @@ import dataclasses
 
 import redis.asyncio as aioredis
 
+from ..telemetry.records import pipeline, text
 from .deadletters import before_id
-from .records import pipeline, text
 
 # Entries one XREVRANGE reads: well under a millisecond of Redis for the seed's five
 # fields, so no one slice holds Redis for long.
@@ -54,7 +54,7 @@ async def find(client: aioredis.Redis, stream: str, match: list[tuple[str, str]]
                limit: int, cost: ScanCost | None = None) -> list[tuple[str, list[bytes]]]:
     """The newest `limit` entries of `stream` with any (field, value) of `match`, newest
     first, as (id, fields).  A missing stream is no entries.  `client` replies raw
-    (records.console_client)."""
+    (client.console_client)."""
     wanted = [(name.encode(), value.encode()) for name, value in match]
     values = {value for _, value in wanted}
     found: list[tuple[str, list[bytes]]] = []

@@ -11,7 +11,7 @@ or the CLI's user@host), when (the entry id's milliseconds and `at`), through wh
 (`detail`, shortened).  The console shows the newest on its audit page.
 
 The console and the workers have logging set up; a CLI command has not, so the first
-record of its process installs the project's handler on the audit logger (ops/logs.py:
+record of its process installs the project's handler on the audit logger (telemetry/logs.py:
 --log-format's auto is the journal under systemd, text on a terminal, JSON otherwise;
 on stderr, which keeps stdout the command's output).
 
@@ -30,7 +30,7 @@ from typing import Any
 
 from ..config import Settings
 from ..stream.keys import audit_key
-from .logs import setup_logging
+from ..telemetry.logs import setup_logging
 
 log = logging.getLogger("stagedoor.audit")
 DETAIL_MAX = 300
@@ -94,7 +94,7 @@ async def newest(client: Any, settings: Settings, limit: int = 200) -> list[Entr
     rows = await client.xrevrange(audit_key(settings), count=limit)
     out = []
     for entry_id, raw in rows:
-        # the console's client parses nothing (ops/records.console_client): a flat list
+        # the console's client parses nothing (console/client.py): a flat list
         pairs = raw.items() if isinstance(raw, dict) else zip(raw[::2], raw[1::2], strict=True)
         f = {_text(k): _text(v) for k, v in pairs}
         try:
