@@ -280,3 +280,19 @@ def test_a_wrong_argument_is_64_not_critical(tmp_path: Path) -> None:
         assert r.returncode == 64, (args, r.returncode, r.stderr)
         assert r.stdout == "" and r.stderr.count("\n") == 1, r.stderr
         assert "error:" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_worker_extension_that_does_not_load_is_critical(tmp_path: Path) -> None:
+    """The worker requires stagedoor.worker._entries (a worker without it exits 78), so
+    the doctor says no worker can start: CRITICAL, not the WARNING of a slower path it
+    gave when the worker had a Python fallback."""
+    code = ("import sys; sys.modules['stagedoor.worker._entries'] = None\n"
+            "from stagedoor.console.doctor import host\n"
+            "for f in host.native(): print(f.check, f.state, f.found, sep='|')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=tmp_path, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert r.returncode == 0, r.stderr
+    rows = {name: (int(state), detail) for name, state, detail in
+            (ln.split("|", 2) for ln in r.stdout.splitlines())}
+    state, detail = rows["stagedoor.worker._entries"]
+    assert state == 2 and "no worker can start" in detail, rows

@@ -67,13 +67,17 @@ def native() -> list[Finding]:
                        + (f"; not seen in /proc/self/maps: {', '.join(missing)}" if missing
                           else ""),
                        "rebuild or reinstall the wheel" if missing else ""))
-    for mod, what in (("stagedoor.worker._entries", "the worker's per-entry fast path"),
-                      ("stagedoor.tickets._durable", "the render pool's durable write")):
-        try:
-            __import__(mod)
-        except ImportError as e:
-            out.append(Finding(mod, CHECK_WARNING, f"not importable ({e}): {what} runs in "
-                               "Python, slower", BUILD_FROM_SOURCE))
+    try:  # the worker requires it (worker/entries.py: a worker without it exits 78)
+        __import__("stagedoor.worker._entries")
+    except ImportError as e:
+        out.append(Finding("stagedoor.worker._entries", CHECK_CRITICAL,
+                           f"not importable ({e}): no worker can start", BUILD_FROM_SOURCE))
+    try:
+        __import__("stagedoor.tickets._durable")
+    except ImportError as e:
+        out.append(Finding("stagedoor.tickets._durable", CHECK_WARNING,
+                           f"not importable ({e}): the render pool's durable write runs in "
+                           "Python, slower", BUILD_FROM_SOURCE))
     return out
 
 
