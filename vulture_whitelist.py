@@ -42,16 +42,16 @@ minutes  # telemetry/kindstats.py KindWindow (status --kinds --json)
 
 # -- read by the tests or bench/ only, kept because what they observe is product state
 _.restart  # demo/embedded_redis.py EmbeddedRedis.restart: tests restart a server in place
-_.open_connections  # telemetry/endpoint.py: tests/test_exporter.py counts the open sockets
-_.enabled  # supervisor/systemd.py Notifier.enabled: tests/topology.py asks it
+_.open_connections  # telemetry/endpoint.py: tests/telemetry/test_exporter.py counts the open sockets
+_.enabled  # supervisor/systemd.py Notifier.enabled: tests/support/topology.py asks it
 fsyncs  # tickets/durable.py DirectorySync protocol field and GroupSync counter:
-_.fsyncs  # tests/test_durable_order.py and test_render_pool.py count the fsyncs
+_.fsyncs  # tests/tickets/test_durable_order.py and test_render_pool.py count the fsyncs
 
 # -- in files other helpers own this round (issue 40); to settle when those land
 version_for  # render/qr.py: unused (helper iso owns render/**)
 LINEBREAK_MUSTBREAK  # render/shaped/libs.py: the libunibreak constant beside its
-#                      siblings, tests/test_render_crash.py reads it (render/** is iso's)
+#                      siblings, tests/render/test_render_crash.py reads it (render/** is iso's)
 xadd_args  # stream/queue.py: bench/measure_latency.py only (helper fleet splits queue.py)
-original_fields  # stream/queue.py: tests/test_queue.py only (helper fleet's file)
+original_fields  # stream/queue.py: tests/stream/test_queue.py only (helper fleet's file)
 POOL  # web/admission.py: redis-py's pool size, named for the docstring's arithmetic
 #       beside LIMIT, unread by code (helper web owns web/**)

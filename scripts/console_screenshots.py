@@ -8,7 +8,7 @@
 Starts its own redis-server (a temporary directory, a free loopback port), a
 supervisor with 2 workers running the tests' `slow` handler (so a backlog drains at a
 visible rate), a producer adding jobs for 20 s, a handful of dead letters, and
-`stagedoor web`; logs in with headless Chromium (tests/webkit.py: offline but for
+`stagedoor web`; logs in with headless Chromium (tests/support/web.py: offline but for
 loopback) and saves docs/console-overview.png and docs/console-dead-letters.png,
 quantized to a small palette (they are screenshots of text and lines).  `audit`: a
 console on a Redis of its own where the operator pauses and resumes on the page,
@@ -37,8 +37,8 @@ sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
 from PIL import Image  # noqa: E402
-from tests.helpers_supervisor import Sup, enqueue  # noqa: E402
-from tests.webkit import chrome, console, log_in, wait  # noqa: E402
+from tests.support.supervisor import Sup, enqueue  # noqa: E402
+from tests.support.web import chrome, console, log_in, wait  # noqa: E402
 
 from stagedoor.demo.embedded_redis import EmbeddedRedis  # noqa: E402
 from stagedoor.stream.job import Job  # noqa: E402

@@ -1,6 +1,6 @@
 """worker/settle.py's arithmetic in Python: the executable specification of
 _entries.tally (worker/_native/tally.pxi), which is what the worker runs;
-tests/test_settle.py runs both on the same batches of outcomes."""
+tests/worker/test_settle.py runs both on the same batches of outcomes."""
 
 from __future__ import annotations
 

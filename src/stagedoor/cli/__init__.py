@@ -9,7 +9,7 @@
 - flags.py        flags a command would ignore, refused instead (exit 2)
 - shipped.py      the units, examples and alert files inside the package (data/)
 
-Nothing outside cli/ imports it (tests/test_layers.py): what the web shares with it
+Nothing outside cli/ imports it (tests/package/test_layers.py): what the web shares with it
 lives below, in console/ (text.py, sandbox.py, client.py) and telemetry/ (inspect.py's
 watch_sample).
 """

@@ -1,6 +1,6 @@
 """What operators see and do: the queries and actions the CLI and the web console
 both run.  The layer above telemetry: it may read telemetry/, and nothing below it
-(worker/, supervisor/, telemetry/) imports it (tests/test_layers.py).
+(worker/, supervisor/, telemetry/) imports it (tests/package/test_layers.py).
 
 - client.py    the Redis client the CLI and the web hand to these operations
 - check.py     `status --check`: the status judged against thresholds

@@ -1,6 +1,6 @@
 """What the worker and the supervisor report about themselves: counters, log lines,
 traces, the queue's numbers and the /metrics page.  The layer below the console: it
-imports no console, CLI or web module (tests/test_layers.py).
+imports no console, CLI or web module (tests/package/test_layers.py).
 
 - metrics.py   the worker's counters and the duration buckets
 - logs.py      JSON (or text) log lines with the job's request_id and trace

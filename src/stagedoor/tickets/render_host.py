@@ -105,7 +105,8 @@ log = logging.getLogger("stagedoor.render_host")
 READY_TIMEOUT = 30.0    # s from exec to "ready" (imports, fonts, a warm-up render)
 STOP_TIMEOUT = 10.0     # s a closing worker waits for its render process to exit
 KILL_WAIT = 5.0         # s a SIGKILLed render process may take to go before it is left to die
-# the module the render process runs (tests/faulty_render.py runs a faulty one instead)
+# the module the render process runs (a test runs a faulty one instead:
+# tests/support/handlers/faulty_render.py)
 SERVE_MODULE = "stagedoor.tickets.render_serve"
 _ROOT = str(Path(__file__).resolve().parents[2])  # where this stagedoor is: the process's too
 

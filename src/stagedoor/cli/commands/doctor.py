@@ -48,7 +48,7 @@ def register(sub: Any) -> None:
 
 
 def findings(args: argparse.Namespace) -> list[Finding]:
-    # here: `doctor --help` imports no Redis client (tests/test_cli_imports.py)
+    # here: `doctor --help` imports no Redis client (tests/cli/test_cli_imports.py)
     from ...console.doctor import host, server
 
     try:

@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         return run_watch(args, settings)
     if args.kinds:
         # why here: `stagedoor status` without --kinds does not pay for the ring's module
-        # (tests/test_cli_imports.py: a command imports its own module only)
+        # (tests/cli/test_cli_imports.py: a command imports its own module only)
         from .status_kinds import run_kinds
         try:
             return run_kinds(settings, args.json)

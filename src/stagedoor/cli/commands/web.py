@@ -133,7 +133,7 @@ def _is_ip(text: str) -> bool:
 def allowed_hosts(args: argparse.Namespace) -> frozenset[str]:
     """Loopback's names, --allowed-host, --host when it names one address (not a
     wildcard) and the name of --public-origin."""
-    # the web extra's package: never imported to build the parser (tests/test_web.py)
+    # the web extra's package: never imported to build the parser (tests/web/test_web.py)
     from ...web.security import LOOPBACK_HOSTS
 
     names = set(LOOPBACK_HOSTS)
