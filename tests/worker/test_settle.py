@@ -12,6 +12,7 @@ import pytest
 
 from stagedoor.config import Settings
 from stagedoor.stream.resp import FastConnection
+from stagedoor.telemetry import shared_counts
 from stagedoor.telemetry.metrics import DURATION_BUCKETS, WAIT_BUCKETS, WorkerStats
 from stagedoor.worker import entries, settle
 from stagedoor.worker.acks import Acker
@@ -79,3 +80,24 @@ def test_settle_queues_the_acks_of_the_events_that_ask_for_them(settings: Settin
     assert (counters["handled"]["noop"], counters["dead_lettered"]["noop"],
             counters["deleted"][""]) == (2, 1, 1)
     assert sum(stats.waits["noop"][:-2]) + stats.waits["noop"][-2] == 2
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_tally_writes_through_the_counters_shared_with_the_supervisor(seed: int) -> None:
+    """A worker's counters are SharedCounters writing each value into the page its
+    supervisor reads after a crash (telemetry/shared_counts.py).  tally must set them as
+    the Counter they are, not as the dict underneath: a C store past SharedCounter's
+    __setitem__ left the page at its boot values, and a crashed pool's status file said
+    66 handled of 404 (tests/faults/test_poison.py)."""
+    stats = WorkerStats(["noop", "render"])
+    page = shared_counts.make_page()
+    shared_counts.share(page, stats.counters)
+    # the page holds the series known at boot (every registered kind's counters)
+    series = {(name, kind) for name, by_kind in stats.counters.items() for kind in by_kind}
+    entries.tally(batch(seed, 300), stats, [])
+    counted: dict[str, dict[str, int]] = {}
+    for name, kind in series:
+        if stats.counters[name][kind]:
+            counted.setdefault(name, {})[kind] = stats.counters[name][kind]
+    assert counted["handled"]["noop"] and counted["dead_lettered"]["render"]
+    assert shared_counts.read_page(page) == counted

@@ -28,15 +28,18 @@ cdef inline int _observe(list row, double* buckets, int n, double x) except -1:
 
 
 cdef int _count(dict counters, object counter, object kind, Py_ssize_t n) except -1:
-    """counters[counter][kind] += n, on the Counter as the dict it is (no method calls)."""
+    """counters[counter][kind] += n: read as the dict it is (no Counter.__missing__ call),
+    stored through the object's own item assignment, so a SharedCounter
+    (telemetry/shared_counts.py) writes the value into the page its supervisor reads
+    after a crash too (a dict store would bypass its __setitem__)."""
     cdef PyObject* had
     if n:
         c = counters[counter]
         had = PyDict_GetItemWithError(c, kind)
         if had == NULL:
-            PyDict_SetItem(c, kind, n)
+            c[kind] = n
         else:
-            PyDict_SetItem(c, kind, <object>had + n)
+            c[kind] = <object>had + n
     return 0
 
 
