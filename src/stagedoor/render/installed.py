@@ -36,6 +36,7 @@ import json
 import os
 import tempfile
 import time
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -66,7 +67,7 @@ def _regular(name: str) -> bool:
 
 
 def _native() -> Any:
-    try:
+    try:  # optional: fontTools reads the fonts without the extension
         from .. import _render
     except ImportError:
         return None
@@ -77,7 +78,7 @@ def _runs() -> list[tuple[int, int, str]]:
     r = _native()
     if r is not None:
         return list(r.script_runs())
-    from fontTools.unicodedata import Scripts
+    from fontTools.unicodedata import Scripts  # optional: the reference extra
 
     out = []
     starts = Scripts.RANGES
@@ -93,7 +94,7 @@ def _faces_of(path: str) -> list[list[tuple[int, int]]]:
     r = _native()
     if r is not None:
         return [r.face_unicodes(path, i) for i in range(r.font_faces(path))]
-    from fontTools.ttLib import TTCollection, TTFont
+    from fontTools.ttLib import TTCollection, TTFont  # optional: the reference extra
 
     try:
         if path.lower().endswith((".ttc", ".otc")):
@@ -233,7 +234,7 @@ def _reader() -> str:
     if r is not None:
         version = getattr(r, "harfbuzz_version", None)
         return f"harfbuzz {version() if version else '?'}"
-    import fontTools
+    import fontTools  # optional: the reference extra
 
     return f"fontTools {fontTools.version}"
 
@@ -321,8 +322,6 @@ def best_faces(cov: Coverage, tag: str, limit: int = FACES_PER_SCRIPT) -> list[s
 
 def sample(runs_of: Sequence[tuple[int, int]], n: int = 6) -> str:
     """A few of a script's letters (the first n assigned letters of its runs)."""
-    import unicodedata
-
     out = []
     for first, last in runs_of:
         for cp in range(first, last + 1):
@@ -337,8 +336,6 @@ def sample(runs_of: Sequence[tuple[int, int]], n: int = 6) -> str:
 def script_samples() -> dict[str, str]:
     """Every script Unicode defines (but Common, Inherited) -> a few of its letters, in
     the order of the scripts' first code points (kept in the disk cache)."""
-    import unicodedata
-
     def valid(data: Any) -> dict[str, str]:
         if not (isinstance(data, dict) and all(isinstance(k, str) and isinstance(v, str)
                                                for k, v in data.items())):

@@ -15,6 +15,7 @@ from typing import Any
 from ..errors import PermanentError
 from ..handlers.context import Context, log_extra
 from ..handlers.registry import Registry
+from ..render import fonts
 from ..render.order import Order, OrderDataError
 from ..stream import cluster
 from ..stream.job import Job
@@ -67,8 +68,6 @@ async def start_render_process(ctx: Context) -> None:
             return
     except Exception:   # a guess at what comes, never a reason the boot fails
         return
-    from ..render import fonts
-
     # the plan the process gets in its first frame (warn_at_start makes it again later)
     fonts.use(fonts.plan_for(ctx.settings))
     render = _render(ctx)

@@ -95,6 +95,7 @@ from ..config import Settings
 from ..errors import StagedoorError, TransientError
 from ..ops.logs import JOB_FIELDS, current_job
 from ..ops.metrics import WorkerStats
+from ..render import fonts
 from ..render.order import OrderDataError, RenderFailed
 from . import render_rules as rules
 from .render_serve import Frames, Outbox, frame, parse_reply, request_frame
@@ -378,8 +379,6 @@ class RenderHost:
         # the font plan the worker made of its settings at its start
         # (lifecycle.warn_at_start, or tickets.start_render_process before it): the
         # process need not read every font's cmap again
-        from ..render import fonts
-
         transport.write(frame((self._threads, fonts.current())))
         either: list[asyncio.Future[Any]] = [first, frames.closed]
         await asyncio.wait(either, timeout=READY_TIMEOUT,
