@@ -8,10 +8,11 @@ script's faces are those that cover most of it, best first.  Nothing is kept ope
 file is mapped, read and closed, so no handle crosses a fork.
 
 The native extension reads cmaps and scripts through HarfBuzz, the renderer's own
-itemiser (30-60 ms for the ~190 regular Noto files, most of it counting in Python);
-without it fontTools (the reference extra) does, slower.  scan() is cached per process
+itemiser (most of its time is the counting in Python); without it fontTools (the
+reference extra) does, slower.  scan() is cached per process
 (fonts.plan() calls it once per settings) and on disk, so that a worker does not pay
-it at every start (issue 27: it was a fifth of a worker's spawn to its first job):
+it at every start (issue 27: a large share of a worker's spawn to its first job;
+docs/benchmarks.md, "Moved from comments"):
 
     where     $CACHE_DIRECTORY (systemd's CacheDirectory=), else $XDG_CACHE_HOME/stagedoor,
               else ~/.cache/stagedoor; one JSON file per set of font directories,
@@ -23,7 +24,7 @@ it at every start (issue 27: it was a fifth of a worker's spawn to its first job
               parse, or names a font the directories do not hold) is a scan
 script_samples() is kept the same way (it depends only on the library and Python's
 Unicode data).  Reading the cache costs a directory listing, a stat per font file and
-a JSON load: about 2 ms.
+a JSON load.
 """
 
 from __future__ import annotations

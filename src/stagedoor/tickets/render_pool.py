@@ -9,8 +9,8 @@ Why: with the worker's Python thread pool, a job crossed the event loop, a rende
 thread and the GIL about six times; each crossing is a futex wake and a context switch
 on this VM, often a wait behind another thread for the GIL, and together they were
 most of a job's latency with the seed's 8 in flight (docs/benchmarks.md, "The render
-pool").  Here the event loop reads the order into C itself (~20 us under the GIL, what
-a render thread did anyway), one pool thread renders and writes without the GIL, and
+pool").  Here the event loop reads the order into C itself (under the GIL, what a
+render thread did anyway), one pool thread renders and writes without the GIL, and
 one eventfd wake-up brings every finished order back.
 
 Same guarantee as files.write_atomic (the same C write): `render_to` resolves True

@@ -165,7 +165,8 @@ def die_with(parent: int) -> None:
 
 
 def _warm_up() -> Order:
-    """One Latin ticket: the render at start (no import of demo/, ~10 ms of a start)."""
+    """One Latin ticket: the render at start (not demo/'s orders: importing them would
+    lengthen every start)."""
     return Order(order_id=1, tickets=(Ticket(
         event="Warm-up", venue="Stagedoor", starts_at="2026-12-01 19:30", section="Parkett",
         row="1", seat="1", buyer="Stagedoor", price="EUR 0.00", order_id=1,
