@@ -4,11 +4,11 @@
     python -m bench.fuzz_render --minutes 30 --engine atheris   # coverage-guided
     python -m bench.fuzz_render --seconds 60 --src /other/checkout/src --no-save
 
-Hostile orders (tests/render_fuzz.py says what they are made of) go to the native and
+Hostile orders (tests/support/render_fuzz.py says what they are made of) go to the native and
 the reference renderer in a child process, so an abort or a hang is reported with its
 input instead of ending the run.  What fails (a crash, a hang, an exception of the
 native renderer on an order the parser accepts) is printed and added to
-tests/render_crash_corpus.json (unless --no-save), which tests/test_render_crash.py
+tests/support/render_crash_corpus.json (unless --no-save), which tests/render/test_render_crash.py
 renders on every run: fix it, and it stays fixed.  The normal test run fuzzes for
 SD_FUZZ_SECONDS (30 by default).
 
@@ -23,7 +23,7 @@ Engines:
   into orders.
 
 Prints a JSON summary: cases, cases per second, failures, the reference renderer's
-distinct exceptions (REFERENCE_LIMITS in tests/render_fuzz.py), how many parsed orders
+distinct exceptions (REFERENCE_LIMITS in tests/support/render_fuzz.py), how many parsed orders
 the two renderers gave different bytes.  Exit status 1 when something failed.
 """
 
@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.render_fuzz import (
+from tests.support.render_fuzz import (
     ROOT,
     TEXT_FIELDS,
     Failure,
@@ -72,7 +72,7 @@ def run_hypothesis(seconds: float, src: Path) -> dict[str, Any]:
 # -- atheris ------------------------------------------------------------------------------
 
 def _alphabet() -> list[str]:
-    from tests import render_fuzz as rf
+    from tests.support import render_fuzz as rf
 
     return [*rf.SPECIALS, *rf.BIDI_CONTROLS, *rf.REGIONAL, *rf.MARKS, *rf.EMOJI,
             *rf.TAG_LETTERS, *rf.SKIN_TONES]
@@ -83,7 +83,7 @@ def decode(data: bytes) -> str:
     that add a code point (any), a character of the hostile alphabet (render_fuzz's
     flags, tags, marks, controls, specials), a script sample, or repeat the last one."""
     import atheris
-    from tests.render_fuzz import SCRIPT_SAMPLES
+    from tests.support.render_fuzz import SCRIPT_SAMPLES
 
     alphabet = _alphabet()
     fdp = atheris.FuzzedDataProvider(data)
@@ -115,7 +115,7 @@ def atheris_child() -> None:
     with atheris.instrument_imports():
         from stagedoor.render import reference
         from stagedoor.render.order import Order, OrderDataError
-    from tests.render_fuzz import _direct_order
+    from tests.support.render_fuzz import _direct_order
 
     from stagedoor import _render
 
@@ -208,7 +208,7 @@ def main() -> int:
     ap.add_argument("--src", type=Path, default=ROOT / "src",
                     help="the stagedoor source tree to render with (default: this one)")
     ap.add_argument("--no-save", action="store_true",
-                    help="do not add failures to tests/render_crash_corpus.json")
+                    help="do not add failures to tests/support/render_crash_corpus.json")
     a = ap.parse_args()
     seconds = a.seconds if a.seconds is not None else 60 * (a.minutes or 30)
     run = run_atheris if a.engine == "atheris" else run_hypothesis

@@ -57,8 +57,8 @@ from typing import Any
 import psutil
 
 from stagedoor.config import Settings
-from stagedoor.ops.metrics import WorkerStats
 from stagedoor.render.order import Order
+from stagedoor.telemetry.metrics import WorkerStats
 from stagedoor.tickets.render_host import RenderHost
 from stagedoor.tickets.render_pool import LocalRender
 

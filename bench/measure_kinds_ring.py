@@ -1,4 +1,4 @@
-"""What the console's per-kind ring (ops/kindstats.py) keeps in Redis: its 60 keys'
+"""What the console's per-kind ring (telemetry/kindstats.py) keeps in Redis: its 60 keys'
 MEMORY USAGE after a full hour, for 1, 3 and 10 kinds, with the buckets a steady job
 fills (typical: every counter, 5 duration and 6 queue-wait buckets) and with every
 bucket of both histograms filled (the most a kind can write).  The ring is written by
@@ -18,9 +18,10 @@ import redis
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import EmbeddedRedis
-from stagedoor.ops.kindstats import SLOTS, Flusher, slot_key
-from stagedoor.ops.metrics import DURATION_BUCKETS, WAIT_BUCKETS, WorkerStats
 from stagedoor.stream import connection
+from stagedoor.stream.keys import kinds_key
+from stagedoor.telemetry.kindstats import SLOTS, Flusher
+from stagedoor.telemetry.metrics import DURATION_BUCKETS, WAIT_BUCKETS, WorkerStats
 
 
 def fill(stats: WorkerStats, kinds: list[str], every_bucket: bool) -> None:
@@ -58,7 +59,7 @@ async def one(url: str, n_kinds: int, every_bucket: bool) -> int:
     try:
         sync.flushall()
         await seed(url, n_kinds, every_bucket)
-        return sum(int(sync.memory_usage(slot_key(settings, i), samples=0) or 0)
+        return sum(int(sync.memory_usage(kinds_key(settings, i), samples=0) or 0)
                    for i in range(SLOTS))
     finally:
         sync.close()

@@ -1,4 +1,4 @@
-"""What a job lookup by order or outbox id costs Redis (ops/jobscan.py): a stream of
+"""What a job lookup by order or outbox id costs Redis (console/jobscan.py): a stream of
 100,000 entries and 10,000 dead letters, the seed's five fields with a 16-hex request id
 and a 32-hex trace; lookups of an order near the newest end, one in the middle, one at
 the oldest end, one that is not there, and one dead letter by its entry id.  For each:
@@ -18,8 +18,8 @@ import asyncio
 import time
 
 from stagedoor.config import Settings
-from stagedoor.ops import jobs
-from stagedoor.ops.records import console_client
+from stagedoor.console import jobs
+from stagedoor.console.client import console_client
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import dead_letter_fields
 

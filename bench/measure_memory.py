@@ -23,8 +23,8 @@ from collections import defaultdict
 import redis
 
 from stagedoor.config import Settings
+from stagedoor.console.doctor.keys import family as doctor_family
 from stagedoor.handlers import Context, Registry
-from stagedoor.ops.doctor.keys import family as doctor_family
 from stagedoor.stream import connection
 from stagedoor.stream.job import Job, make_job
 from stagedoor.stream.queue import enqueue_sync

@@ -19,8 +19,8 @@ import asyncio
 import time
 
 from stagedoor.config import Settings
-from stagedoor.ops.metrics import WorkerStats
 from stagedoor.stream import connection
+from stagedoor.telemetry.metrics import WorkerStats
 from stagedoor.worker.presence import Pause, Presence
 from stagedoor.worker.slots import Slots
 

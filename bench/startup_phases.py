@@ -49,7 +49,7 @@ import redis
 mark("asyncio + redis")
 import stagedoor.cli.commands.work as work
 import stagedoor.cli.main as cli_main
-from stagedoor.ops import tracing
+from stagedoor.telemetry import tracing
 from stagedoor.worker import lifecycle, reader
 mark("stagedoor imports")
 def before(obj, name, phase):  # phase ends when obj.name is first called

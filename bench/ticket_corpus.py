@@ -2,7 +2,7 @@
 stacked diacritics, wrapped tall lines, right-to-left values in narrow columns, cuts
 inside conjuncts, and hostile names of nothing but combining marks.
 
-One order of one ticket per family.  Read by tests/test_geometry.py (no glyph outside
+One order of one ticket per family.  Read by tests/render/test_geometry.py (no glyph outside
 its field's box, on both renderers) and by bench/ticket_gallery.py (docs/tickets/*.png).
 Only scripts the configured faces cover (`stagedoor render --check-fonts`).
 """

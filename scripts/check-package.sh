@@ -82,8 +82,8 @@ tree=$(ls -d "$WORK"/stagedoor-*/)
 (cd "$tree" && "$WORK/from-wheel/bin/python" -m pytest -q -p no:cacheprovider --collect-only \
     >"$WORK/collect.log" 2>&1) || { tail -20 "$WORK/collect.log"; exit 1; }
 (cd "$tree" && "$WORK/from-wheel/bin/python" -m pytest -q -p no:cacheprovider -x \
-    tests/test_job.py tests/test_config.py tests/test_logs.py tests/test_monitoring.py \
-    tests/test_systemd.py tests/test_cli.py tests/test_render.py 2>&1 | tail -3)
+    tests/stream/test_job.py tests/config/test_config.py tests/telemetry/test_logs.py tests/telemetry/test_monitoring.py \
+    tests/supervisor/test_systemd.py tests/cli/test_cli.py tests/render/test_render.py 2>&1 | tail -3)
 echo "check-package: $(tail -1 "$WORK/collect.log") from the sdist"
 
 echo "check-package: the repaired wheel (auditwheel, native libraries vendored)"

@@ -8,7 +8,7 @@
 Starts its own redis-server (a temporary directory, a free loopback port), a
 supervisor with 2 workers running the tests' `slow` handler (so a backlog drains at a
 visible rate), a producer adding jobs for 20 s, a handful of dead letters, and
-`stagedoor web`; logs in with headless Chromium (tests/webkit.py: offline but for
+`stagedoor web`; logs in with headless Chromium (tests/support/web.py: offline but for
 loopback) and saves docs/console-overview.png and docs/console-dead-letters.png,
 quantized to a small palette (they are screenshots of text and lines).  `audit`: a
 console on a Redis of its own where the operator pauses and resumes on the page,
@@ -18,7 +18,7 @@ the CLI; saves docs/console-audit.png.  `pages`: dead letters by error
 (console-pending-entry.png; `pending`: that one alone), the overview paused with its reason
 (console-paused.png), then on a Redis of their own two workers draining three kinds
 for a minute and the Metrics tab (console-kinds.png); the 59 minutes before that run
-are written by this script through the workers' own Flusher (ops/kindstats.py) with
+are written by this script through the workers' own Flusher (telemetry/kindstats.py) with
 made-up rates and timings, so that the plots show an hour: say so wherever it is shown.
 """
 
@@ -37,8 +37,8 @@ sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
 from PIL import Image  # noqa: E402
-from tests.helpers_supervisor import Sup, enqueue  # noqa: E402
-from tests.webkit import chrome, console, log_in, wait  # noqa: E402
+from tests.support.supervisor import Sup, enqueue  # noqa: E402
+from tests.support.web import chrome, console, log_in, wait  # noqa: E402
 
 from stagedoor.demo.embedded_redis import EmbeddedRedis  # noqa: E402
 from stagedoor.stream.job import Job  # noqa: E402
@@ -116,9 +116,9 @@ def seed_hour(url: str, minutes: int) -> None:
     import random
 
     from stagedoor.config import Settings
-    from stagedoor.ops.kindstats import Flusher
-    from stagedoor.ops.metrics import WorkerStats
     from stagedoor.stream import connection
+    from stagedoor.telemetry.kindstats import Flusher
+    from stagedoor.telemetry.metrics import WorkerStats
 
     async def run() -> None:
         settings = Settings(redis_url=url)

@@ -21,7 +21,7 @@ command -v openssl >/dev/null || need_apt+=(openssl)       # TLS test certificat
 command -v ps >/dev/null || need_apt+=(procps)             # the password-not-in-ps test
 command -v strace >/dev/null || need_apt+=(strace)          # the fsync -> rename -> dir fsync -> ack order test
 command -v cc >/dev/null || need_apt+=(build-essential)
-# the web console's browser tests (tests/test_web_browser.py): headless Chromium + its driver
+# the web console's browser tests (tests/web/test_web_browser.py): headless Chromium + its driver
 command -v chromium >/dev/null || need_apt+=(chromium)
 command -v chromedriver >/dev/null || need_apt+=(chromium-driver)
 [ -e /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
@@ -42,7 +42,7 @@ command -v pkg-config >/dev/null || need_apt+=(pkg-config)
 [ -e /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc ] || need_apt+=(fonts-noto-cjk)
 [ -e /usr/share/fonts/truetype/ancient-scripts/Symbola_hint.ttf ] || need_apt+=(fonts-symbola)
 [ -e /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf ] || need_apt+=(fonts-noto-color-emoji)  # emoji in colour
-# OCR of rendered tickets in tests/test_scripts.py: tesseract and one model per script
+# OCR of rendered tickets in tests/render/test_scripts.py: tesseract and one model per script
 command -v tesseract >/dev/null || need_apt+=(tesseract-ocr)
 for lang in rus ell ara heb chi-sim chi-tra jpn kor hin tha vie; do
     compgen -G "/usr/share/tesseract-ocr/*/tessdata/${lang//-/_}.traineddata" >/dev/null \

@@ -3,7 +3,7 @@
 Never the machine's Redis on 6379 and never a mock: the session starts one server,
 and every test starts from an empty database on it.  Tests that restart or pause
 Redis take `own_redis`, a server of their own.  Which server (Redis 7.0, Valkey 8.1,
-Redis 8.2) is SD_TEST_SERVER's choice (tests/servers.py); tests that use one are
+Redis 8.2) is SD_TEST_SERVER's choice (tests/support/servers.py); tests that use one are
 marked `server` here, so the matrix run (`-m server`) runs exactly those.
 """
 
@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 import redis
 import redis.asyncio as aioredis
-from tests import servers
-from tests.aclmode import server_args
-from tests.servers import SuiteRedis as EmbeddedRedis
-from tests.support.sentinels import sentinels  # noqa: F401 (a fixture, offered to every test)
 
 from stagedoor.config import Settings
+from tests.support import servers
+from tests.support.aclmode import server_args
+from tests.support.sentinels import sentinels  # noqa: F401 (a fixture, offered to every test)
+from tests.support.servers import SuiteRedis as EmbeddedRedis
 
 # A test that uses any of these talks to a server: marked `server` automatically.
 SERVER_FIXTURES = frozenset({"redis_server", "own_redis", "redis_url", "settings",

@@ -17,7 +17,10 @@ native extension.  Where each lives:
                  the render process
     render/      renderer(), the pure-Python reference, QR; _render.pyx is native
     supervisor/  the process tree: select loop, pool, pure decisions, reporting, systemd
-    ops/         status, Prometheus exporter, metrics, logs
+    telemetry/   what the worker and supervisor report: metrics, logs, traces, the
+                 queue's numbers, the Prometheus exporter (below the console)
+    console/     the operator's queries and actions, shared by cli/ and web/: jobs,
+                 pending, dead letters, fleet and pause, status --check, doctor
     cli/         `stagedoor` and `stagedoor-supervise`
     web/         the operator's console (`stagedoor web`)
     demo/        demo orders and an embedded redis-server (demo and tests only)

@@ -25,7 +25,7 @@ profiles behind this are in docs/benchmarks.md, "Moved from comments".
 
 The layout and the QR algorithm mirror stagedoor/render/reference.py,
 stagedoor/render/shaped/ and stagedoor/render/qr.py step by step; change them
-together (tests/test_render.py and tests/test_scripts.py compare the bytes).  The tables
+together (tests/render/test_render.py and tests/render/test_scripts.py compare the bytes).  The tables
 both read (ECC, static page content, fixed objects, field boxes) are
 stagedoor/render/tables.py, read once at import.
 

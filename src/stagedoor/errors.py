@@ -2,7 +2,7 @@
 of stagedoor's but redaction, and no Redis client):
 
     StagedoorError                   the base of every exception class stagedoor
-                                     defines (tests/test_errors_base.py walks the
+                                     defines (tests/package/test_errors_base.py walks the
                                      package to keep it so): `except StagedoorError`
                                      catches anything stagedoor raises of its own; each
                                      class keeps its builtin base beside it (a

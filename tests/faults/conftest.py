@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import redis
-from tests.aclmode import worker_url
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import EmbeddedRedis
+from tests.support.aclmode import worker_url
 
 from .harness import Procs, Producer
 from .invariants import Ledger

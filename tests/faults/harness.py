@@ -19,13 +19,13 @@ from typing import Any
 
 import orjson
 import redis
-from tests.aclmode import worker_url
-from tests.paths import SRC
-from tests.workerkit import gone, kill_all_of, poll
 
 from stagedoor.config import Settings
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import enqueue_sync
+from tests.support.aclmode import worker_url
+from tests.support.paths import SRC
+from tests.support.worker import gone, kill_all_of, poll
 
 from .ledger_handlers import ENV_DIR, append_line
 
@@ -102,7 +102,7 @@ class Proc:
     def close(self) -> None:
         """Kill it and what it started (a supervisor's workers, a worker's render
         process): killing a supervisor alone leaves its workers draining on as orphans
-        (tests/test_harness_teardown.py)."""
+        (tests/support/test_harness_teardown.py)."""
         import psutil
 
         procs = []

@@ -34,7 +34,7 @@ import psutil
 import redis
 
 from stagedoor.config import Settings
-from stagedoor.ops.inspect import parse_id
+from stagedoor.telemetry.inspect import parse_id
 from stagedoor.worker.presence import PRESENCE_MIN_INTERVAL
 
 from .harness import wait_for

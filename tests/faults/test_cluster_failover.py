@@ -1,7 +1,7 @@
 """Redis Cluster under load: a drain of thousands of jobs under `stagedoor-supervise`
 through a migration of the queue's slot to another master (ASK, then MOVED) and a
 kill -9 of the slot's master with its replica promoted (3 masters + 3 replicas, node
-timeout 1 s, on loopback; tests/topology.py).  Timings are printed, not asserted.
+timeout 1 s, on loopback; tests/support/topology.py).  Timings are printed, not asserted.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 import redis
-from tests.aclmode import worker_url
-from tests.test_cluster import _hand_over, _masters, _migrate
-from tests.topology import ClusterSet
 
 from stagedoor.config import Settings
 from stagedoor.stream import connection
+from tests.stream.test_cluster import _hand_over, _masters, _migrate
+from tests.support.aclmode import worker_url
+from tests.support.topology import ClusterSet
 
 from .harness import Procs, Producer, wait_for, wait_orphans_gone
 from .invariants import Ledger

@@ -1,5 +1,5 @@
 """Failover under Sentinel: kill -9 of the master in the middle of a drain under
-`stagedoor-supervise`, and what the producer's WAIT saves (tests/topology.py: a
+`stagedoor-supervise`, and what the producer's WAIT saves (tests/support/topology.py: a
 master, a replica and three sentinels, down-after 1 s, on loopback).
 
 Figures (printed, not asserted: no test asserts wall-clock speed): kill -> the
@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 import redis
-from tests.aclmode import worker_url
-from tests.topology import SentinelSet
 
 from stagedoor.config import Settings
 from stagedoor.stream import connection
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import EnqueueError, NotReplicated, enqueue_sync
+from tests.support.aclmode import worker_url
+from tests.support.topology import SentinelSet
 
 from .harness import Procs, Producer, wait_for
 from .invariants import Ledger

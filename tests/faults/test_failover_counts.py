@@ -1,7 +1,7 @@
 """Issue 24 item 1: the backlog, the lag and the trimmed-unread audit after failovers.
 
 Redis 7.0 copies a group's entries-read to a replica only on a full resync
-(tests/test_entries_read_replication.py), so a promoted replica's counter is too low
+(tests/stream/test_entries_read_replication.py), so a promoted replica's counter is too low
 for good: entries-added - entries-read said "backlog 99000" on an empty queue, the
 producer refused every job, `status --check` was CRITICAL, and a trim of handled
 entries was counted as jobs lost.  These tests make it happen on real Sentinel and
@@ -20,17 +20,18 @@ from pathlib import Path
 
 import pytest
 import redis
-from tests.aclmode import ACL_MODE, worker_url
-from tests.support.cli import cli
-from tests.topology import SERVICE, ClusterSet, Sentinel, SentinelSet
-from tests.workerkit import poll
 
 from stagedoor.config import Settings
-from stagedoor.ops.inspect import queue_status
 from stagedoor.stream import connection
-from stagedoor.stream.backlog import AUDIT_LUA, AUDIT_SCAN_CAP, trimmed_key
+from stagedoor.stream.backlog import AUDIT_LUA, AUDIT_SCAN_CAP
 from stagedoor.stream.job import make_job
+from stagedoor.stream.keys import trimmed_key
 from stagedoor.stream.queue import enqueue_sync
+from stagedoor.telemetry.inspect import queue_status
+from tests.support.aclmode import ACL_MODE, worker_url
+from tests.support.cli import cli
+from tests.support.topology import SERVICE, ClusterSet, Sentinel, SentinelSet
+from tests.support.worker import poll
 
 from .harness import Procs
 

@@ -22,16 +22,16 @@ from pathlib import Path
 import orjson
 import pytest
 import redis
-from tests.aclmode import server_args
-from tests.helpers_supervisor import NotifySocket
-from tests.support.cli import cli
-from tests.support.faults import faulted
-from tests.support.prometheus import first, scrape
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import EmbeddedRedis, free_port
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import enqueue_sync, ensure_group_sync
+from tests.support.aclmode import server_args
+from tests.support.cli import cli
+from tests.support.faults import faulted
+from tests.support.prometheus import first, scrape
+from tests.support.supervisor import NotifySocket
 
 from .harness import Procs, Producer, wait_for
 from .invariants import (
@@ -255,7 +255,7 @@ def debug_redis(tmp_path: Path) -> Iterator[EmbeddedRedis]:
 
 def test_after_a_redis_stall_the_own_pending_list_is_reread_at_once(
         debug_redis: EmbeddedRedis, tmp_path: Path, ledger: Ledger) -> None:
-    from tests.aclmode import worker_url
+    from tests.support.aclmode import worker_url
 
     admin = redis.Redis(host="127.0.0.1", port=debug_redis.port,
                         password=debug_redis.password, protocol=2, socket_timeout=10)

@@ -32,12 +32,12 @@ from typing import Any
 
 import pytest
 import redis
-from tests.aclmode import server_args, worker_url
-from tests.support.faults import faulted
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import EmbeddedRedis
 from stagedoor.stream.queue import ensure_group_sync
+from tests.support.aclmode import server_args, worker_url
+from tests.support.faults import faulted
 
 from .harness import Proc, Procs, Producer, wait_for
 from .invariants import Ledger, check_all, pending_ids

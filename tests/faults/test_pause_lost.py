@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from stagedoor.config import Settings
-from stagedoor.ops import fleet
+from stagedoor.console import fleet
 from stagedoor.stream import connection
 
 from .harness import Procs, Producer, wait_for

@@ -7,7 +7,7 @@ import pytest
 import redis
 
 from stagedoor.config import Settings
-from stagedoor.ops.inspect import queue_status
+from stagedoor.telemetry.inspect import queue_status
 
 from .harness import Procs, Producer, wait_for
 from .invariants import (

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 import redis
-from tests.aclmode import server_args
-from tests.servers import SuiteRedis as EmbeddedRedis
 
 from stagedoor.config import Settings
+from tests.support.aclmode import server_args
+from tests.support.servers import SuiteRedis as EmbeddedRedis
 
 from .harness import Proc, Procs, Producer, wait_for
 from .invariants import Ledger, assert_idle, check_all, check_no_early_ack

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 
-from tests.paths import ROOT, SRC
+from tests.support.paths import ROOT, SRC
 
 STAGEDOOR = ("-m", "stagedoor.cli")
 SUPERVISE = ("-c", "import sys; from stagedoor.cli.supervise import main; sys.exit(main())")

@@ -1,7 +1,7 @@
 """The read-ahead's per-reply work in Python: the executable specification of
 worker/_entries.pyx's Streak and ReplyWait (worker/_native/streak.pxi), which is what the
-worker runs.  Tests run both against the same cases (tests/test_reply_wait.py,
-tests/test_fast_dispatch.py, tests/test_worker.py); `use_python(monkeypatch)` switches
+worker runs.  Tests run both against the same cases (tests/worker/test_reply_wait.py,
+tests/worker/test_fast_dispatch.py, tests/worker/test_worker.py); `use_python(monkeypatch)` switches
 the read-ahead of the workers a test makes to these.
 """
 

@@ -1,5 +1,5 @@
 """The `sentinels` fixture: a master, two replicas and three Sentinels of our own
-(tests/topology.py's SentinelSet), stopped after the test.  Offered to every test by
+(tests/support/topology.py's SentinelSet), stopped after the test.  Offered to every test by
 tests/conftest.py."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.topology import SentinelSet
+
+from tests.support.topology import SentinelSet
 
 
 @pytest.fixture

@@ -1,12 +1,12 @@
 """worker/settle.py's arithmetic in Python: the executable specification of
 _entries.tally (worker/_native/tally.pxi), which is what the worker runs;
-tests/test_settle.py runs both on the same batches of outcomes."""
+tests/worker/test_settle.py runs both on the same batches of outcomes."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from stagedoor.ops.metrics import WorkerStats
+from stagedoor.telemetry.metrics import WorkerStats
 
 
 def tally(records: list[Any], stats: WorkerStats, acks: list[bytes]) -> None:

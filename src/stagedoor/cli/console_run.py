@@ -1,4 +1,4 @@
-"""Running one console operation (stagedoor.ops.*) from the CLI: an asyncio client,
+"""Running one console operation (stagedoor.console.*) from the CLI: an asyncio client,
 one event loop, the documented exit codes, JSON or text out, one-line errors.
 
     0  done          1  Redis answered with an error, or something asked for is missing
@@ -17,7 +17,7 @@ import redis
 import redis.asyncio as aioredis
 
 from .. import config
-from ..ops.records import console_client
+from ..console.client import console_client
 from ..stream.errors import OUTAGE_ERRORS, first_line
 from .commands.status import unreachable
 

@@ -33,7 +33,7 @@ from ..version import __version__
 
 # name -> its line in `stagedoor --help`.  Only the command being run is imported (its
 # module pulls in redis-py, the renderer, ...): `stagedoor --version` and `--help` import
-# none, `stagedoor render` no Redis client (issue 27).  tests/test_cli.py checks these
+# none, `stagedoor render` no Redis client (issue 27).  tests/cli/test_cli.py checks these
 # lines against each module's own help=.
 COMMANDS = {
     "enqueue": "Add jobs to the stream.",
@@ -112,7 +112,7 @@ def say(line: str) -> None:
 
 
 def run(func: object, args: argparse.Namespace) -> int:
-    # here, not at the top: --version and --help never need redis-py (tests/test_cli_imports)
+    # here, not at the top: --version and --help never need redis-py (tests/cli/test_cli_imports)
     import redis
 
     from ..config import ConfigError
@@ -143,7 +143,7 @@ def run(func: object, args: argparse.Namespace) -> int:
 def outage_of(args: argparse.Namespace, exc: BaseException) -> str:
     """The outage line, with the Cluster's state looked up when the settings read."""
     # here: only an outage needs them, and the config and Redis modules stay out of
-    # --version and --help (tests/test_cli_imports)
+    # --version and --help (tests/cli/test_cli_imports)
     from .. import config
     from ..config import ConfigError
     from ..stream.diagnose import outage

@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from .. import config
 from ..config import ConfigError, Settings
 from ..exitcodes import EX_CONFIG
-from ..ops.logs import setup_logging
 from ..redaction import install_excepthook
 from ..supervisor.loop import Supervisor
 from ..supervisor.state import Options
 from ..supervisor.systemd import Notifier
+from ..telemetry.logs import setup_logging
 from .main import Parser, add_version
 
 EPILOG = """\

@@ -11,7 +11,7 @@
 
 The built-in handlers are an application on this API, stagedoor.tickets (its handlers,
 order store, durable files and render process), loaded by their spec like a plugin:
-nothing here imports it (tests/test_layers.py).
+nothing here imports it (tests/package/test_layers.py).
 """
 
 from __future__ import annotations

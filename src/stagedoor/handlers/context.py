@@ -35,11 +35,11 @@ import redis.asyncio as aioredis
 
 from ..config import Settings
 from ..errors import TransientError
-from ..ops.logs import current_job
-from ..ops.metrics import WorkerStats
 from ..stream import keys
 from ..stream.job import Job
 from ..stream.resp import FastConnection
+from ..telemetry.logs import current_job
+from ..telemetry.metrics import WorkerStats
 from .marks import MarkWindow
 
 T = TypeVar("T")

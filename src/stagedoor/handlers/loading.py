@@ -4,7 +4,7 @@ earlier one.
 
 The built-ins are loaded by their spec, as a plugin is, so the handler API (this
 package) does not import the application built on it (stagedoor.tickets;
-tests/test_layers.py keeps it so).  A spec naming a module that has moved (MOVED) is
+tests/package/test_layers.py keeps it so).  A spec naming a module that has moved (MOVED) is
 loaded from where it lives now, with a warning that gives the new name."""
 
 from __future__ import annotations

@@ -46,8 +46,8 @@ import time
 import redis.asyncio as aioredis
 
 from ..config import Settings
-from ..ops.inspect import id_ms
-from ..ops.records import now_ms
+from ..telemetry.inspect import id_ms
+from ..telemetry.records import now_ms
 
 log = logging.getLogger("stagedoor.handlers")
 

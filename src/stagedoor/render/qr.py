@@ -7,7 +7,7 @@ information.  Data that is not plain ASCII is prefixed with ECI 26 (UTF-8) so a 
 decodes the right characters.
 
 The C version in _render.pyx follows this module step by step; any change here must be
-made there too (tests/test_render.py checks the two are byte-identical on random input).
+made there too (tests/render/test_render.py checks the two are byte-identical on random input).
 The N3 rule follows zxing's MaskUtil: a 1:1:3:1:1 run with four light modules (the quiet
 zone counts as light) on at least one side scores 40.
 """

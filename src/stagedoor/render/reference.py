@@ -9,7 +9,7 @@ one when it imports; the caller logs `NATIVE_IMPORT_ERROR` loudly when it does n
 The file is deterministic: no dates, no /ID, fixed object numbers, so the same order
 always gives the same bytes.  Both renderers deflate with level 1, window 15, memLevel 4;
 byte identity assumes Python's zlib module and the extension use the same libz (they
-do when both link the system zlib; tests/test_render.py would catch a difference).
+do when both link the system zlib; tests/render/test_render.py would catch a difference).
 
 Layout of the file: 1 catalog, 2 pages, 3 shared resources, 4 and 5 the fast path's
 fonts F1 and F2 (Noto Sans and Noto Sans Bold as Type 3 fonts of the glyphs the order

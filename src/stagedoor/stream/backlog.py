@@ -30,7 +30,7 @@ loss again.
 
 Failover (issue 24).  Redis 7.0 copies entries-read to a replica only on a full
 resync, not as reads happen (Valkey 8.1 and Redis 8.2 do copy it:
-tests/test_entries_read_replication.py, the table in docs/scaling.md); a promoted
+tests/stream/test_entries_read_replication.py, the table in docs/scaling.md); a promoted
 7.0 replica keeps a counter that is too low, and Redis goes on incrementing the
 stale value, so it never heals.  So the counters are a fast estimate only, and an
 upper bound of the backlog (a replica's counter is a master's of earlier, never
@@ -74,12 +74,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..config import Settings
+from .keys import trimmed_key
 
 log = logging.getLogger("stagedoor.worker")
-
-
-def trimmed_key(settings: Settings) -> str:
-    return settings.key("trimmed", settings.stream)
 
 
 ACCOUNT_LUA = """

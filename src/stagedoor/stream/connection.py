@@ -105,7 +105,7 @@ def async_client(settings: Settings, *, blocking: bool = False, name: str | None
     """An asyncio client: 100 ms calls, or the blocking reader with timeout > BLOCK.
 
     `producer`: the socket timeout leaves room for the WAIT after enqueue's XADDs.
-    `timeout`: another socket timeout (the console's, ops/records.py)."""
+    `timeout`: another socket timeout (the console's, console/client.py)."""
     kwargs = client_kwargs(settings, blocking=blocking, asynchronous=True)
     if producer:
         kwargs["socket_timeout"] = _producer_timeout(settings)

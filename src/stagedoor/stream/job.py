@@ -127,7 +127,7 @@ def make_job(kind: str, order_id: int, outbox_id: int, request_id: str | None = 
 
     request_id: the checkout's request id; None gives a fresh one (16 hex digits).
     trace: None gives the W3C traceparent of the current OpenTelemetry span (when the
-    producer runs inside one; `ops.tracing.traceparent`), so the worker's span continues
+    producer runs inside one; `telemetry.tracing.traceparent`), so the worker's span continues
     the producer's trace, else a fresh traceparent; pass one to carry a context that is
     not current (an outbox row's).
     kinds: the kinds the workers know (`load_registry(settings.handlers).kinds`, the
@@ -136,7 +136,7 @@ def make_job(kind: str, order_id: int, outbox_id: int, request_id: str | None = 
     if request_id is None:
         request_id = os.urandom(8).hex()
     if trace is None:
-        from ..ops.tracing import traceparent  # not at import: job.py stays light
+        from ..telemetry.tracing import traceparent  # not at import: job.py stays light
 
         trace = traceparent()
     job = Job(kind, order_id, outbox_id, request_id, trace)

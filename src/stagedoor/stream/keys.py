@@ -8,20 +8,22 @@ and each script stays on one slot.  Nothing atomic spans the queue and an order.
 
     flat (stream `jobs`, the layout before Cluster; standalone and Sentinel default)
         jobs  jobs:dead  stagedoor:starts:<entry id>  stagedoor:settled:<entry id>
-        stagedoor:dead-trimmed:jobs
+        stagedoor:dead-trimmed:jobs  stagedoor:trimmed:jobs
+        stagedoor:lasterr:<entry id>  stagedoor:probe:<consumer>
         stagedoor:order:<order id>  stagedoor:marks:<outbox id // 128>
         stagedoor:running:<outbox id>  (stagedoor:done:<outbox id>: read only, old marks)
     tagged (the stream's name has a hash tag, `{jobs}`: the redis+cluster:// default)
         {jobs}  {jobs}:dead  stagedoor:starts:{jobs}:<entry id>  (settled: the same)
-        stagedoor:dead-trimmed:{jobs}
+        stagedoor:dead-trimmed:{jobs}  stagedoor:trimmed:{jobs}
+        stagedoor:lasterr:<entry id>  stagedoor:probe:<consumer>  (not tagged)
         stagedoor:order:{<order id>}  stagedoor:marks:{<order id>}
         stagedoor:running:{<order id>}:<outbox id>  (stagedoor:done:{<order id>}:<outbox id>)
 
 The console's keys (the pause flag, the workers' presence records and their names, the
-audit stream, the dead letters removed, the owner of a consumer name) are on the
-stream's hash tag; the pause flag's format (PauseState, parse_pause) and how long the
-presence keys live (presence_ttl_ms, FLEET_TTL_S) are here with their names, because
-the worker writes and reads them as well as the console.
+audit stream, the dead letters removed, the owner of a consumer name, the per-kind
+ring) are on the stream's hash tag; the pause flag's format (PauseState, parse_pause)
+and how long the presence keys live (presence_ttl_ms, FLEET_TTL_S) are here with their
+names, because the worker writes and reads them as well as the console.
 
 The layout follows the stream's name, so an existing deployment keeps its keys until
 it renames its stream (docs/scaling.md, "Moving to Cluster", says how to move).
@@ -70,6 +72,24 @@ def settled_key(settings: Settings, entry_id: str) -> str:
     if tagged(settings):
         return settings.key("settled", "{" + str(hash_tag(settings.stream)) + "}", entry_id)
     return settings.key("settled", entry_id)
+
+
+def lasterr_key(settings: Settings, entry_id: str) -> str:
+    """The last failure a worker reported for an entry (text, capped): what a poison
+    verdict, `pending` and a job's story say went wrong; kept as long as its starts."""
+    return settings.key("lasterr", entry_id)
+
+
+def trimmed_key(settings: Settings) -> str:
+    """The count of jobs trimmed before any worker read them (a hash: stream/backlog.py
+    keeps it, the producer's and the audit's scripts write it)."""
+    return settings.key("trimmed", settings.stream)
+
+
+def probe_key(settings: Settings, consumer: str) -> str:
+    """The tiny key a worker writes (with a short expiry) to learn that Redis takes
+    writes again after running out of memory (worker/outage.py)."""
+    return settings.key("probe", consumer)
 
 
 def order_key(settings: Settings, order_id: int) -> str:
@@ -130,7 +150,7 @@ class PauseState:
     resumed: float | None = None  # epoch seconds of the resume the flag records, if so
 
     def to_json(self) -> dict[str, Any]:
-        """What --json prints (as ops/records.Record's)."""
+        """What --json prints (as telemetry/records.Record's)."""
         return dataclasses.asdict(self)
 
 
@@ -176,9 +196,15 @@ def fleet_key(settings: Settings) -> str:
 FLEET_TTL_S = 86_400
 
 
+def kinds_key(settings: Settings, slot: int) -> str:
+    """One minute's hash of the per-kind ring (telemetry/kindstats.py), on the stream's
+    hash tag like the console's other keys."""
+    return settings.key("kinds", settings.stream, slot)
+
+
 def audit_key(settings: Settings) -> str:
     """The audit stream: one entry per operator action, from the console or the CLI
-    (ops/audit.py), capped by MAXLEN ~ audit_maxlen; on the stream's hash tag."""
+    (console/audit.py), capped by MAXLEN ~ audit_maxlen; on the stream's hash tag."""
     return settings.key("audit", settings.stream)
 
 
@@ -186,7 +212,7 @@ def dead_gone_key(settings: Settings) -> str:
     """The dead letters the console removed (replayed, deleted, purged) or the
     dead-letter stream's cap trimmed (stream/queue.py's script): a stream of
     (source_id, dead_id, how, new_id), capped by MAXLEN ~ dead_maxlen, so a job
-    dead-lettered is still told DEAD after its dead letter went (ops/deadletters.py).
+    dead-lettered is still told DEAD after its dead letter went (console/deadletters.py).
     On the stream's hash tag: the replay and delete scripts write it with the streams."""
     return settings.key("dead-gone", settings.stream)
 

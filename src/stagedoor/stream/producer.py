@@ -43,7 +43,7 @@ import redis.asyncio as aioredis
 
 from ..backoff import Backoff
 from ..config import Settings
-from .backlog import ACCOUNT_LUA, AUDIT_SCAN_CAP, trimmed_key
+from .backlog import ACCOUNT_LUA, AUDIT_SCAN_CAP
 from .enqueue_errors import (
     BacklogFull,
     EnqueueError,
@@ -53,6 +53,7 @@ from .enqueue_errors import (
 )
 from .errors import OOM_ADVICE, first_line, is_oom, master_changed
 from .job import Job
+from .keys import trimmed_key
 
 log = logging.getLogger("stagedoor.queue")
 

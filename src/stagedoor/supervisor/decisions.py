@@ -2,7 +2,7 @@
 
 The loop (loop.py) measures (monotonic time, heartbeats, exit codes, RSS), asks
 here what that means, and acts (fork, signal, exit).  So every rule can be tested in
-microseconds (tests/test_supervisor_decisions.py) beside the subprocess tests that
+microseconds (tests/supervisor/test_decisions.py) beside the subprocess tests that
 show the loop applies them.
 
 - respawn backoff: 0.1 s, 0.2 s, ... 10 s per slot, no jitter (backoff.py), reset

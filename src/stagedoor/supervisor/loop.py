@@ -7,7 +7,7 @@ Shape (gunicorn's arbiter, uvicorn's Process wrapper, circus' flapping limit):
         a heartbeat pipe        per worker: JSON lines {"t":"hb"|"ready", ...}
         a pidfd                 per worker, readable when it exits (else waitpid polling)
         the metrics endpoint    when --metrics-port > 0: the listener and each client
-                                connection, non-blocking (ops/endpoint.py)
+                                connection, non-blocking (telemetry/endpoint.py)
     every tick: reap, read every heartbeat pipe, check heartbeats and deadlines (the
     loop's own lateness, a stall of the supervisor, is not charged to the workers),
     respawn, ping systemd.
@@ -63,8 +63,8 @@ from typing import Any
 
 from ..config import ConfigError, Settings
 from ..exitcodes import EX_CONFIG, EX_OK, EX_SOFTWARE
-from ..ops.endpoint import MetricsBindError, MetricsEndpoint
 from ..proctitle import set_title, supervisor_title
+from ..telemetry.endpoint import MetricsBindError, MetricsEndpoint
 from . import decisions as rules
 from .decisions import SlotView
 from .pool import Pool

@@ -22,8 +22,8 @@ import psutil
 
 from ..config import Settings
 from ..exitcodes import EX_SOFTWARE
-from ..ops.exporter import empty_totals, retire
-from ..ops.shared_counts import make_page, merge, read_page
+from ..telemetry.exporter import empty_totals, retire
+from ..telemetry.shared_counts import make_page, merge, read_page
 from ..worker.child import child_main
 from ..worker.family import ProcessFamily
 from . import decisions as rules

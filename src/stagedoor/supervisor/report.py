@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 import psutil
 
-from ..ops.endpoint import Probe
-from ..ops.exporter import build_labels, empty_totals, render_metrics, retire
+from ..telemetry.endpoint import Probe
+from ..telemetry.exporter import build_labels, empty_totals, render_metrics, retire
 
 if TYPE_CHECKING:
     from ..config import Settings

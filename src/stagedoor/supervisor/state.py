@@ -41,7 +41,7 @@ class Handle:
     cpu_seen: tuple[float, float] = (0.0, 0.0)
     alone: str | None = None        # the entry it runs alone now (redelivery isolation)
     hung: str = ""                  # why the supervisor sent it SIGABRT, if it did
-    page: mmap.mmap | None = None   # its handled counters, shared (ops/shared_counts.py)
+    page: mmap.mmap | None = None   # its handled counters, shared (telemetry/shared_counts.py)
     # Forked while another live process had its consumer name (a rolling restart, a
     # memory recycle, a slot given back by SIGTTOU and taken again by SIGTTIN): it boots
     # and reports READY but reads nothing until the supervisor writes "g" down its

@@ -19,9 +19,9 @@ the bytes are fsynced before the name exists; the call returns only once a direc
 fsync that began after the link completed has completed; a failure half way leaves
 nothing behind (the unnamed file dies with its fd; a tmp name of ours is unlinked);
 a failed directory fsync raises in the thread that ran it and covers nobody.
-tests/test_durable_order.py checks the order from strace; tests/test_durable.py runs
+tests/tickets/test_durable_order.py checks the order from strace; tests/tickets/test_durable.py runs
 EEXIST, a missing directory and no O_TMPFILE against both writers, and
-tests/test_hardening_files.py a full and a read-only file system.
+tests/tickets/test_hardening_files.py a full and a read-only file system.
 
 Written by hand: the C library has the calls; what is ours is doing them without the
 GIL and the sharing of the directory fsync.

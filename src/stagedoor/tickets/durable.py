@@ -18,7 +18,7 @@ the caller's rename* has completed.  A failed fsync raises in the thread that ra
 and covers nobody: the next waiter runs its own (and gets its own error), so a
 failure is never reported as success.  The worker acks a job only after its handler
 returned, so an acked render_tickets job's PDF survives a power loss (RELIABILITY.md;
-tests/test_durable_order.py checks the order of the system calls).
+tests/tickets/test_durable_order.py checks the order of the system calls).
 
 Written by hand: the standard library has the calls, no library offers the sharing.
 """

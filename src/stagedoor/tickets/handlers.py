@@ -190,8 +190,8 @@ async def _order_script(ctx: Context, script: LeanScript, keys: list[str],
     connection talks to one node and an order's keys carry the order's own tag, so
     on a cluster most orders live elsewhere: each call came back MOVED, failed every
     call in flight on that connection with it, and the jobs were retried (measured in
-    tests/test_cluster.py).  The cost is redis-py's client overhead per call; a lean
-    connection per node would win it back (not done)."""
+    tests/stream/test_cluster.py).  The cost is redis-py's client overhead per call; a
+    lean connection per node would win it back (not done)."""
     if not cluster.is_cluster_url(ctx.settings.redis_url):
         return await script(ctx.lean(), keys, args)
     name = f"routed-script:{script.sha}"

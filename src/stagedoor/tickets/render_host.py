@@ -93,10 +93,10 @@ from typing import Any
 from ..backoff import Backoff
 from ..config import Settings
 from ..errors import StagedoorError, TransientError
-from ..ops.logs import JOB_FIELDS, current_job
-from ..ops.metrics import WorkerStats
 from ..render import fonts
 from ..render.order import OrderDataError, RenderFailed
+from ..telemetry.logs import JOB_FIELDS, current_job
+from ..telemetry.metrics import WorkerStats
 from . import render_rules as rules
 from .render_serve import Frames, Outbox, frame, parse_reply, request_frame
 from .runstate import cpu_ticks, not_running
@@ -106,7 +106,8 @@ log = logging.getLogger("stagedoor.render_host")
 READY_TIMEOUT = 30.0    # s from exec to "ready" (imports, fonts, a warm-up render)
 STOP_TIMEOUT = 10.0     # s a closing worker waits for its render process to exit
 KILL_WAIT = 5.0         # s a SIGKILLed render process may take to go before it is left to die
-# the module the render process runs (tests/faulty_render.py runs a faulty one instead)
+# the module the render process runs (a test runs a faulty one instead:
+# tests/support/handlers/faulty_render.py)
 SERVE_MODULE = "stagedoor.tickets.render_serve"
 _ROOT = str(Path(__file__).resolve().parents[2])  # where this stagedoor is: the process's too
 
@@ -139,7 +140,7 @@ def _about(req: _Render, **more: Any) -> dict[str, Any]:
 
 
 def _in_context(job: Mapping[str, Any] | None) -> contextvars.Context:
-    """A fresh context, with these job fields for its log lines (ops/logs.py)."""
+    """A fresh context, with these job fields for its log lines (telemetry/logs.py)."""
     context = contextvars.Context()
     if job is not None:
         context.run(JOB_FIELDS.set, job)

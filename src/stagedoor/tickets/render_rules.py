@@ -4,8 +4,8 @@ asyncio.
 render_host.py measures (monotonic time, the process's exit status, what runstate.py
 reads of a process that had no reply in time), asks here what that means, and acts
 (exec, SIGKILL, a render failed or run again alone).  So each rule is pinned on its own
-(tests/test_render_rules.py), beside the tests that show the host applies them to a real
-process (tests/test_render_abort.py, test_render_stale.py, test_render_frozen.py).
+(tests/tickets/test_render_rules.py), beside the tests that show the host applies them to a real
+process (tests/tickets/test_render_abort.py, test_render_stale.py, test_render_frozen.py).
 
 - starts: a process that dies before it is ready is started again after START's backoff
   (0.1 s doubling to 5 s, no jitter); after START_ATTEMPTS such starts in a row the

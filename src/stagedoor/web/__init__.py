@@ -7,7 +7,7 @@ CLI and the workers pay nothing for it.
     credentials  the password file of each role (viewer, operator)
     security     sessions, CSRF tokens, the security headers (CSP) of every response
     sampler      the overview's numbers, sampled from Redis into a bounded history
-    views        the pages and actions; every query and action is an ops/ function
+    views        the pages and actions; every query and action is a console/ function
     app          the aiohttp application: routes, middlewares, TLS, start and stop
     throttle     the log-in throttle: token buckets per source address and in all
     admission    how many requests reach Redis at once (503 "busy, retry" past it)

@@ -12,7 +12,7 @@ import markupsafe
 from aiohttp import web
 
 from ..config import Settings
-from ..ops.text import human_ms, safe, seconds_text
+from ..console.text import human_ms, safe, seconds_text
 from . import security
 from .admission import Gate
 from .credentials import PasswordFiles
@@ -26,7 +26,7 @@ class Console:
 
     settings: Settings
     credentials: PasswordFiles
-    client: Any  # the asyncio Redis client the ops functions are handed
+    client: Any  # the asyncio Redis client the console functions are handed
     sampler: Sampler
     secure_cookies: bool = False
     public_origin: str | None = None
@@ -42,7 +42,7 @@ class Console:
 
 def shown(value: Any) -> Any:
     """Every value a template prints (Jinja2's finalize), before autoescape: text with
-    its control and format characters escaped as the CLI escapes them (ops/text.safe),
+    its control and format characters escaped as the CLI escapes them (console/text.safe),
     so a direction override stored in an order id (4471\\u202e0988) cannot reorder
     what the operator reads (44718890).  Newlines and tabs stay: HTML shows them as
     space.  Markup (the templates' own HTML) is the templates', not Redis's."""

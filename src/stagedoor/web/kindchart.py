@@ -11,8 +11,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..ops.kindstats import KindWindow
-from ..ops.text import seconds_text
+from ..console.text import seconds_text
+from ..telemetry.kindstats import KindWindow
 
 W, H = 600, 160
 # distinguishable colours, one per kind in the order of the table (then again)

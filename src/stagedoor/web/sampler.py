@@ -1,16 +1,16 @@
 """The overview's numbers: sampled from Redis on a timer, kept in memory, shared.
 
-One sample is ops.inspect.queue_status (two pipelined round trips: XINFO STREAM,
+One sample is telemetry.inspect.queue_status (two pipelined round trips: XINFO STREAM,
 GROUPS, CONSUMERS, XPENDING summary and oldest, XLEN and GET of the dead letters, then
 XRANGE and HMGET for the oldest undelivered entry and the trimmed counters) plus one
-INFO (ops.serverinfo) plus whatever the ops layer adds for the fleet and the pause
+INFO (console.serverinfo) plus whatever the console layer adds for the fleet and the pause
 flag: a fixed number of commands whatever the backlog.  Samples are taken every
 `interval` seconds by one task, whatever the number of viewers: a page or a live
 refresh reads the newest sample and sends nothing to Redis itself.
 
 The history (the last `keep` samples) gives the rates: in = entries added per second
 (XINFO STREAM entries-added), out = entries acknowledged per second (entries read by
-the group minus those pending: the --watch formula, ops/inspect.watch_sample),
+the group minus those pending: the --watch formula, telemetry/inspect.watch_sample),
 time to drain = (waiting + pending) / out, and the queue-age P95 over the history.
 It is lost on restart: the console keeps no state of its own.
 """
@@ -27,10 +27,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..config import Settings
-from ..ops.fleet import pause_state
-from ..ops.inspect import aqueue_status, watch_sample
-from ..ops.serverinfo import server_facts
-from ..ops.text import human_ms, safe
+from ..console.fleet import pause_state
+from ..console.serverinfo import server_facts
+from ..console.text import human_ms, safe
+from ..telemetry.inspect import aqueue_status, watch_sample
 from .quietlog import QuietLog
 
 log = logging.getLogger("stagedoor.web")
@@ -41,7 +41,7 @@ Extra = Callable[[Any, Settings], Awaitable[Any]]
 
 
 async def paused(client: Any, settings: Settings) -> dict[str, Any]:
-    """The fleet's pause flag (ops.fleet): one GET; since when, by whom and why."""
+    """The fleet's pause flag (console.fleet): one GET; since when, by whom and why."""
     return (await pause_state(client, settings)).to_json()
 
 

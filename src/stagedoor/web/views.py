@@ -1,4 +1,4 @@
-"""The pages and the actions.  Queries and actions are ops/ functions (the CLI's too);
+"""The pages and the actions.  Queries and actions are console/ functions (the CLI's too);
 this module only reads forms, calls them and renders templates.
 
 Every value shown comes from Redis (the stream, a dead letter, an order) and is hostile:
@@ -21,9 +21,10 @@ from typing import Any
 
 from aiohttp import web
 
-from ..ops import audit, deadletters, fleet, jobs, kindstats, pending, release
-from ..ops.deadletters import BadBound, DeadFilter
-from ..ops.inspect import BadEntryId, check_id, parse_id
+from ..console import audit, deadletters, fleet, jobs, pending, release
+from ..console.deadletters import BadBound, DeadFilter
+from ..telemetry import kindstats
+from ..telemetry.inspect import BadEntryId, check_id, parse_id
 from ..tickets.files import OutsideTicketsDir, confined
 from . import kindchart, security
 from .console import Console, console_of
@@ -63,7 +64,7 @@ def who(request: web.Request) -> str:
 
 
 async def record(request: web.Request, action: str, count: int, detail: str = "") -> None:
-    """One audit entry for an action of this request (ops/audit.py)."""
+    """One audit entry for an action of this request (console/audit.py)."""
     console = console_of(request)
     await audit.record(console.client, console.settings, who=who(request), via="web",
                        action=action, count=count, detail=detail)
@@ -224,7 +225,7 @@ async def pending_page(request: web.Request) -> web.StreamResponse:
 async def pending_dead_letter(request: web.Request) -> web.StreamResponse:
     """A stuck pending entry to the dead letters, in two steps: the first POST shows the
     entry (consumer, idle, deliveries, last error, and whether a worker may be running
-    it now); the second, with confirm, moves it (ops.pending.dead_letter)."""
+    it now); the second, with confirm, moves it (console.pending.dead_letter)."""
     console = console_of(request)
     form = await request.post()
     entry_id = _entry_id(str(form.get("id", "")))
@@ -264,7 +265,7 @@ async def pending_entry_page(request: web.Request) -> web.StreamResponse:
 
 @operator_only
 async def pending_release(request: web.Request) -> web.StreamResponse:
-    """Release a stuck pending entry to the fleet now (ops/release.py), in two steps: the
+    """Release a stuck pending entry to the fleet now (console/release.py), in two steps: the
     first POST shows what will happen (the entry, its owner and whether that worker may
     be running it); the second, with confirm, does it if the entry is still pending on
     the owner shown.  Not pending any more: 409; taken by another consumer meanwhile:
@@ -553,7 +554,7 @@ async def audit_page(request: web.Request) -> web.StreamResponse:
 
 # -- metrics by kind ----------------------------------------------------------------------
 async def kinds_page(request: web.Request) -> web.StreamResponse:
-    """The last hour by kind (ops/kindstats.py): one round trip, read by any role."""
+    """The last hour by kind (telemetry/kindstats.py): one round trip, read by any role."""
     console = console_of(request)
     w = await kindstats.window(console.client, console.settings)
     return page(request, "kinds.html", w=w, charts=kindchart.charts(w))

@@ -10,7 +10,7 @@ producer of ours writes (the five fields in the seed's order, bytes, within the 
 limit, every value valid) and builds the same Job; for anything else it returns None
 and the caller asks parse_job, so every refusal and its reason still come from one
 place.  What it accepts is a subset of what parse_job accepts, to the byte
-(tests/test_entries.py compares them).
+(tests/worker/test_entries.py compares them).
 
 The source is split by concern, the way _render.pyx is (asyncpg's protocol/ shape):
 the C API declarations in _entries.pxd, and
@@ -42,8 +42,8 @@ import contextvars
 import types
 from asyncio.tasks import _enter_task, _leave_task
 
-from stagedoor.ops.logs import JOB_FIELDS
-from stagedoor.ops.metrics import DURATION_BUCKETS, WAIT_BUCKETS
+from stagedoor.telemetry.logs import JOB_FIELDS
+from stagedoor.telemetry.metrics import DURATION_BUCKETS, WAIT_BUCKETS
 from stagedoor.stream.job import Job
 from stagedoor.worker.eager import EagerRun
 

@@ -46,8 +46,8 @@ import redis
 
 from ..config import ConfigError, Settings
 from ..exitcodes import EX_CONFIG, EX_OK, EX_SOFTWARE, EX_UNAVAILABLE
-from ..ops import logs as ops_logs
 from ..proctitle import set_title, worker_title
+from ..telemetry import logs as telemetry_logs
 from .family import ProcessFamily
 
 log = logging.getLogger("stagedoor.worker_process")
@@ -78,7 +78,7 @@ def reset_signals() -> None:
 
 
 def setup_logging(settings: Settings) -> None:
-    ops_logs.setup_logging(settings.log_format, settings.log_level, stream=sys.stderr)
+    telemetry_logs.setup_logging(settings.log_format, settings.log_level, stream=sys.stderr)
 
 
 def child_main(settings: Settings, slot: int, heartbeat_fd: int, lifeline_fd: int,
@@ -88,7 +88,7 @@ def child_main(settings: Settings, slot: int, heartbeat_fd: int, lifeline_fd: in
 
     killer: (entry id, cause) of the entry that killed the slot's previous worker while
     it ran alone (redelivery.py): this worker dead-letters it at boot.  page: the
-    page shared with the supervisor for the counters (ops/shared_counts.py).
+    page shared with the supervisor for the counters (telemetry/shared_counts.py).
     hold: another process of this consumer name is still alive; boot and report READY,
     but read nothing before the supervisor writes "g" down the lifeline."""
     set_title(worker_title(settings, slot))
@@ -225,8 +225,8 @@ class Heartbeat:
         of stagedoor.stream.backlog), so a loss by another producer or an XTRIM is
         logged once and never goes unnoticed."""
         # the worker's modules, after the fork (child_main says why)
-        from ..ops.inspect import aqueue_status
         from ..stream.backlog import audit
+        from ..telemetry.inspect import aqueue_status
 
         await worker.ready.wait()
         every = max(QUEUE_STATUS_EVERY, settings.heartbeat_interval)

@@ -38,14 +38,14 @@ from ..backoff import Backoff
 from ..config import Settings
 from ..errors import MalformedJob
 from ..handlers import Context, Handler, Registry
-from ..ops.logs import job_context
-from ..ops.metrics import WorkerStats
-from ..ops.tracing import JobTracer, entry_ms
 from ..stream import connection
 from ..stream.errors import first_line, is_oom, master_changed
 from ..stream.job import Job, make_job, parse_job
-from ..stream.keys import settled_key, starts_key
+from ..stream.keys import lasterr_key, settled_key, starts_key
 from ..stream.queue import DeadLetter
+from ..telemetry.logs import job_context
+from ..telemetry.metrics import WorkerStats
+from ..telemetry.tracing import JobTracer, entry_ms
 from . import eager
 from .acks import Acker
 from .entries import FastDispatch, fast_job
@@ -390,7 +390,7 @@ class Dispatcher:
     def _entry_keys(self, entry_id: bytes) -> tuple[str, str, str]:
         eid = entry_id.decode()
         return (starts_key(self.settings, eid), settled_key(self.settings, eid),
-                self.settings.key("lasterr", eid))
+                lasterr_key(self.settings, eid))
 
     async def _ack_and_forget(self, entry_id: bytes) -> None:
         """A redelivered entry done: XACK and DEL its keys in one write, the XACK first
@@ -440,11 +440,11 @@ class Dispatcher:
         eid = entry_id.decode()
         try:
             if settled is None:
-                await self.cmd.set(self.settings.key("lasterr", eid), reason[:500],
+                await self.cmd.set(lasterr_key(self.settings, eid), reason[:500],
                                    ex=STARTS_TTL)
                 return
             pipe = self.cmd.pipeline(transaction=False)
-            pipe.set(self.settings.key("lasterr", eid), reason[:500], ex=STARTS_TTL)
+            pipe.set(lasterr_key(self.settings, eid), reason[:500], ex=STARTS_TTL)
             pipe.set(settled_key(self.settings, eid), settled, ex=STARTS_TTL)
             await pipe.execute()
         except _BEST_EFFORT as e:
@@ -452,7 +452,7 @@ class Dispatcher:
 
     async def _last_error(self, entry_id: bytes) -> str | None:
         try:
-            raw = await self.cmd.get(self.settings.key("lasterr", entry_id.decode()))
+            raw = await self.cmd.get(lasterr_key(self.settings, entry_id.decode()))
         except _BEST_EFFORT:
             return None
         return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else None

@@ -28,11 +28,11 @@ from typing import Any
 
 from ..config import Settings
 from ..handlers import Context, Registry, load_registry
-from ..ops import shared_counts, tracing
-from ..ops.metrics import WorkerStats
 from ..stream import connection
 from ..stream.queue import DeadLetter
 from ..stream.resp import FastConnection
+from ..telemetry import shared_counts, tracing
+from ..telemetry.metrics import WorkerStats
 from . import lifecycle
 from .acks import Acker
 from .dispatch import Dispatcher
@@ -60,7 +60,7 @@ class Worker:
         """killer: (entry id, cause) of an entry that killed this slot's previous worker
         while it ran alone, as its supervisor saw it: dead-lettered at boot.
         counts_page: the page its supervisor reads its counters from after a crash
-        (ops/shared_counts.py).  go: set when no other process of this consumer name is
+        (telemetry/shared_counts.py).  go: set when no other process of this consumer name is
         left (a held replacement reads nothing before)."""
         s = self.settings = settings
         self.registry = registry if registry is not None else load_registry(settings.handlers)
@@ -76,7 +76,7 @@ class Worker:
         # Set when no other process of this consumer name is left (the supervisor's
         # word, worker/child.py): READY comes before it, the first read after it.
         self._go = go
-        self.tracer = tracer  # None: run() sets it up from OTEL_* (ops/tracing.py)
+        self.tracer = tracer  # None: run() sets it up from OTEL_* (telemetry/tracing.py)
         # The parts.  Nothing here connects or starts a thread: that is run()'s.
         self.cmd = connection.async_client(s, name=self.consumer)
         self.executor = ThreadPoolExecutor(s.render_threads,
@@ -215,7 +215,7 @@ class Worker:
         finally:
             await lifecycle.cancel_and_wait([*tasks, *self.slots.running.values()])
             # what the drain handled since the last beat, into the console's per-kind
-            # ring (ops/kindstats.py); bounded: Redis may be what ends this worker
+            # ring (telemetry/kindstats.py); bounded: Redis may be what ends this worker
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.presence.flush_kinds(), 2.0)
             await self.claim.release()  # after the drain and its acks: the name is free

@@ -28,9 +28,10 @@ import redis.asyncio as aioredis
 
 from ..backoff import Backoff, reconnect
 from ..config import Settings
-from ..ops.metrics import WorkerStats
 from ..stream import connection
 from ..stream.errors import OOM_ADVICE, first_line, is_oom
+from ..stream.keys import probe_key
+from ..telemetry.metrics import WorkerStats
 
 log = logging.getLogger("stagedoor.worker")
 
@@ -73,7 +74,7 @@ class Outage:
     async def wait_clear(self) -> float:
         """Probe with a tiny write until Redis takes it; returns how long the outage was."""
         backoff = Backoff(reconnect(0.1, 2.0))
-        probe = self.settings.key("probe", self.consumer)
+        probe = probe_key(self.settings, self.consumer)
         while True:
             try:
                 await self.cmd.set(probe, b"1", px=PROBE_TTL_MS)

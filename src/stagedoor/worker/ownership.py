@@ -66,9 +66,9 @@ import redis
 import redis.asyncio as aioredis
 
 from ..config import Settings
-from ..ops.metrics import WorkerStats
 from ..stream import connection
 from ..stream.keys import owner_key, presence_ttl_ms, released_key
+from ..telemetry.metrics import WorkerStats
 
 log = logging.getLogger("stagedoor.worker")
 

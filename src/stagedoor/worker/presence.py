@@ -4,8 +4,8 @@ fleet registry, and the pause flag.
 Once a presence interval (heartbeat_interval, but at least PRESENCE_MIN_INTERVAL: a
 sub-second heartbeat, for fast hang detection, must not multiply the Redis traffic of
 a fleet), the renewal of the claim on the consumer name (one EVALSHA: ownership.py),
-then one pipelined round trip on the worker's command client (ops/fleet.py describes
-the keys):
+then one pipelined round trip on the worker's command client (stream/keys.py names the
+keys and the flag's format; console/fleet.py is how the console reads them):
 
     GET stagedoor:paused:<stream>
     SET stagedoor:worker:<stream>:<consumer> <json> PX <presence_ttl_ms>
@@ -22,14 +22,14 @@ and a pause is seen within one such beat (one heartbeat at the default 1 s).  Se
 the worker ends a blocking read that waits (CLIENT UNBLOCK, as at a stop: a reply
 already sent is still dispatched), finishes what it holds, reads and reclaims
 nothing, and keeps heartbeating; a resume seen (the flag holds a resumed record:
-ops/fleet.py), it reads again at once.  The flag gone while it pauses us is not a
+stream/keys.parse_pause), it reads again at once.  The flag gone while it pauses us is not a
 resume but a key lost with Redis's data: the worker logs "pause flag disappeared",
 sets its pause_lost gauge (alert StagedoorPauseFlagLost) and stays paused until an
 operator's resume.
 
 After the pause is looked at, when the worker handled anything since its last beat,
 a fourth command: one EVALSHA adds its per-kind counts to the console's per-minute
-ring (ops/kindstats.py; best effort, what fails is sent at the next beat).
+ring (telemetry/kindstats.py; best effort, what fails is sent at the next beat).
 
 A failed round trip (Redis away, OOM refusing the SET) changes nothing: the worker
 keeps the pause state it had and tries again at the next beat.
@@ -50,8 +50,6 @@ import redis
 import redis.asyncio as aioredis
 
 from ..config import Settings
-from ..ops.kindstats import Flusher
-from ..ops.metrics import WorkerStats
 from ..stream import connection
 from ..stream.keys import (
     FLEET_TTL_S,
@@ -62,6 +60,8 @@ from ..stream.keys import (
     presence_key,
     presence_ttl_ms,
 )
+from ..telemetry.kindstats import Flusher
+from ..telemetry.metrics import WorkerStats
 from ..version import __version__
 from .family import ProcessFamily
 from .ownership import NameClaim
@@ -170,7 +170,7 @@ class Presence:
         self.interval = max(settings.heartbeat_interval, PRESENCE_MIN_INTERVAL)
         self._names_due = 0.0  # monotonic time the name hash is next written
         # what this worker counted by kind since the last beat, into the console's
-        # per-minute ring (ops/kindstats.py): one EVALSHA, only when it counted something
+        # per-minute ring (telemetry/kindstats.py): one EVALSHA, only when it counted something
         self.kinds = Flusher(settings, stats)
 
     def record(self) -> dict[str, Any]:
@@ -222,7 +222,7 @@ class Presence:
         await self.flush_kinds()  # after the pause is seen: it waits for nothing
 
     async def flush_kinds(self) -> None:
-        """The per-kind counts since the last flush (ops/kindstats.py); best effort:
+        """The per-kind counts since the last flush (telemetry/kindstats.py); best effort:
         a failure keeps them for the next beat."""
         try:
             await self.kinds.flush(self.cmd, time.time())

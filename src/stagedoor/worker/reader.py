@@ -36,11 +36,11 @@ import redis.asyncio as aioredis
 
 from ..backoff import Backoff
 from ..config import Settings
-from ..ops.metrics import WorkerStats
 from ..stream import connection
 from ..stream.errors import first_line, is_oom
 from ..stream.queue import ensure_group, is_nogroup
 from ..stream.resp import Exchange, FastConnection
+from ..telemetry.metrics import WorkerStats
 from .acks import Acker
 from .dispatch import Dispatcher, Entry
 from .outage import Outage

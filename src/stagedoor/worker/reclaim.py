@@ -26,7 +26,7 @@ from collections.abc import Callable
 import redis.asyncio as aioredis
 
 from ..config import Settings
-from ..ops.metrics import WorkerStats
+from ..telemetry.metrics import WorkerStats
 from .redelivery import Redelivery
 from .slots import Slots
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ..ops.metrics import WorkerStats
+from ..telemetry.metrics import WorkerStats
 from .acks import Acker
 from .entries import tally
 

@@ -1,7 +1,7 @@
 """`stagedoor dead list|show|errors|replay|delete|purge`: the dead-letter stream from
 the CLI.
 
-A thin front end over stagedoor.ops.deadletters (the web page calls the same
+A thin front end over stagedoor.console.deadletters (the web page calls the same
 functions): what an entry holds, the filters, and why replay is idempotent and safe
 to interrupt are told there.  Here: arguments, confirmation, output.
 
@@ -22,10 +22,11 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ... import config
+from ...console import audit
+from ...console import deadletters as dl
+from ...console.text import safe, short
 from ...exitcodes import EX_TEMPFAIL, EX_USAGE
-from ...ops import audit, inspect
-from ...ops import deadletters as dl
-from ...ops.text import safe, short
+from ...telemetry import inspect
 from ..console_run import confirm, print_table, run_op, write_json
 from .status import CONNECTION_SETTINGS
 
@@ -154,7 +155,7 @@ def _filter(args: argparse.Namespace) -> dl.DeadFilter:
 
 
 def _described(flt: dl.DeadFilter) -> str:
-    """The filters of a bulk action, for its audit entry (ops/audit.py)."""
+    """The filters of a bulk action, for its audit entry (console/audit.py)."""
     given = (("kind", flt.kind), ("error", flt.error), ("error-is", flt.error_is),
              ("since", flt.since), ("until", flt.until))
     return " ".join(f"{name}={value!r}" for name, value in given if value is not None)
@@ -236,7 +237,7 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_errors(args: argparse.Namespace) -> int:
-    from ...ops import deadletters as dl
+    from ...console import deadletters as dl
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:
@@ -436,7 +437,7 @@ def run_purge(args: argparse.Namespace) -> int:
 
 async def _audit(client: aioredis.Redis, s: config.Settings, action: str,
                  outcomes: list[Any], filters: str = "") -> None:
-    """The audit entry of a replay or delete (ops/audit.py): how many, the filters of a
+    """The audit entry of a replay or delete (console/audit.py): how many, the filters of a
     bulk one, which ids."""
     done = [o.id for o in outcomes if o.status == "ok"]
     await audit.record(client, s, who=audit.cli_user(), via="cli", action=action,

@@ -1,5 +1,5 @@
 """`stagedoor doctor`: check what this host needs to run stagedoor and say what to do
-about each thing missing (stagedoor.ops.doctor; docs/doctor.md lists the checks).
+about each thing missing (stagedoor.console.doctor; docs/doctor.md lists the checks).
 
 One line per check, after a first line a monitoring plugin reads; exit code in the
 monitoring-plugin convention: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.  --json prints
@@ -16,8 +16,8 @@ from typing import Any
 import orjson
 
 from ... import config
+from ...console.doctor import Finding, overall, report_json, report_text
 from ...exitcodes import CHECK_CRITICAL, EX_USAGE_DOCTOR
-from ...ops.doctor import Finding, overall, report_json, report_text
 from ...redaction import redact
 
 
@@ -48,8 +48,8 @@ def register(sub: Any) -> None:
 
 
 def findings(args: argparse.Namespace) -> list[Finding]:
-    # here: `doctor --help` imports no Redis client (tests/test_cli_imports.py)
-    from ...ops.doctor import host, server
+    # here: `doctor --help` imports no Redis client (tests/cli/test_cli_imports.py)
+    from ...console.doctor import host, server
 
     try:
         settings = config.from_args(args)

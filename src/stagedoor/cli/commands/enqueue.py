@@ -20,12 +20,12 @@ import redis
 from ... import config
 from ...exitcodes import EX_CONFIG, EX_DATAERR, EX_TEMPFAIL, EX_UNAVAILABLE
 from ...handlers.loading import load_registry
-from ...ops.tracing import traceparent
 from ...stream import connection
 from ...stream.diagnose import outage
 from ...stream.errors import OUTAGE_ERRORS
 from ...stream.job import FIELDS, Job, make_job
 from ...stream.queue import BacklogFull, EnqueueError, RedisOutOfMemory, enqueue_sync
+from ...telemetry.tracing import traceparent
 from ..flags import given, refuse
 from .status import SENTINEL_SETTINGS
 

@@ -1,5 +1,5 @@
 """`stagedoor job ORDER_ID | --outbox-id N | --entry-id ID`: one job's story
-(ops/jobs.py says what it reads and what it cannot know)."""
+(console/jobs.py says what it reads and what it cannot know)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ... import config
-from ...ops import jobs
-from ...ops.text import human_ms, safe
+from ...console import jobs
+from ...console.text import human_ms, safe
 from ..console_run import run_op, write_json
 from .dead import _entry_id, _positive
 from .status import CONNECTION_SETTINGS

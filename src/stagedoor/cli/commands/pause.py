@@ -1,11 +1,11 @@
-"""`stagedoor pause` / `stagedoor resume`: the fleet-wide pause flag (ops/fleet.py).
+"""`stagedoor pause` / `stagedoor resume`: the fleet-wide pause flag (console/fleet.py).
 
 Paused, every worker of the stream finishes the jobs it holds, reads and reclaims
 nothing new from its next heartbeat on, and keeps heartbeating; the supervisors stay
 up and say `paused` in /readyz and the status file.  Resume writes a resumed record in
 the flag's place (not a delete: a flag lost with Redis's data keeps the workers paused,
 an operator's resume does not); the workers read again at their next heartbeat.  Both
-are one entry of the audit log (ops/audit.py).
+are one entry of the audit log (console/audit.py).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import redis.asyncio as aioredis
 
 from ... import config
-from ...ops import audit, fleet
-from ...ops.text import safe
+from ...console import audit, fleet
+from ...console.text import safe
 from ..console_run import run_op, write_json
 from .status import CONNECTION_SETTINGS
 

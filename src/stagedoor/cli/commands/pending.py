@@ -1,6 +1,6 @@
-"""`stagedoor pending list|show|release`: delivered, unacked entries (ops/pending.py),
+"""`stagedoor pending list|show|release`: delivered, unacked entries (console/pending.py),
 with their consumer, idle time, deliveries and last error; `release` hands a stuck one
-to the fleet now instead of after claim_idle_ms (ops/release.py, the console's twin:
+to the fleet now instead of after claim_idle_ms (console/release.py, the console's twin:
 what it does and what keeps it safe is told there).  Here: arguments, the dry-run
 text, the question on a terminal (like `dead replay`: without one it goes on, since
 it only lets a job run sooner), the audit entry, output."""
@@ -14,8 +14,8 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ... import config
-from ...ops import pending as ops_pending
-from ...ops.text import human_ms, safe, short
+from ...console import pending as console_pending
+from ...console.text import human_ms, safe, short
 from ..console_run import confirm, print_table, run_op, write_json
 from .dead import _entry_id, _positive
 from .status import CONNECTION_SETTINGS
@@ -39,8 +39,8 @@ def register(subparsers: Any) -> None:
                     help="only entries delivered at least N times")
     ls.add_argument("--count", type=_positive, default=50, metavar="N",
                     help="entries to show [default: 50]")
-    ls.add_argument("--scan", type=_positive, default=ops_pending.SCAN_LIMIT, metavar="N",
-                    help=f"pending entries read at most [default: {ops_pending.SCAN_LIMIT}]")
+    ls.add_argument("--scan", type=_positive, default=console_pending.SCAN_LIMIT, metavar="N",
+                    help=f"pending entries read at most [default: {console_pending.SCAN_LIMIT}]")
     ls.add_argument("--json", action="store_true", help="one JSON object (for scripts)")
     ls.set_defaults(func=run_list)
     show = sub.add_parser("show", help="one pending entry with its last error",
@@ -82,7 +82,7 @@ def run_list(args: argparse.Namespace) -> int:
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:
-        page = await ops_pending.list_pending(
+        page = await console_pending.list_pending(
             client, s, kind=args.kind, consumer=args.consumer, min_idle_ms=args.min_idle,
             min_deliveries=args.min_deliveries, limit=args.count, scan_limit=args.scan)
         if args.json:
@@ -108,7 +108,7 @@ def run_show(args: argparse.Namespace) -> int:
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:
-        e = await ops_pending.show_pending(client, s, args.id)
+        e = await console_pending.show_pending(client, s, args.id)
         if e is None:
             print(f"stagedoor pending show: {args.id} is not pending in {s.stream}/{s.group}",
                   file=sys.stderr)
@@ -152,13 +152,13 @@ def _plan_text(p: Any) -> str:
 
 
 def run_release(args: argparse.Namespace) -> int:
-    from ...ops import audit
-    from ...ops import release as ops_release
+    from ...console import audit
+    from ...console import release as console_release
     s = config.from_args(args)
     prog = "stagedoor pending release"
 
     async def action(client: aioredis.Redis) -> int:
-        p = await ops_release.plan(client, s, args.id)
+        p = await console_release.plan(client, s, args.id)
         if p is None:
             print(f"{prog}: {args.id} is not pending any more in {s.stream}/{s.group} "
                   "(acked, dead-lettered, or never delivered): nothing released",
@@ -175,7 +175,7 @@ def run_release(args: argparse.Namespace) -> int:
             if not confirm(f"Release {args.id} to the fleet now?"):
                 print("not released")
                 return 1
-        done = await ops_release.release(client, s, args.id, owner=p.entry.consumer)
+        done = await console_release.release(client, s, args.id, owner=p.entry.consumer)
         if done.status == "not-pending":
             print(f"{prog}: {args.id} is not pending any more in {s.stream}/{s.group} "
                   "(acked or dead-lettered meanwhile): nothing released", file=sys.stderr)

@@ -1,11 +1,11 @@
 """`stagedoor status`: the queue at a glance, a table for people or --json for scripts.
 
-Read-only: it sends only XINFO/XPENDING/XRANGE/XLEN/TIME (see stagedoor.ops.inspect).
+Read-only: it sends only XINFO/XPENDING/XRANGE/XLEN/TIME (see stagedoor.telemetry.inspect).
 Exit 0 when the numbers were read (a missing stream or group is reported, not an
 error), 69 with one line when Redis cannot be reached, 1 when Redis answered with
 something that is not our queue (WRONGTYPE on the key, say).
 
---check judges the numbers (stagedoor.ops.check) and exits like a monitoring plugin:
+--check judges the numbers (stagedoor.console.check) and exits like a monitoring plugin:
 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN for every failure to judge (a bad setting,
 Redis or the sentinels unreachable, a Cluster not ready, a reply that is not the queue),
 one line on stdout.  --watch prints a
@@ -26,19 +26,19 @@ import orjson
 import redis
 
 from ... import config
+from ...console.check import STATE_NAMES, Thresholds, evaluate, unknown
+from ...console.client import console_client
+from ...console.doctor.keys import kept
+from ...console.fleet import fleet
+from ...console.text import human_ms
+from ...console.text import safe as escape
 from ...exitcodes import EX_UNAVAILABLE
-from ...ops.check import STATE_NAMES, Thresholds, evaluate, unknown
-from ...ops.doctor.keys import kept
-from ...ops.fleet import fleet
-from ...ops.inspect import InspectError, queue_status, redis_memory, watch_sample
-from ...ops.records import console_client
-from ...ops.text import human_ms
-from ...ops.text import safe as escape
 from ...redaction import redact
 from ...stream import cluster
 from ...stream.connection import sync_client
 from ...stream.diagnose import outage
 from ...stream.errors import OUTAGE_ERRORS, first_line
+from ...telemetry.inspect import InspectError, queue_status, redis_memory, watch_sample
 from ..flags import given, refuse
 
 # Settings an operator may need to point the tool at the right queue.
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         return run_watch(args, settings)
     if args.kinds:
         # why here: `stagedoor status` without --kinds does not pay for the ring's module
-        # (tests/test_cli_imports.py: a command imports its own module only)
+        # (tests/cli/test_cli_imports.py: a command imports its own module only)
         from .status_kinds import run_kinds
         try:
             return run_kinds(settings, args.json)
@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
 
 def kept_status(client: Any, settings: config.Settings) -> dict[str, Any] | None:
     """What stagedoor keeps in Redis besides the streams, by family, against the job
-    stream's memory (the doctor's bounded SCAN, ops/doctor/keys.py): only here, in the
+    stream's memory (the doctor's bounded SCAN, console/doctor/keys.py): only here, in the
     one-off `stagedoor status`, never in --watch or the supervisor's reports.  None on a
     Cluster (a SCAN is one node's: `stagedoor doctor` against each node)."""
     if cluster.is_cluster_url(settings.redis_url):
@@ -174,7 +174,7 @@ def kept_status(client: Any, settings: config.Settings) -> dict[str, Any] | None
 
 
 def fleet_status(settings: config.Settings) -> dict[str, Any] | None:
-    """The registry and the pause flag (ops/fleet.py), or None when the user may not
+    """The registry and the pause flag (console/fleet.py), or None when the user may not
     read them (an ACL without those keys): the queue's numbers are still worth showing."""
     async def read() -> dict[str, Any]:
         client = console_client(settings)

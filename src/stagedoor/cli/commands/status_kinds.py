@@ -1,7 +1,7 @@
 """`stagedoor status --kinds`: the console's Metrics tab as text or JSON.
 
 Per job kind over the last hour, from the per-minute ring the workers write
-(ops/kindstats.py): jobs done, failed, retried and dead-lettered, and execution time
+(telemetry/kindstats.py): jobs done, failed, retried and dead-lettered, and execution time
 and time in queue at P50/P95/P99 (estimated from the exporter's buckets as
 Prometheus's histogram_quantile does) with their means.  One round trip, read-only.
 """
@@ -17,10 +17,10 @@ import orjson
 import redis
 
 from ... import config
-from ...ops.kindstats import KindWindow, window
-from ...ops.records import console_client
-from ...ops.text import safe, seconds_text
+from ...console.client import console_client
+from ...console.text import safe, seconds_text
 from ...stream.errors import OUTAGE_ERRORS, first_line
+from ...telemetry.kindstats import KindWindow, window
 
 HEAD = ("kind", "done", "failed", "retried", "dead", "run p50", "p95", "p99", "mean",
         "queue p50", "p95", "p99", "mean")

@@ -8,7 +8,7 @@ into --config-dir, never overwriting a file without --force, then says what is l
 do (the password credential, daemon-reload, enable).  --config-dir moves EnvironmentFile=
 and LoadCredential= with the files.  Exit 73 when a file cannot be written; exit 78,
 writing nothing, when the unit's sandbox would hide this installation from the service
-(ProtectHome=, PrivateTmp=: ops/sandbox.py), unless --allow-hidden-paths; `print` warns
+(ProtectHome=, PrivateTmp=: console/sandbox.py), unless --allow-hidden-paths; `print` warns
 on stderr for the same.
 """
 
@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ...console.sandbox import hidden_paths
 from ...exitcodes import EX_CANTCREAT, EX_CONFIG
-from ...ops.sandbox import hidden_paths
 from ..shipped import (
     SHIPPED_CONFIG_DIR,
     SYSTEMD,

@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 
 from ... import config
 from ...config import ConfigError
-from ...ops.logs import setup_logging
-from ...ops.records import console_client
+from ...console.client import console_client
+from ...telemetry.logs import setup_logging
 from ..flags import given, refuse
 from .status import CONNECTION_SETTINGS
 
@@ -133,7 +133,7 @@ def _is_ip(text: str) -> bool:
 def allowed_hosts(args: argparse.Namespace) -> frozenset[str]:
     """Loopback's names, --allowed-host, --host when it names one address (not a
     wildcard) and the name of --public-origin."""
-    # the web extra's package: never imported to build the parser (tests/test_web.py)
+    # the web extra's package: never imported to build the parser (tests/web/test_web.py)
     from ...web.security import LOOPBACK_HOSTS
 
     names = set(LOOPBACK_HOSTS)

@@ -17,8 +17,8 @@ from typing import Any
 from ... import config
 from ...exitcodes import EX_CONFIG, EX_UNAVAILABLE
 from ...handlers import load_registry
-from ...ops.logs import setup_logging
 from ...proctitle import set_title
+from ...telemetry.logs import setup_logging
 
 
 def register(sub: Any) -> None:

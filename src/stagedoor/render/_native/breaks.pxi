@@ -14,7 +14,7 @@
 #   returns without writing the break classes at all.
 #
 # Every other code point, first or after any other, goes through it without an abort:
-# tests/test_render_crash.py::test_libunibreak_every_code_point_in_a_subprocess checks
+# tests/render/test_render_crash.py::test_libunibreak_every_code_point_in_a_subprocess checks
 # all 1,114,112 of them against the installed library.  So the guard is a substitution,
 # not a second implementation: when a field has either character, the library gets a
 # copy with each regional indicator as U+4E00 (class ID, the class whose pair-table row

@@ -432,7 +432,7 @@ cdef GlyphProc* make_colour_proc(Face* f, int face, unsigned int gid) noexcept n
 
 def png_planes(bytes data):
     """(width, height, RGB bytes, alpha bytes) of a PNG as png_decode reads it, None when
-    it does not (tests/test_emoji.py holds it to Pillow's reading)."""
+    it does not (tests/render/test_emoji.py holds it to Pillow's reading)."""
     cdef int w = 0, h = 0, rc
     cdef unsigned char* rgb = NULL
     cdef unsigned char* alpha = NULL

@@ -7,7 +7,7 @@
 # language and its characters with the context HarfBuzz reads around them (at most
 # HB_BUFFER_CONTEXT_LENGTH = 5 code points each side of the run; shape_run passes the
 # whole field), all in the key, so a hit is the glyphs HarfBuzz would give, byte for
-# byte (the reference renderer shapes every time; tests/test_render.py compares).
+# byte (the reference renderer shapes every time; tests/render/test_render.py compares).
 #
 # Bounded: runs of at most RUN_MAX characters, at most CACHE_BYTES in all (the table, its
 # bounds and its lock are cachetable.pxi's, shared with breakcache.pxi).  Emptied when

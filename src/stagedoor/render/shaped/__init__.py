@@ -4,7 +4,7 @@ Text the fast path (fastfont.py) cannot show, or that does not fit its box, is s
 and drawn with glyphs of real fonts (see the module docstring of reference.py).  This
 package does what fonts.pxi, glyphs.pxi, shape.pxi, clusters.pxi, layout.pxi, place.pxi
 and type3.pxi do in C, step by step, but through *other* implementations where there is
-one, so that the comparison in tests/test_render.py checks the native glue and not a
+one, so that the comparison in tests/render/test_render.py checks the native glue and not a
 library against itself:
 
 - shaping and outlines: the same system libharfbuzz, through ctypes (the issue asks

@@ -2,7 +2,7 @@
 # What a reply of a read ahead sets off, inside the connection's data_received: its
 # entries dispatched, the next read written with the acks, and the wait for the next
 # reply.  tests/support/readahead_spec.py's PyStreak and PyReplyWait are the same in
-# Python, the executable spec (tests/test_fast_dispatch.py and test_reply_wait.py run
+# Python, the executable spec (tests/worker/test_fast_dispatch.py and test_reply_wait.py run
 # both).  In C because in Python these are a large share of a no-op job's CPU
 # (docs/benchmarks.md, "The read path, third pass").
 

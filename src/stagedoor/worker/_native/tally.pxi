@@ -45,7 +45,7 @@ def tally(list records, object stats, list acks):
     duration; settle.py says what each means): every wait and duration into the
     stats' histogram rows (WorkerStats.observe_wait and observe, in C), every event's
     counter by kind, and the ids whose ack the event queues appended to `acks`.
-    tests/support/settle_spec.py is the same in Python (tests/test_settle.py runs
+    tests/support/settle_spec.py is the same in Python (tests/worker/test_settle.py runs
     both on the same batches)."""
     cdef Py_ssize_t i, n = len(records), same = 0
     if n % 5:

@@ -30,7 +30,7 @@ cdef inline Py_ssize_t _put_bulk(char* p, object x) noexcept:
 
 def pack_xack(bytes stream, bytes group, list ids):
     """RESP for XACK stream group id...: what hiredis.pack_command packs, for bytes ids,
-    at a fraction of its cost (tests/test_entries.py compares them)."""
+    at a fraction of its cost (tests/worker/test_entries.py compares them)."""
     cdef Py_ssize_t n = len(ids), size = 0
     cdef object x
     for x in ids:

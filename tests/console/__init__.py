@@ -1,0 +1,1 @@
+"""Tests of the operator's queries the CLI and the web share."""

@@ -1,0 +1,1 @@
+"""Tests of the handler API: registry, context, leases."""

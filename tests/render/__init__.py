@@ -1,0 +1,1 @@
+"""Tests of the renderer: PDFs, scripts, text layer, QR, emoji, geometry."""

@@ -1,0 +1,1 @@
+"""Tests of the supervisor: its rules, forks, signals, systemd."""

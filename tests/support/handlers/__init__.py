@@ -1,0 +1,1 @@
+"""Tests of handler registries the tests load into real workers."""

@@ -1,0 +1,1 @@
+"""Tests of logs, tracing, metrics, the exporter, Prometheus."""

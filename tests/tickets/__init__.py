@@ -1,0 +1,1 @@
+"""Tests of the ticket application: order store, durable files, the render process."""

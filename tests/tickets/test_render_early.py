@@ -1,0 +1,134 @@
+"""The render process started at the worker's boot, when render_tickets jobs are next
+(issue 36, "isolation at no cost"): tickets.start_render_process, a start hook.
+
+- with render_tickets among the next entries the group delivers, the hook starts the
+  render process in the background: it is up before any render asks for it, and the
+  first render uses it (no second start);
+- with only other kinds next (a no-op fleet: bench/perfcheck.py's drain), a quiet
+  stream, or render_isolation = "none", it starts nothing: such a worker pays no
+  process it may never use;
+- a worker that stops while that start is under way leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import psutil
+import pytest
+import redis
+import redis.asyncio as aioredis
+
+from stagedoor.config import Settings
+from stagedoor.demo.orders import demo_order
+from stagedoor.handlers.context import Context
+from stagedoor.stream.job import make_job
+from stagedoor.stream.queue import enqueue_sync, ensure_group_sync
+from stagedoor.telemetry.metrics import WorkerStats
+from stagedoor.tickets.handlers import start_render_process
+from stagedoor.tickets.render_host import RenderHost
+
+
+def _settings(redis_url: str, tmp_path: Path, isolation: str = "process") -> Settings:
+    return Settings(redis_url=redis_url, tickets_dir=str(tmp_path / "tickets"),
+                    state_dir=str(tmp_path / "state"), consumer="test",
+                    render_isolation=isolation)
+
+
+@pytest.fixture
+async def contexts(redis_url: str) -> AsyncIterator[list[Context]]:
+    """Contexts made by the test (`_context`), closed at its end (their render hosts)."""
+    made: list[Context] = []
+    yield made
+    for ctx in made:
+        host = ctx.state.get("render")
+        if host is not None:
+            await host.close()
+        await ctx.redis.aclose()
+        ctx.executor.shutdown()
+
+
+def _context(settings: Settings, made: list[Context]) -> Context:
+    ctx = Context(settings, aioredis.Redis.from_url(settings.redis_url, protocol=2),
+                  "test", ThreadPoolExecutor(2), WorkerStats(["render_tickets"]))
+    made.append(ctx)
+    return ctx
+
+
+def _fill(sync_redis: redis.Redis, settings: Settings, kinds: list[str]) -> None:
+    ensure_group_sync(sync_redis, settings)
+    enqueue_sync(sync_redis, settings, [make_job(kind, i + 1, i + 1)
+                                        for i, kind in enumerate(kinds)])
+
+
+def _children() -> set[int]:
+    return {p.pid for p in psutil.Process().children()}
+
+
+@pytest.mark.server
+async def test_render_jobs_next_start_the_render_process_at_boot(
+        redis_url: str, sync_redis: redis.Redis, tmp_path: Path,
+        contexts: list[Context]) -> None:
+    settings = _settings(redis_url, tmp_path)
+    # a few other jobs first: the hook looks at the next entries, not only the first
+    _fill(sync_redis, settings, ["noop", "noop", "render_tickets", "noop"])
+    ctx = _context(settings, contexts)
+    await start_render_process(ctx)
+    host = ctx.state.get("render")
+    assert isinstance(host, RenderHost)
+    for _ in range(600):    # up in the background, no render asked for (60 s at most)
+        if host.pid is not None and host._out is not None:
+            break
+        await asyncio.sleep(0.1)
+    assert host.pid is not None and host.starts == 1
+    assert psutil.Process(host.pid).is_running()
+    order = demo_order(7)
+    (tmp_path / "tickets").mkdir()
+    path = tmp_path / "tickets" / "order-7.pdf"
+    _lost, tickets = await host.render(order.order_id, order.to_json(), path)
+    assert path.read_bytes().startswith(b"%PDF") and tickets == len(order.tickets)
+    assert host.starts == 1     # the first render ran in the process started at boot
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("case", ["noop", "quiet", "none", "no-stream", "delivered"])
+async def test_no_render_in_sight_starts_nothing(
+        case: str, redis_url: str, sync_redis: redis.Redis, tmp_path: Path,
+        contexts: list[Context]) -> None:
+    settings = _settings(redis_url, tmp_path, "none" if case == "none" else "process")
+    if case in ("noop", "delivered"):
+        _fill(sync_redis, settings, ["noop"] * 20 + ["render_tickets"])
+    elif case == "quiet":
+        ensure_group_sync(sync_redis, settings)
+    elif case == "none":
+        _fill(sync_redis, settings, ["render_tickets"])
+    if case == "delivered":     # the render job was read already: nothing comes
+        sync_redis.xreadgroup(settings.group, "other", {settings.stream: ">"}, count=21)
+    before = _children()
+    ctx = _context(settings, contexts)
+    await start_render_process(ctx)
+    await asyncio.sleep(0.2)
+    assert "render" not in ctx.state
+    assert _children() == before
+
+
+@pytest.mark.server
+async def test_a_stop_during_the_boot_s_start_leaves_no_process(
+        redis_url: str, sync_redis: redis.Redis, tmp_path: Path,
+        contexts: list[Context]) -> None:
+    settings = _settings(redis_url, tmp_path)
+    _fill(sync_redis, settings, ["render_tickets"])
+    before = _children()
+    for delay in (0.0, 0.001, 0.02, 0.1):   # before the exec, during it, before "ready"
+        ctx = _context(settings, contexts)
+        await start_render_process(ctx)
+        await asyncio.sleep(delay)
+        host = ctx.state.pop("render")
+        assert isinstance(host, RenderHost)
+        await host.close()
+        gone = _children() - before
+        for pid in gone:    # a child not reaped yet is a zombie at most, never running
+            assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, pid

@@ -1,0 +1,186 @@
+"""The render process and what its renders are about (issue 37, items 3, 4 and 9).
+
+- a render whose caller gave up before the process was up is never sent; one whose job
+  was cancelled (its time limit) never lands a ticket for a refunded
+  order: the refund finds nothing rendered, the render process (stopped meanwhile) then
+  finishes the stale render, and its PDF must not stay;
+- a render process found "hung" while it was not running at all (SIGSTOP: state T) is a
+  stall, not the order's fault: a fresh process renders the order, nothing is
+  dead-lettered;
+- the render host's log lines about an order carry that order's job (request id,
+  trace), and lines about the process itself carry no job's.
+
+Real render processes, real signals, a real redis-server for the worker case.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import psutil
+import pytest
+import redis
+
+from stagedoor.config import Settings
+from stagedoor.demo.orders import demo_order
+from stagedoor.handlers import load_registry
+from stagedoor.render.order import RenderFailed
+from stagedoor.stream.job import make_job
+from stagedoor.stream.queue import enqueue_sync
+from stagedoor.telemetry.logs import JsonFormatter, job_context
+from stagedoor.telemetry.metrics import WorkerStats
+from stagedoor.tickets import render_host
+from stagedoor.tickets.orders import put_orders_sync
+from stagedoor.tickets.render_host import RenderHost
+from tests.support.handlers import faulty_render
+from tests.support.worker import add_jobs, eventually, gone, live_children, running
+
+HANG = faulty_render.HANG
+
+
+def _render_processes() -> list[psutil.Process]:
+    return live_children(os.getpid(), "render process of worker")
+
+
+async def test_a_render_of_a_timed_out_job_never_lands_after_the_refund(
+        settings: Settings, sync_redis: redis.Redis) -> None:
+    """The render process stops (SIGSTOP) with order 2's render in it; the job times out
+    and is retried (each time another render of it), the refund finds nothing rendered,
+    then the process goes on and the stale renders finish: order 2 is refunded, so its
+    PDF must not be there once they did."""
+    put_orders_sync(sync_redis, settings, [demo_order(i) for i in (1, 2, 3)])
+    fast = settings.replace(block_ms=100, reclaim_interval=0.05, retry_backoff=0.001,
+                            job_timeout=0.3, retries=1)
+    tickets = Path(settings.tickets_dir)
+    async with running(fast, load_registry()) as w:
+        add_jobs(settings, "render_tickets", [1])
+        await eventually((tickets / "order-1.pdf").exists, what="order 1 rendered")
+        [proc] = _render_processes()
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            add_jobs(settings, "render_tickets", [2])
+            await eventually(lambda: w.stats.total("retried") + w.stats.total("failed") >= 2,
+                             what="order 2's job timed out twice")
+            enqueue_sync(sync_redis, settings, [make_job("refund", 2, 1002, "rq-r", "tr-r")])
+            await eventually(lambda: sync_redis.hget(settings.key("order", 2), "status")
+                             == b"refunded", what="order 2 refunded")
+            await asyncio.sleep(0.3)    # the refund's own cancellation (nothing rendered)
+        finally:
+            proc.send_signal(signal.SIGCONT)
+        # order 3 goes through the same process after order 2's stale renders
+        add_jobs(settings, "render_tickets", [3])
+        await eventually((tickets / "order-3.pdf").exists, what="order 3 rendered")
+        await asyncio.sleep(0.5)    # the stale renders' replies, and what they cause
+        assert not (tickets / "order-2.pdf").exists(), \
+            "a render of a timed-out job landed a ticket for a refunded order"
+    assert sync_redis.hget(settings.key("order", 2), "status") == b"refunded"
+
+
+async def test_a_render_cancelled_before_the_process_is_up_is_never_sent(
+        tmp_path: Path) -> None:
+    """The render process takes a while to start (~0.1 s); a render whose caller gives
+    up before that (the job's time limit) waits no more: the process never renders it."""
+    host = RenderHost(Settings(), WorkerStats(["render_tickets"]))
+    try:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.005):
+                await host.render_to(2, demo_order(2).to_json(), tmp_path / "order-2.pdf")
+        await host.render_to(3, demo_order(3).to_json(), tmp_path / "order-3.pdf")
+        await asyncio.sleep(0.2)
+        assert not (tmp_path / "order-2.pdf").exists()
+    finally:
+        await host.close()
+    assert not (tmp_path / "order-2.pdf").exists()
+
+
+async def test_a_stopped_render_process_is_a_stall_not_a_verdict(tmp_path: Path) -> None:
+    """SIGSTOP the render process, then render one order with a short render_timeout:
+    the process is found with no result, but it was not running (state T), so no order
+    is blamed: a fresh process renders it alone, and nothing counts as a hang."""
+    stats = WorkerStats(["render_tickets"])
+    host = RenderHost(Settings(render_timeout=1.0), stats)
+    try:
+        await host.render_to(1, demo_order(1).to_json(), tmp_path / "order-1.pdf")
+        first = host.pid
+        assert first is not None
+        os.kill(first, signal.SIGSTOP)
+        await host.render_to(2, demo_order(2).to_json(), tmp_path / "order-2.pdf")
+        assert (tmp_path / "order-2.pdf").read_bytes().startswith(b"%PDF-")
+        assert host.pid is not None and host.pid != first
+        assert gone([first])
+        assert stats.counters["render_hangs"].get("render_tickets", 0) == 0
+    finally:
+        await host.close()
+
+
+class _Lines(logging.Handler):
+    """The JSON lines of a logger, formatted where they are logged (the job's fields
+    are the logging context's)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.setFormatter(JsonFormatter())
+        self.lines: list[dict[str, object]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(orjson.loads(self.format(record)))
+
+
+@pytest.fixture
+def host_lines() -> Iterator[_Lines]:
+    handler = _Lines()
+    logger = logging.getLogger("stagedoor.render_host")
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def _job(order_id: int) -> dict[str, object]:
+    return {"request_id": f"req-{order_id}", "trace": f"trace-{order_id}",
+            "entry_id": f"{order_id}-0", "kind": "render_tickets", "order_id": order_id,
+            "outbox_id": 500 + order_id}
+
+
+async def test_render_host_lines_carry_their_own_job(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, host_lines: _Lines) -> None:
+    """Order 1's job starts the render process; order 2's render hangs and gets the
+    process killed: those lines carry order 2's job, and a death of the process with no
+    render in it carries no job's fields, never order 1's."""
+    monkeypatch.setattr(render_host, "SERVE_MODULE", faulty_render.SERVE)
+    host = RenderHost(Settings(render_timeout=1.0), WorkerStats(["render_tickets"]))
+    hung = demo_order(2)
+    hung_json = hung.to_json().replace(b'"buyer":"', f'"buyer":"{HANG} '.encode(), 1)
+    try:
+        with job_context(_job(1)):
+            await host.render_to(1, demo_order(1).to_json(), tmp_path / "order-1.pdf")
+        with job_context(_job(2)), pytest.raises(RenderFailed, match="render hung"):
+            await host.render_to(2, hung_json, tmp_path / "order-2.pdf")
+        with job_context(_job(3)):
+            await host.render_to(3, demo_order(3).to_json(), tmp_path / "order-3.pdf")
+        pid = host.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)    # idle: a death about no order
+        await eventually(lambda: any("no render in it" in str(x["msg"])
+                                     for x in host_lines.lines), what="the death logged")
+    finally:
+        await host.close()
+    about_2 = [x for x in host_lines.lines if "order 2" in str(x["msg"])]
+    assert len(about_2) >= 2, host_lines.lines     # the kill, and the verdict
+    for line in about_2:
+        assert (line.get("request_id"), line.get("trace"), line.get("outbox_id")) == \
+            ("req-2", "trace-2", 502), line
+    for line in host_lines.lines:
+        assert line.get("request_id") != "req-1", line
+        if "order" not in str(line["msg"]):
+            assert "request_id" not in line and "trace" not in line, line

@@ -1,0 +1,1 @@
+"""Tests of one worker process: read, dispatch, ack, ownership."""
