@@ -23,7 +23,8 @@ The package, one job per module:
 not, the reference, and native_import_error() says why (the worker logs it loudly).
 The reference (and its shaped-text modules) is imported only when it is asked for
 (`renderer()` without the extension, `stagedoor.render.render_order`): a worker with the
-native renderer never needs it, and it was a tenth of the worker's own imports.
+native renderer never needs it, and it is a large share of the worker's own imports
+(docs/benchmarks.md, "Moved from comments").
 """
 
 from __future__ import annotations
