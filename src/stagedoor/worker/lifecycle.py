@@ -192,7 +192,7 @@ def warn_at_start(settings: Settings, registry: Registry, consumer: str) -> None
         why = native_import_error()
         if why:
             log.error("NATIVE RENDERER MISSING (%s): render_tickets falls back to the "
-                      "pure-Python reference, ~30x slower; rebuild with `pip install -e .`",
+                      "pure-Python reference, ~100x slower; rebuild with `pip install .`",
                       why, extra={"consumer": consumer})
         # the fonts of the settings; none is opened before a ticket needs it (after fork)
         plan = fonts.plan_for(settings)
