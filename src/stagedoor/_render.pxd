@@ -90,8 +90,8 @@ cdef struct Scratch:
 # The objects whose data the C side reads (the fields' str, their NFC form, their cp1252
 # bytes, the QR payload), held for the length of one render_order call.  A C array of
 # references, not a list and a tuple of the values: fewer allocations, appends and
-# deallocations under the GIL, part of what took the GIL-held share of a 1-thread
-# non-Latin render loop from ~4.1 % to ~3 % of its samples (see shape_src).
+# deallocations under the GIL, which two render threads cannot overlap (see shape_src;
+# the measured share: docs/benchmarks.md, "Moved from comments").
 cdef struct Keep:
     PyObject** p
     Py_ssize_t n

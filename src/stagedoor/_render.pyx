@@ -12,15 +12,16 @@ libunibreak, libthai through their C APIs), the QR code, the content stream, the
 order's fonts, deflate through zlib's C API, the xref table -- so threads render in
 parallel.  What stays under the GIL is what two render threads cannot overlap, and a
 thread that finds it taken sleeps a futex round trip (text.pxi, shape_src), so it is
-kept small: ~3 % of a non-Latin ticket's time.  The static part of the page (border,
+kept small.  The static part of the page (border,
 header bar, labels) is compressed once at import and shared by every page.
 
-Where the time went (perf + callgrind, one ticket): first the QR mask choice (branchy
-penalty scoring, now 64-bit row/column bitsets for versions 1-10), then deflate (level 1,
-memLevel 4, and a third less input by drawing the QR as greedy rectangles), then setting
-up deflate per stream (its state now lives in a pooled scratch area, reset not rebuilt).
-A shaped field adds ~15-25 us per ticket: shaping, and a memcpy per glyph of its cached
-Type 3 procedure (type3.pxi says why Type 3 and not an hb-subset per order).
+What a ticket's time goes to, and so where the code is shaped for speed: the QR mask
+choice (penalty scoring on 64-bit row/column bitsets for versions 1-10, qr_mask.pxi),
+deflate (level 1, memLevel 4, and less input by drawing the QR as greedy rectangles),
+setting up deflate per stream (its state lives in a pooled scratch area, reset, not
+rebuilt), and for a shaped field its shaping and a memcpy per glyph of its cached
+Type 3 procedure (type3.pxi says why Type 3 and not an hb-subset per order).  The
+profiles behind this are in docs/benchmarks.md, "Moved from comments".
 
 The layout and the QR algorithm mirror stagedoor/render/reference.py,
 stagedoor/render/shaped/ and stagedoor/render/qr.py step by step; change them

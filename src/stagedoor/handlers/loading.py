@@ -20,7 +20,7 @@ from .registry import Handler, Registry
 log = logging.getLogger("stagedoor.handlers")
 
 # the built-in handlers, render_tickets and refund (loaded on first use: they load the
-# renderer, ~350 ms, which `work --help` and `enqueue --help` must not pay)
+# renderer, which `work --help` and `enqueue --help` must not pay: tests/cli/test_cli_imports.py)
 BUILTIN = "stagedoor.tickets.handlers:registry"
 
 # Modules that held handlers under an earlier name -> where they are now.  A spec in an

@@ -23,7 +23,8 @@ The package, one job per module:
 not, the reference, and native_import_error() says why (the worker logs it loudly).
 The reference (and its shaped-text modules) is imported only when it is asked for
 (`renderer()` without the extension, `stagedoor.render.render_order`): a worker with the
-native renderer never needs it, and it was a tenth of the worker's own imports.
+native renderer never needs it, and it is a large share of the worker's own imports
+(docs/benchmarks.md, "Moved from comments").
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def _default_plan() -> fontplan.FontPlan:
     """The settings' font plan (fonts.current) for a native render that was given none:
     fonts.py (the configuration, the installed fonts' coverage) imported on first use,
     since the reference renderer, which imports it, no longer is at import."""
-    from .fonts import current
+    from .fonts import current  # not at import: render.order's importers skip fonts.py
 
     return current()
 
@@ -56,7 +57,7 @@ __all__ = ["RenderFn", "native_available", "native_import_error", "renderer"]
 def __getattr__(name: str) -> RenderFn:
     """`render_order`: the pure-Python reference renderer, imported on first use."""
     if name == "render_order":
-        from .reference import render_order
+        from .reference import render_order  # not at import: the native renderer's start
 
         return render_order
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -67,7 +68,7 @@ def _native() -> tuple[RenderFn | None, str | None]:
     """(the native render_order or None, why not).  Looked up on first use, not at import:
     the extension reads tables.py from this package when it initialises, so importing
     it from here at import time would see it half-initialised when it is imported first."""
-    try:
+    try:  # optional, and a cycle at import: the extension imports this package
         from .._render import render_order as native
     except ImportError as e:  # not built: say why, the caller logs it loudly
         return None, (f"native renderer stagedoor._render not importable ({e}); "
@@ -90,10 +91,11 @@ def native_import_error() -> str | None:
 
 def renderer() -> RenderFn:
     """The native render_order when it imports, else the pure-Python reference (imported
-    here, when it is needed: ~20 ms of a render process's start otherwise)."""
+    here, when it is needed: a cost of a render process's start otherwise, in
+    docs/benchmarks.md)."""
     native = _native()[0]
     if native is not None:
         return native
-    from .reference import render_order
+    from .reference import render_order  # not at import: the render process's start
 
     return render_order

@@ -195,7 +195,7 @@ def required(p: FontPlan) -> frozenset[str]:
 def coverage(p: FontPlan) -> list[tuple[str, str, str]]:
     """(script, font file, what is missing of its sample) for --check-fonts, for every
     script Unicode defines."""
-    from .._render import face_covers
+    from .._render import face_covers  # optional, and _render imports render/: a cycle
 
     rows = []
     for tag, sample in samples().items():
@@ -237,7 +237,7 @@ def uncovered(p: FontPlan, text: str) -> dict[str, int]:
     replacement marks).  Opens every face: for an order known to have such characters,
     not per order (tickets/render_pool.LocalRender asks when the renderer's counter
     moved, in the process that rendered)."""
-    from .._render import face_covers
+    from .._render import face_covers  # optional, and _render imports render/: a cycle
 
     lacking = "".join(dict.fromkeys(ch for ch in text if not ch.isspace()))
     for n in range(len(p.faces)):
@@ -269,7 +269,7 @@ def use(p: FontPlan) -> None:
     """Render with this plan from now on (the native renderer too, when it is built)."""
     global _current
     _current = p
-    try:
+    try:  # optional: the reference renders without the extension
         from .._render import configure
     except ImportError:
         return

@@ -8,10 +8,11 @@ script's faces are those that cover most of it, best first.  Nothing is kept ope
 file is mapped, read and closed, so no handle crosses a fork.
 
 The native extension reads cmaps and scripts through HarfBuzz, the renderer's own
-itemiser (30-60 ms for the ~190 regular Noto files, most of it counting in Python);
-without it fontTools (the reference extra) does, slower.  scan() is cached per process
+itemiser (most of its time is the counting in Python); without it fontTools (the
+reference extra) does, slower.  scan() is cached per process
 (fonts.plan() calls it once per settings) and on disk, so that a worker does not pay
-it at every start (issue 27: it was a fifth of a worker's spawn to its first job):
+it at every start (issue 27: a large share of a worker's spawn to its first job;
+docs/benchmarks.md, "Moved from comments"):
 
     where     $CACHE_DIRECTORY (systemd's CacheDirectory=), else $XDG_CACHE_HOME/stagedoor,
               else ~/.cache/stagedoor; one JSON file per set of font directories,
@@ -23,7 +24,7 @@ it at every start (issue 27: it was a fifth of a worker's spawn to its first job
               parse, or names a font the directories do not hold) is a scan
 script_samples() is kept the same way (it depends only on the library and Python's
 Unicode data).  Reading the cache costs a directory listing, a stat per font file and
-a JSON load: about 2 ms.
+a JSON load.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import json
 import os
 import tempfile
 import time
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -66,7 +68,7 @@ def _regular(name: str) -> bool:
 
 
 def _native() -> Any:
-    try:
+    try:  # optional: fontTools reads the fonts without the extension
         from .. import _render
     except ImportError:
         return None
@@ -77,7 +79,7 @@ def _runs() -> list[tuple[int, int, str]]:
     r = _native()
     if r is not None:
         return list(r.script_runs())
-    from fontTools.unicodedata import Scripts
+    from fontTools.unicodedata import Scripts  # optional: the reference extra
 
     out = []
     starts = Scripts.RANGES
@@ -93,7 +95,7 @@ def _faces_of(path: str) -> list[list[tuple[int, int]]]:
     r = _native()
     if r is not None:
         return [r.face_unicodes(path, i) for i in range(r.font_faces(path))]
-    from fontTools.ttLib import TTCollection, TTFont
+    from fontTools.ttLib import TTCollection, TTFont  # optional: the reference extra
 
     try:
         if path.lower().endswith((".ttc", ".otc")):
@@ -233,7 +235,7 @@ def _reader() -> str:
     if r is not None:
         version = getattr(r, "harfbuzz_version", None)
         return f"harfbuzz {version() if version else '?'}"
-    import fontTools
+    import fontTools  # optional: the reference extra
 
     return f"fontTools {fontTools.version}"
 
@@ -321,8 +323,6 @@ def best_faces(cov: Coverage, tag: str, limit: int = FACES_PER_SCRIPT) -> list[s
 
 def sample(runs_of: Sequence[tuple[int, int]], n: int = 6) -> str:
     """A few of a script's letters (the first n assigned letters of its runs)."""
-    import unicodedata
-
     out = []
     for first, last in runs_of:
         for cp in range(first, last + 1):
@@ -337,8 +337,6 @@ def sample(runs_of: Sequence[tuple[int, int]], n: int = 6) -> str:
 def script_samples() -> dict[str, str]:
     """Every script Unicode defines (but Common, Inherited) -> a few of its letters, in
     the order of the scripts' first code points (kept in the disk cache)."""
-    import unicodedata
-
     def valid(data: Any) -> dict[str, str]:
         if not (isinstance(data, dict) and all(isinstance(k, str) and isinstance(v, str)
                                                for k, v in data.items())):

@@ -77,9 +77,9 @@ from .tables import (
 )
 
 PAGE_W, PAGE_H = 420, 298
-# deflate parameters, as in _render.pyx: level 1 (Z_BEST_SPEED) is 2.5x faster than 6
-# for ~16% larger streams; memLevel 4 makes the hash table that deflateReset clears for
-# every stream 4 KB instead of 64 KB, at the same size for content this small.
+# deflate parameters, as in pdf.pxi: level 1 (Z_BEST_SPEED) trades a little size for
+# much less time (docs/benchmarks.md); memLevel 4 makes the hash table that deflateReset
+# clears for every stream 4 KB instead of 64 KB, at the same size for content this small.
 ZLIB_LEVEL, ZLIB_WBITS, ZLIB_MEMLEVEL = 1, 15, 4
 WRAP = 110
 

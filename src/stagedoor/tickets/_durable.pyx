@@ -10,10 +10,8 @@ Why in C: files.py does the same sequence with os.* calls, and each of those cal
 drops the GIL and takes it back: about ten hand-overs per file, on a thread that
 competes with the event loop thread and seven other render threads for it.  Each
 hand-over the kernel has to arbitrate costs a futex round trip and a context switch,
-and on this VM those cost more than the file's own system calls: perf stat over a
-3,000-job render_tickets drain counted 74 futex calls and 45 context switches per job,
-22 and 19 with this module (`python -m bench.measure_job --perf-stat`, with
-docs/profile-worker.md (G)).  Here the whole sequence, and the wait for the shared
+and on this VM those cost more than the file's own system calls (the counts, before
+and with this module: docs/benchmarks.md, "Moved from comments").  Here the whole sequence, and the wait for the shared
 directory fsync, is one `with nogil:` block.
 
 The semantics are files.write_atomic's and durable.GroupSync's, to the system call:

@@ -17,11 +17,10 @@ tell ours from anyone else's and a live writer's from a dead one's.
 Why O_TMPFILE: a named tmp file costs two operations under the directory's lock (the
 create and the rename); the unnamed file costs one (the link), and with 8 render
 threads writing into one directory that lock is where the kernel spent its time
-(perf: rwsem_spin_on_owner under openat and rename).  Side by side on the CI box, 8
-threads, 2,000 files of 20 KB, 6 interleaved rounds (`python -m bench.measure_write`):
-medians 1,399 against 886 files/s (1.58x) and 1,085 against 1,803 us of CPU a file
-(0.60x) for tmp + rename.  The guarantee is the same: the bytes are fsynced before
-the name exists, and the directory is fsynced after it does.
+(perf: rwsem_spin_on_owner under openat and rename); side by side against tmp + rename
+(`python -m bench.measure_write`) it writes more files a second for less CPU a file
+(docs/benchmarks.md, "Moved from comments").  The guarantee is the same: the bytes are
+fsynced before the name exists, and the directory is fsynced after it does.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from typing import Any
 from ..errors import PermanentError
 from ..handlers.context import Context, log_extra
 from ..handlers.registry import Registry
+from ..render import fonts
 from ..render.order import Order, OrderDataError
 from ..stream import cluster
 from ..stream.job import Job
@@ -40,11 +41,10 @@ def pdf_path(tickets_dir: str, order_id: int) -> Path:
     """The order's PDF: directly inside the tickets directory by construction (the name
     is made from an int), so nothing here to resolve.
 
-    It used to be checked with files.confined, which resolves the directory (an lstat
-    per path component) on every job: a check that cannot fail for a name we make
-    ourselves, and twelve system calls, each a drop and retake of the GIL by a render
-    thread: without it perf stat counted 22 futex calls a job instead of 51 (both with
-    the C write of _durable.pyx; docs/profile-worker.md (G)).  confined()
+    Not checked with files.confined, which resolves the directory (an lstat per path
+    component) on every job: a check that cannot fail for a name we make ourselves, and
+    a system call per component, each a drop and retake of the GIL by a render thread
+    (the futex calls it cost: docs/benchmarks.md, "Moved from comments").  confined()
     stays where the path is data: the `rendered` field a refund deletes."""
     return Path(tickets_dir) / pdf_name(order_id)
 
@@ -67,8 +67,6 @@ async def start_render_process(ctx: Context) -> None:
             return
     except Exception:   # a guess at what comes, never a reason the boot fails
         return
-    from ..render import fonts
-
     # the plan the process gets in its first frame (warn_at_start makes it again later)
     fonts.use(fonts.plan_for(ctx.settings))
     render = _render(ctx)
@@ -192,8 +190,8 @@ async def _order_script(ctx: Context, script: LeanScript, keys: list[str],
     connection talks to one node and an order's keys carry the order's own tag, so
     on a cluster most orders live elsewhere: each call came back MOVED, failed every
     call in flight on that connection with it, and the jobs were retried (measured in
-    tests/stream/test_cluster.py).  The cost is redis-py's ~150 us of client overhead per
-    call; a lean connection per node would win it back (not done)."""
+    tests/stream/test_cluster.py).  The cost is redis-py's client overhead per call; a
+    lean connection per node would win it back (not done)."""
     if not cluster.is_cluster_url(ctx.settings.redis_url):
         return await script(ctx.lean(), keys, args)
     name = f"routed-script:{script.sha}"
@@ -211,8 +209,8 @@ async def _render_stored(ctx: Context, order_id: int, data: bytes, status: str,
     none (its JSON, its id, its status).
 
     The order's JSON is parsed once a job (issue 36): by the render process where there
-    is one (the worker sends it the bytes as stored), else here, on the loop (~20 us),
-    and here too for a refunded order (nothing to render: its data is still checked)."""
+    is one (the worker sends it the bytes as stored), else here, on the loop, and here
+    too for a refunded order (nothing to render: its data is still checked)."""
     path = pdf_path(ctx.settings.tickets_dir, order_id)
     render = _render(ctx)
     order: Order | None = None

@@ -93,6 +93,7 @@ from typing import Any
 from ..backoff import Backoff
 from ..config import Settings
 from ..errors import StagedoorError, TransientError
+from ..render import fonts
 from ..render.order import OrderDataError, RenderFailed
 from ..telemetry.logs import JOB_FIELDS, current_job
 from ..telemetry.metrics import WorkerStats
@@ -379,8 +380,6 @@ class RenderHost:
         # the font plan the worker made of its settings at its start
         # (lifecycle.warn_at_start, or tickets.start_render_process before it): the
         # process need not read every font's cmap again
-        from ..render import fonts
-
         transport.write(frame((self._threads, fonts.current())))
         either: list[asyncio.Future[Any]] = [first, frames.closed]
         await asyncio.wait(either, timeout=READY_TIMEOUT,

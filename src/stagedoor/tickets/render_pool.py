@@ -9,8 +9,8 @@ Why: with the worker's Python thread pool, a job crossed the event loop, a rende
 thread and the GIL about six times; each crossing is a futex wake and a context switch
 on this VM, often a wait behind another thread for the GIL, and together they were
 most of a job's latency with the seed's 8 in flight (docs/benchmarks.md, "The render
-pool").  Here the event loop reads the order into C itself (~20 us under the GIL, what
-a render thread did anyway), one pool thread renders and writes without the GIL, and
+pool").  Here the event loop reads the order into C itself (under the GIL, what a
+render thread did anyway), one pool thread renders and writes without the GIL, and
 one eventfd wake-up brings every finished order back.
 
 Same guarantee as files.write_atomic (the same C write): `render_to` resolves True
@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from ..render import fonts, native_available, renderer, tables
 from ..render.order import Order, OrderDataError, RenderFailed
 from .durable import DirectorySync, GroupSyncs
 from .files import no_unnamed_files, unnamed_files, write_atomic
@@ -46,11 +48,9 @@ class NativeRenderPool:
     def start(cls, threads: int) -> NativeRenderPool | None:
         """A pool of `threads` on the running loop, or None where the native renderer or
         the native write is not built (the caller uses the thread pool)."""
-        from ..render import native_available
-
         if not native_available():
             return None
-        try:
+        try:  # optional: the native extensions, absent where the reference renders
             from .._render import RenderPool
             from ._durable import FileSink
         except ImportError:
@@ -137,8 +137,6 @@ def _call(done: Written, sink: Any, err: Any) -> None:
     try:
         done(*result)
     except Exception:   # a bug of the callback: the other orders of the batch go on
-        import logging
-
         logging.getLogger("stagedoor.render").exception("render callback failed")
 
 
@@ -150,9 +148,8 @@ def missing_glyphs() -> int:
     (every thread); -1 without it.  Three calls a render: looked up once."""
     global _count_missing
     if _count_missing is None:
-        from ..render import native_available
-
         if native_available():
+            # optional: the extension, absent where the reference renders
             from .._render import missing_glyphs as count
         else:
             def count() -> int:
@@ -177,8 +174,6 @@ def stored_order(order_id: int, data: bytes) -> Order:
 
 def uncovered_scripts(order: Order) -> dict[str, int]:
     """The scripts of the order's text that no configured face has, with their counts."""
-    from ..render import fonts, tables
-
     names = [name for name, _ in tables.FIELDS] + ["small_print"]
     return fonts.uncovered(fonts.current(), "".join(
         str(getattr(t, name)) for t in order.tickets for name in names))
@@ -265,8 +260,6 @@ class LocalRender:
         if not written:
             if path is None:
                 path = Path(os.fsdecode(directory), os.fsdecode(name))
-            from ..render import renderer
-
             await self._run_in_thread(render_write, renderer(), order, path, self._syncs)
         if before < 0 or missing_glyphs() == before:
             return {}

@@ -53,6 +53,8 @@ import uvloop
 
 # at the top, not in the functions that use them: a function-local import is a lookup
 # in sys.modules on every call, and request/_written/_reply run for every order
+from ..proctitle import set_title
+from ..render import fonts, renderer
 from ..render.order import Order, OrderDataError, RenderFailed, Ticket
 from .files import no_unnamed_files
 from .render_pool import LocalRender, missing_glyphs, stored_order, uncovered_scripts
@@ -163,7 +165,8 @@ def die_with(parent: int) -> None:
 
 
 def _warm_up() -> Order:
-    """One Latin ticket: the render at start (no import of demo/, ~10 ms of a start)."""
+    """One Latin ticket: the render at start (not demo/'s orders: importing them would
+    lengthen every start)."""
     return Order(order_id=1, tickets=(Ticket(
         event="Warm-up", venue="Stagedoor", starts_at="2026-12-01 19:30", section="Parkett",
         row="1", seat="1", buyer="Stagedoor", price="EUR 0.00", order_id=1,
@@ -172,8 +175,6 @@ def _warm_up() -> Order:
 
 class Serve:
     def __init__(self, threads: int, plan: Any, out: Outbox) -> None:
-        from ..render import fonts, renderer
-
         fonts.use(plan)     # the worker's (its settings, its fonts found at its start)
         renderer()(_warm_up())    # a renderer that cannot render at all fails here, at start
         self._threads = ThreadPoolExecutor(threads, thread_name_prefix="render")
@@ -300,8 +301,6 @@ async def serve(sock: socket.socket) -> None:
 def main(argv: list[str]) -> int:
     fd, parent = int(argv[0]), int(argv[1])
     die_with(parent)
-    from ..proctitle import set_title
-
     set_title(f"stagedoor render: render process of worker {parent}")
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)

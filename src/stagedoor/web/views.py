@@ -18,6 +18,7 @@ import stat
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from aiohttp import web
 
@@ -421,8 +422,6 @@ def _filter_text(given: dict[str, str], upto: str) -> str:
 
 def _carry(source: Any) -> str:
     """The filter, as a query string for the page to return to (urlencoded)."""
-    from urllib.parse import urlencode
-
     return urlencode({k: str(source.get(k, "")) for k in FILTER_FIELDS if source.get(k)})
 
 

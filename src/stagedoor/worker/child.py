@@ -102,7 +102,7 @@ def child_main(settings: Settings, slot: int, heartbeat_fd: int, lifeline_fd: in
         resource.setrlimit(resource.RLIMIT_CORE, (0, hard))
     try:
         # after the fork: the supervisor imports this module (pool.py) and must not load
-        # the worker's (~67 ms measured: uvloop, the handlers, lifecycle, loop, inspect)
+        # the worker's (uvloop, the handlers, lifecycle, loop, inspect: docs/benchmarks.md)
         import uvloop
 
         from ..handlers import load_registry

@@ -160,7 +160,7 @@ def check_renderer(settings: Settings, registry: Registry) -> str | None:
     operator allowed the fallback with render_fallback = "reference"."""
     if "render_tickets" not in registry.kinds:
         return None
-    # here: only a worker with render_tickets loads the renderer (~23 ms measured)
+    # here: only a worker with render_tickets loads the renderer (docs/benchmarks.md)
     from ..render import native_import_error
 
     why = native_import_error()
@@ -173,8 +173,8 @@ def check_renderer(settings: Settings, registry: Registry) -> str | None:
                           "~100x slower pure-Python renderer with --render-fallback reference "
                           "(STAGEDOOR_RENDER_FALLBACK=reference; needs stagedoor[reference])")
     try:  # the reference's shaped-text path: without its extra every ticket job fails
-        import bidi.algorithm  # noqa: F401
-        import fontTools.unicodedata  # noqa: F401
+        import bidi.algorithm  # noqa: F401  # optional: the reference extra, checked here
+        import fontTools.unicodedata  # noqa: F401  # optional: the reference extra
     except ImportError as e:
         raise ConfigError(f"{why.split('; using the')[0]}, and render_fallback = reference "
                           f"cannot run either ({e}): pip install 'stagedoor[reference]', or "
@@ -192,7 +192,7 @@ def warn_at_start(settings: Settings, registry: Registry, consumer: str) -> None
         why = native_import_error()
         if why:
             log.error("NATIVE RENDERER MISSING (%s): render_tickets falls back to the "
-                      "pure-Python reference, ~30x slower; rebuild with `pip install -e .`",
+                      "pure-Python reference, ~100x slower; rebuild with `pip install .`",
                       why, extra={"consumer": consumer})
         # the fonts of the settings; none is opened before a ticket needs it (after fork)
         plan = fonts.plan_for(settings)

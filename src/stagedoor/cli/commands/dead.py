@@ -237,7 +237,6 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_errors(args: argparse.Namespace) -> int:
-    from ...console import deadletters as dl
     s = config.from_args(args)
 
     async def action(client: aioredis.Redis) -> int:

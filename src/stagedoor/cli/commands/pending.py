@@ -14,7 +14,9 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ... import config
+from ...console import audit
 from ...console import pending as console_pending
+from ...console import release as console_release
 from ...console.text import human_ms, safe, short
 from ..console_run import confirm, print_table, run_op, write_json
 from .dead import _entry_id, _positive
@@ -152,8 +154,6 @@ def _plan_text(p: Any) -> str:
 
 
 def run_release(args: argparse.Namespace) -> int:
-    from ...console import audit
-    from ...console import release as console_release
     s = config.from_args(args)
     prog = "stagedoor pending release"
 

@@ -14,6 +14,7 @@ EMOJI_PACKAGE = "apt-get install fonts-noto-color-emoji"
 
 
 def emoji_check(settings: Settings) -> Finding:
+    # here, not at the top: the renderer's font modules load only when this check runs
     from ...render import fonts, native_available
 
     try:
@@ -31,7 +32,7 @@ def emoji_check(settings: Settings) -> Finding:
                        EMOJI_PACKAGE)
     path = plan.faces[plan.emoji[0]][0]
     if native_available():
-        from ... import _render
+        from ... import _render  # optional: the native extension (it loads, said above)
 
         fonts.use(plan)
         used = _render.emoji_face_path()

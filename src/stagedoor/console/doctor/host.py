@@ -100,7 +100,7 @@ def icu_dictionaries() -> Finding | None:
     """Whether the renderer's ICU breaks Lao, Myanmar and Khmer words (its dictionaries
     are in libicudata; a trimmed ICU data build can lack them); None without the native
     renderer (native() reports that)."""
-    try:
+    try:  # optional: the native extension
         import stagedoor._render as ext
     except ImportError:
         return None

@@ -1,9 +1,9 @@
 # Included by stagedoor/_render.pyx, after type3.pxi (its hash).  The line-break classes
 # of a field's text, cached per process: line_breaks (breaks.pxi) asks here first.
 #
-# Why: libunibreak was a quarter of a worst-case page's CPU time (perf over
-# bench.ticket_corpus's indic-north page, 24 %: libunibreak 1.x looks each character's
-# class up by a binary search over its whole table), and an order's long values -- venue,
+# Why: libunibreak's lookup dominates a long field's breaks (1.x looks each character's
+# class up by a binary search over its whole table; its share of a worst-case page:
+# docs/benchmarks.md, "Moved from comments"), and an order's long values -- venue,
 # event, section, small print -- are mostly the same from order to order.  The classes
 # depend on the text alone (no language is passed), so a hit is what the library gives.
 #

@@ -12,8 +12,8 @@
 # Only a field that wraps asks, only runs of these scripts are given to ICU, and a break
 # is only added where libunibreak had none.  Iterators are kept in a small pool and
 # given each run by ubrk_setText: opening one (ubrk_open) looks its rules up through
-# ICU's resource bundles again each time, which was most of a wrapped Lao or Myanmar
-# field's ICU time (perf: u_strFromUTF8WithSub, 10 % of the southeast-asian page), while
+# ICU's resource bundles again each time, which dominated a wrapped Lao or Myanmar
+# field's ICU time (docs/benchmarks.md, "Moved from comments"), while
 # setText only resets the iterator (the same breaks as a fresh one).  An iterator is
 # used by one thread at a time; the pool's lock is held only to take or give one back,
 # and a forked child gets a new lock and keeps the pool (plain memory).  A wrapped

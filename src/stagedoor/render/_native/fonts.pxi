@@ -344,8 +344,8 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 def missing_glyphs():
     """Characters drawn as replacement marks in this process so far (every thread).
 
-    The per-job counter: font_stats() walks every open face's glyph table and costs
-    ~160 us with the demo's 23 faces open, which render_tickets paid per job."""
+    The per-job counter: font_stats() walks every open face's glyph table, a cost that
+    grows with the faces open and that render_tickets paid per job."""
     return sd_add_long(&MISSING_GLYPHS, 0)
 
 

@@ -147,8 +147,8 @@ cdef GlyphProc* make_proc(Face* f, unsigned int gid) noexcept nogil:
     buf_puts(&obj, b"\nendstream\nendobj\n")
     free(path.data)
     free(head.data)
-    # kept for the life of the process: an exact copy, not the buffer (at least 4 KB
-    # for ~300-700 bytes; 17,000 cached CJK glyphs held 70 MB that way)
+    # kept for the life of the process: an exact copy, not the buffer (a buffer's
+    # minimum is several times a glyph's bytes, which adds up over many cached glyphs)
     g = <GlyphProc*>calloc(1, sizeof(GlyphProc))
     if obj.failed or g == NULL:
         free(obj.data)

@@ -3,7 +3,7 @@
 # object table and the xref; render_c writes a whole order inside `with nogil:`.
 
 cdef enum:
-    ZLIB_LEVEL = 1               # Z_BEST_SPEED: 2.5x faster than 6, streams ~16% larger
+    ZLIB_LEVEL = 1               # Z_BEST_SPEED: much faster than 6, streams a little larger
     ZLIB_WBITS = 15
     ZLIB_MEMLEVEL = 4            # a 4 KB hash instead of 64 KB: deflateReset clears it per stream
     FIRST_PAGE_OBJ = 7
@@ -35,9 +35,9 @@ cdef int POOL_SIZE = 0
 # Each thread keeps the scratch area it used last (a pthread key; the pool is for the
 # rest).  Why: from the shared pool two render threads can swap areas, and a thread
 # handed the other's deflate window, hash and buffers pulls their lines across from the
-# other core's cache.  (Not measured on its own: this VM has no cache-miss counters; a
-# non-Latin ticket took 8-12 % more CPU on 2 threads than on 1, the Latin one 5-10 %,
-# and this came in with the GIL trim of text.pxi, measured together.)  A thread that
+# other core's cache.  (Not measured on its own: this VM has no cache-miss counters; it
+# came in with the GIL trim of text.pxi, measured together: docs/benchmarks.md, "Moved
+# from comments".)  A thread that
 # ends gives its area back to the pool (the key's destructor); a forked child keeps the
 # forking thread's, plain memory like the pool's.
 cdef extern from *:

@@ -6,9 +6,10 @@
 # Why: with a Python thread pool a render_tickets job crossed the event loop, a render
 # thread and the GIL about six times; each crossing on this VM is a futex wake and a
 # context switch, often a wait for the GIL behind another thread, and together they
-# were most of a job's 4-5 ms with the seed's 8 in flight (docs/benchmarks.md, "The
+# were most of a job's time with the seed's 8 in flight (docs/benchmarks.md, "The
 # durable write in C").  Here the loop thread does the GIL part itself (reading the
-# order's fields, ~20 us), and a pool thread is woken once and reports once.
+# order's fields, which a render thread did anyway), and a pool thread is woken once
+# and reports once.
 #
 # Written by hand: a mutex, a condition, two lists and an eventfd.  No library offers
 # a pool whose workers run C without a Python thread state.

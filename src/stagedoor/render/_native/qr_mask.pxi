@@ -83,7 +83,8 @@ cdef int penalty(QR* q) noexcept nogil:
 
 # Fast path for versions 1..10 (at most 57 modules a side): every row and column is a
 # 64-bit word, and the penalty rules become shifts, ands and popcounts, without the
-# data-dependent branches that dominate the scalar version (profiled: 60% of a render).
+# data-dependent branches that dominated the scalar version's profile of a render
+# (docs/benchmarks.md, "Moved from comments").
 # PAT_R/PAT_C hold, per version and mask, the bits the mask flips (data modules only)
 # plus the format bits that differ from those of mask 0, so that
 # rows = base ^ PAT_R[ver][mask] is exactly the masked symbol.  Results are the same as

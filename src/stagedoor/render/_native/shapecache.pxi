@@ -1,9 +1,8 @@
 # Included by stagedoor/_render.pyx, before shape.pxi.  HarfBuzz's output for a run,
 # cached per process: shape_run asks here first.
 #
-# Why: HarfBuzz was 58 % of a worst-case page's time (perf over bench.ticket_corpus's
-# indic-north page: a 240-character venue shaped whole, then line by line, then cut),
-# and an order's long values -- venue, event, section, small print -- are the same on
+# Why: HarfBuzz dominates a worst-case page's time (a long venue shaped whole, then line
+# by line, then cut; its share: docs/benchmarks.md, "Moved from comments"), and an order's long values -- venue, event, section, small print -- are the same on
 # most orders.  What a run shapes to depends only on its face, script, direction,
 # language and its characters with the context HarfBuzz reads around them (at most
 # HB_BUFFER_CONTEXT_LENGTH = 5 code points each side of the run; shape_run passes the

@@ -172,9 +172,8 @@ cdef int shape_src(str value, Keep* keep, Text* t) except -1:
     are (shaped_fill does the rest without the GIL).  Returns SHAPED or SHAPED_KANA.
 
     Why so little here: what runs under the GIL is what two render threads cannot
-    overlap, and a thread that finds the GIL taken sleeps a futex round trip (60-80 us
-    a wait on this VM, 6-8 % of each thread's time: `perf trace -s -e futex` over a
-    2-thread loop of bench.scripts_measure's orders) while its core idles.  The UTF-32
+    overlap, and a thread that finds the GIL taken sleeps a futex round trip while its
+    core idles (what that cost: docs/benchmarks.md, "Moved from comments").  The UTF-32
     and /ActualText buffers, two bytes objects a field made and freed here, now live in
     the render's scratch."""
     cdef Py_ssize_t n, i

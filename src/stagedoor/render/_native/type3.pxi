@@ -1,9 +1,9 @@
 # Included by stagedoor/_render.pyx.  The glyphs of an order as Type 3 fonts.
 #
-# Why Type 3 and not an embedded TrueType/CFF subset: hb-subset of 24 glyphs of the Noto
-# CJK collection took 6-10 ms here (uharfbuzz 0.57, on the loaded 2-core box; the issue
-# measured 3-4 ms), 40-70x a whole shaped ticket, and its preprocessed plan costs ~130 MB
-# per CJK face; writing a CIDFontType2 subset by hand works for the glyf fonts but not
+# Why Type 3 and not an embedded TrueType/CFF subset: hb-subset of a ticket's glyphs of
+# the Noto CJK collection costs many times a whole shaped ticket, and its preprocessed
+# plan a large share of memory per CJK face (docs/benchmarks.md, "Moved from
+# comments"); writing a CIDFontType2 subset by hand works for the glyf fonts but not
 # for the CJK fonts, which are CFF (a CIDFontType0C subset needs the charstrings
 # desubroutinised or the subroutines carried whole).  A Type 3 glyph is a small content
 # stream of the outline, which HarfBuzz draws for any outline format

@@ -62,7 +62,7 @@ def readable(png: bytes) -> bool:
 
 def planes(png: bytes) -> tuple[int, int, bytes, bytes] | None:
     """(width, height, RGB, alpha) of a PNG the extension reads, by Pillow; else None."""
-    from PIL import Image as PILImage
+    from PIL import Image as PILImage  # optional: Pillow is the test extra
 
     if not readable(png):
         return None

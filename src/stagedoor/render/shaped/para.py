@@ -14,14 +14,14 @@ from .libs import hb_shape, line_breaks
 # -- one paragraph (para_init in shape.pxi) ---------------------------------------------
 
 def _script(cp: int) -> str:
-    from fontTools import unicodedata as fu
+    from fontTools import unicodedata as fu  # optional: the reference extra
 
     return str(fu.script(chr(cp)))
 
 
 def _levels(u: list[int]) -> tuple[list[int], int, list[str]]:
     """(levels, base level, bidi classes) by python-bidi's UBA."""
-    from bidi import algorithm as uba
+    from bidi import algorithm as uba  # optional: python-bidi is the reference extra
 
     # python-bidi knows no class for unassigned code points: noncharacters and default
     # ignorables are BN (as ZWSP), the rest L (as "a"), as DerivedBidiClass.txt has them
@@ -56,7 +56,7 @@ def _levels(u: list[int]) -> tuple[list[int], int, list[str]]:
 
 def _visual(levels: list[int], kinds: list[str], base: int) -> list[int]:
     """Logical indices in visual order of one line (L1 end-of-line, L2)."""
-    from bidi import algorithm as uba
+    from bidi import algorithm as uba  # optional: python-bidi is the reference extra
 
     storage = uba.get_empty_storage()
     storage["base_level"] = base

@@ -13,7 +13,8 @@ cdef double W_LIMIT = 0.75
 cdef class ReplyWait:
     """The read-ahead's wait for a due reply (tests/support/readahead_spec.py's PyReplyWait,
     its spec, says why it turns and when it sleeps):
-    due, arrived and each turn were Python calls, ~10 % of a no-op drain's time (py-spy).
+    in C because due, arrived and each turn as Python calls were a visible share of a
+    no-op drain's time (docs/benchmarks.md, "Moved from comments").
     `fixed` >= 0 fixes the turns instead of learning them (bench/slowdown.py).  The
     n_* counters say how the waits ended (bench/slowdown.py reply-stats)."""
 

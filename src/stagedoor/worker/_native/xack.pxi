@@ -1,8 +1,8 @@
 # worker/_entries.pyx: XACK packed as RESP (pack_xack), what hiredis.pack_command packs.
 
 cdef inline Py_ssize_t _put_len(char* p, char mark, Py_ssize_t n) noexcept:
-    """Write "<mark><n>\\r\\n" at p (n >= 0) and return its length: snprintf's "%zd",
-    which was 7,000 instructions an XACK of 4 ids (callgrind)."""
+    """Write "<mark><n>\\r\\n" at p (n >= 0) and return its length: by hand, since
+    snprintf's "%zd" costs far more per XACK (docs/benchmarks.md, "Moved from comments")."""
     cdef char digits[24]
     cdef Py_ssize_t k = 0, i
     while True:
