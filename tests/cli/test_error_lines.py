@@ -23,9 +23,9 @@ from stagedoor.config import Settings
 from stagedoor.stream import sentinel
 from stagedoor.stream.errors import describe_unreachable
 from stagedoor.stream.queue import dead_letter_fields
-from tests.faults.harness import REPO
 from tests.support.aclmode import server_args
 from tests.support.cli import cli
+from tests.support.faults.harness import REPO
 from tests.support.paths import SRC
 from tests.support.servers import SuiteRedis
 from tests.support.topology import SERVICE, ClusterSet, SentinelSet, _cluster_port

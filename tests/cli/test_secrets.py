@@ -21,9 +21,9 @@ import redis
 
 from stagedoor.demo.embedded_redis import free_port
 from stagedoor.redaction import redact, remember
-from tests.faults.harness import Procs, wait_for
 from tests.support.cli import SUPERVISE, cli
 from tests.support.cli import module as entry_of
+from tests.support.faults.harness import Procs, wait_for
 from tests.support.servers import SuiteRedis as EmbeddedRedis
 
 

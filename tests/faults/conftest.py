@@ -15,9 +15,8 @@ import redis
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import EmbeddedRedis
 from tests.support.aclmode import worker_url
-
-from .harness import Procs, Producer
-from .invariants import Ledger
+from tests.support.faults.harness import Procs, Producer
+from tests.support.faults.invariants import Ledger
 
 
 @pytest.fixture

@@ -18,10 +18,9 @@ from stagedoor.config import Settings
 from stagedoor.stream import connection
 from tests.stream.test_cluster import _hand_over, _masters, _migrate
 from tests.support.aclmode import worker_url
+from tests.support.faults.harness import Procs, Producer, wait_for, wait_orphans_gone
+from tests.support.faults.invariants import Ledger
 from tests.support.topology import ClusterSet
-
-from .harness import Procs, Producer, wait_for, wait_orphans_gone
-from .invariants import Ledger
 
 pytestmark = [pytest.mark.server, pytest.mark.faults]
 

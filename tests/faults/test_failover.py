@@ -24,10 +24,9 @@ from stagedoor.stream import connection
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import EnqueueError, NotReplicated, enqueue_sync
 from tests.support.aclmode import worker_url
+from tests.support.faults.harness import Procs, Producer, wait_for
+from tests.support.faults.invariants import Ledger
 from tests.support.topology import SentinelSet
-
-from .harness import Procs, Producer, wait_for
-from .invariants import Ledger
 
 pytestmark = [pytest.mark.server, pytest.mark.faults]
 

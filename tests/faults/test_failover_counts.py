@@ -30,10 +30,9 @@ from stagedoor.stream.queue import enqueue_sync
 from stagedoor.telemetry.inspect import queue_status
 from tests.support.aclmode import ACL_MODE, worker_url
 from tests.support.cli import cli
+from tests.support.faults.harness import Procs
 from tests.support.topology import SERVICE, ClusterSet, Sentinel, SentinelSet
 from tests.support.worker import poll
-
-from .harness import Procs
 
 pytestmark = [pytest.mark.server, pytest.mark.faults]
 

@@ -30,11 +30,8 @@ from stagedoor.stream.queue import enqueue_sync, ensure_group_sync
 from tests.support.aclmode import server_args
 from tests.support.cli import cli
 from tests.support.faults import faulted
-from tests.support.prometheus import first, scrape
-from tests.support.supervisor import NotifySocket
-
-from .harness import Procs, Producer, wait_for
-from .invariants import (
+from tests.support.faults.harness import Procs, Producer, wait_for
+from tests.support.faults.invariants import (
     Ledger,
     assert_idle,
     check_all,
@@ -42,7 +39,9 @@ from .invariants import (
     dead_meta,
     pending_ids,
 )
-from .ledger_handlers import append_line
+from tests.support.handlers.ledger import append_line
+from tests.support.prometheus import first, scrape
+from tests.support.supervisor import NotifySocket
 
 pytestmark = pytest.mark.faults
 

@@ -11,10 +11,16 @@ import redis
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import EmbeddedRedis
-
-from .harness import Procs, Producer, wait_for
-from .invariants import Ledger, assert_idle, check_all, check_no_early_ack, pending_ids, raw_client
-from .proxy import FaultProxy, Rule
+from tests.support.faults.harness import Procs, Producer, wait_for
+from tests.support.faults.invariants import (
+    Ledger,
+    assert_idle,
+    check_all,
+    check_no_early_ack,
+    pending_ids,
+    raw_client,
+)
+from tests.support.faults.proxy import FaultProxy, Rule
 
 pytestmark = pytest.mark.faults
 

@@ -28,9 +28,8 @@ import redis
 
 from stagedoor.config import Settings
 from stagedoor.stream.keys import owner_key
-
-from .harness import Procs, Producer, wait_for, wait_orphans_gone
-from .invariants import Ledger, check_all
+from tests.support.faults.harness import Procs, Producer, wait_for, wait_orphans_gone
+from tests.support.faults.invariants import Ledger, check_all
 
 pytestmark = pytest.mark.faults
 

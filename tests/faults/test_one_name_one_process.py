@@ -38,9 +38,8 @@ from stagedoor.demo.embedded_redis import EmbeddedRedis
 from stagedoor.stream.queue import ensure_group_sync
 from tests.support.aclmode import server_args, worker_url
 from tests.support.faults import faulted
-
-from .harness import Proc, Procs, Producer, wait_for
-from .invariants import Ledger, check_all, pending_ids
+from tests.support.faults.harness import Proc, Procs, Producer, wait_for
+from tests.support.faults.invariants import Ledger, check_all, pending_ids
 
 pytestmark = pytest.mark.faults
 

@@ -21,9 +21,8 @@ import redis
 from stagedoor.config import Settings
 from stagedoor.console import fleet
 from stagedoor.stream import connection
-
-from .harness import Procs, Producer, wait_for
-from .invariants import Ledger, check_all
+from tests.support.faults.harness import Procs, Producer, wait_for
+from tests.support.faults.invariants import Ledger, check_all
 
 pytestmark = pytest.mark.faults
 

@@ -8,9 +8,8 @@ import redis
 
 from stagedoor.config import Settings
 from stagedoor.telemetry.inspect import queue_status
-
-from .harness import Procs, Producer, wait_for
-from .invariants import (
+from tests.support.faults.harness import Procs, Producer, wait_for
+from tests.support.faults.invariants import (
     Ledger,
     assert_idle,
     check_all,

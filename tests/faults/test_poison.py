@@ -18,9 +18,8 @@ import pytest
 import redis
 
 from stagedoor.config import Settings
-
-from .harness import Procs, Producer, wait_for
-from .invariants import Ledger, check_all, dead_entries, dead_meta, pending_ids
+from tests.support.faults.harness import Procs, Producer, wait_for
+from tests.support.faults.invariants import Ledger, check_all, dead_entries, dead_meta, pending_ids
 
 pytestmark = pytest.mark.faults
 

@@ -17,10 +17,9 @@ import redis
 
 from stagedoor.config import Settings
 from tests.support.aclmode import server_args
+from tests.support.faults.harness import Proc, Procs, Producer, wait_for
+from tests.support.faults.invariants import Ledger, assert_idle, check_all, check_no_early_ack
 from tests.support.servers import SuiteRedis as EmbeddedRedis
-
-from .harness import Proc, Procs, Producer, wait_for
-from .invariants import Ledger, assert_idle, check_all, check_no_early_ack
 
 pytestmark = pytest.mark.faults
 

@@ -15,9 +15,8 @@ import pytest
 import redis
 
 from stagedoor.config import Settings
-
-from .harness import Proc, Procs, Producer, wait_for
-from .invariants import Ledger, check_all
+from tests.support.faults.harness import Proc, Procs, Producer, wait_for
+from tests.support.faults.invariants import Ledger, check_all
 
 pytestmark = pytest.mark.faults
 

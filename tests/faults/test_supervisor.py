@@ -14,9 +14,8 @@ import redis
 
 from stagedoor.config import Settings
 from stagedoor.demo.embedded_redis import EmbeddedRedis
-
-from .harness import Proc, Procs, Producer, wait_for, wait_orphans_gone
-from .invariants import (
+from tests.support.faults.harness import Proc, Procs, Producer, wait_for, wait_orphans_gone
+from tests.support.faults.invariants import (
     Ledger,
     assert_idle,
     check_all,

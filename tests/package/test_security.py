@@ -30,8 +30,9 @@ from stagedoor.demo.embedded_redis import free_port
 from stagedoor.demo.orders import demo_order
 from stagedoor.render.order import Order, Ticket
 from stagedoor.tickets.orders import OrderStore
-from tests.faults.harness import REPO, Procs, Producer, wait_for
-from tests.faults.invariants import (
+from tests.support.cli import cli
+from tests.support.faults.harness import REPO, Procs, Producer, wait_for
+from tests.support.faults.invariants import (
     Ledger,
     check_all,
     dead_entries,
@@ -39,7 +40,6 @@ from tests.faults.invariants import (
     raw_client,
     wait_drained,
 )
-from tests.support.cli import cli
 from tests.support.paths import SRC
 from tests.support.servers import SERVER, require_tls
 from tests.support.servers import SuiteRedis as EmbeddedRedis

@@ -28,10 +28,10 @@ from stagedoor.stream.keys import done_key, marks_key, order_key, starts_key
 from stagedoor.stream.queue import enqueue_sync
 from stagedoor.stream.resp import FastConnection
 from stagedoor.tickets.orders import put_orders_sync
-from tests.faults.harness import Procs, Producer, wait_for
-from tests.faults.invariants import Ledger
 from tests.support.aclmode import ACL_MODE, worker_url
 from tests.support.cli import cli
+from tests.support.faults.harness import Procs, Producer, wait_for
+from tests.support.faults.invariants import Ledger
 from tests.support.topology import ClusterSet
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,7 +127,7 @@ def test_worker_producer_cli_and_every_script_on_a_cluster(tmp_path: Path,
             out = cli("dead", "replay", "--all", "--redis-url", cluster.url)
             assert out.returncode == 0, out.stderr  # the replay script, on the queue's slot
             out = cli("enqueue", "--kind", "ledger", "--order-id", "7", "--outbox-id", "2000",
-                      "--handlers", "tests.faults.ledger_handlers:registry",
+                      "--handlers", "tests.support.handlers.ledger:registry",
                       "--redis-url", cluster.url)
             assert out.returncode == 0, out.stderr
             wait_for(lambda: 2000 in ledger.done(), 30, what="a job from the CLI")

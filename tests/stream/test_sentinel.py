@@ -32,9 +32,9 @@ from stagedoor.stream.queue import (
 )
 from stagedoor.stream.resp import FastConnection, MasterChanged
 from stagedoor.worker.dispatch import is_redis_trouble
-from tests.faults.proxy import FaultProxy
 from tests.support.aclmode import server_args
 from tests.support.cli import cli
+from tests.support.faults.proxy import FaultProxy
 from tests.support.servers import SuiteRedis, require_tls
 from tests.support.tlscerts import make_certs
 from tests.support.topology import SERVICE, SentinelSet

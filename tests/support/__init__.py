@@ -12,7 +12,8 @@
 - supervisor.py   the real supervisor as a subprocess, looked at from outside
 - web.py          `stagedoor web` under test, driven by a real browser
 - prometheus.py   Prometheus text parsed, a /metrics scrape
-- faults.py       what the fault tests read from the workers' logs (`faulted`)
+- faults/        the fault harness: processes, invariants, a dropping proxy, and what
+                  the fault tests read from the workers' logs (`faulted`)
 - readahead_spec.py  PyStreak and PyReplyWait: the executable specification of the
                   read-ahead's C streak and reply wait (worker/_native/streak.pxi)
 - settle_spec.py  the settle step's arithmetic in Python: the specification of the C

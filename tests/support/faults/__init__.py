@@ -1,12 +1,22 @@
-"""What the fault tests read from the workers' logs."""
+"""The fault tests' harness (tests/faults/ and the server tests that inject faults):
+
+- harness.py     real supervisors, workers and producers as subprocesses (`Procs`,
+                 `Producer`), polling waits
+- invariants.py  what must hold after a fault: the ledger of effects, nothing lost,
+                 nothing acked early, the queue idle
+- proxy.py       a TCP proxy between a worker and Redis that drops, delays or cuts
+                 (`FaultProxy`)
+
+and here, what the fault tests read from the workers' logs (`faulted`); the handlers
+that write the ledger are tests/support/handlers/ledger.py."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tests.faults.harness import Proc
-    from tests.faults.invariants import Ledger
+    from tests.support.faults.harness import Proc
+    from tests.support.faults.invariants import Ledger
 
 
 def faulted(procs: list[Proc], ledger: Ledger) -> set[int]:

@@ -17,7 +17,7 @@ STAGEDOOR_*: the settings loader refuses unknown STAGEDOOR_ variables):
     gates/<id>      created by the test to release a held handler
 
 Kinds (all registered in `registry` through `kind()`, which writes each run's start line
-before the body; loaded with --handlers tests.faults.ledger_handlers:registry):
+before the body; loaded with --handlers tests.support.handlers.ledger:registry):
 
     ledger     start, optional sleep (FAULTS_SLEEP_MS, a max: uniform 0..max), then the
                idempotent side effect, mark_done, done

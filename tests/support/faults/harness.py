@@ -24,13 +24,12 @@ from stagedoor.config import Settings
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import enqueue_sync
 from tests.support.aclmode import worker_url
+from tests.support.handlers.ledger import ENV_DIR, append_line
 from tests.support.paths import SRC
 from tests.support.worker import gone, kill_all_of, poll
 
-from .ledger_handlers import ENV_DIR, append_line
-
-REPO = Path(__file__).resolve().parents[2]
-HANDLERS = "tests.faults.ledger_handlers:registry"
+REPO = Path(__file__).resolve().parents[3]
+HANDLERS = "tests.support.handlers.ledger:registry"
 
 # Short thresholds: a read waits 200 ms, a reclaim pass is due every 100 ms, an entry
 # idle for 1.5 s is taken over.  job_timeout must stay below claim_idle_ms.
