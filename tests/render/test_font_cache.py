@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from stagedoor.render import installed
+from stagedoor.config import Settings
+from stagedoor.render import fonts, installed
 
 NOTO = Path("/usr/share/fonts/truetype/noto")
 FONTS = ("NotoSansCherokee-Regular.ttf", "NotoSansThaana-Regular.ttf",
@@ -160,3 +161,30 @@ def test_what_harfbuzz_found_is_not_handed_to_the_fonttools_path(
     monkeypatch.setattr(installed, "_native", lambda: None)
     assert scan_again(d).faces["Cher"][0][2] > 1
     assert json.loads(cache_file(cache).read_text())["key"][1].startswith("fontTools ")
+
+
+def test_the_plan_of_the_same_settings_is_made_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker that starts its render process early makes the plan of its settings, and
+    its start-up warnings need the same plan: fonts.use_settings makes it once (the font
+    directories are read once), and anew for other font settings or after another plan
+    was put in use."""
+    made: list[object] = []
+    real = fonts.plan_for
+
+    def counting(settings: Settings) -> fonts.FontPlan:
+        made.append(settings)
+        return real(settings)
+
+    monkeypatch.setattr(fonts, "plan_for", counting)
+    before = fonts.current()
+    try:
+        s = Settings()
+        first = fonts.use_settings(s)
+        assert fonts.use_settings(Settings()) is first and fonts.current() is first
+        assert len(made) == 1
+        other = fonts.use_settings(Settings(render_font_discover=0))
+        assert other is not first and len(made) == 2
+        fonts.use(first)
+        assert fonts.use_settings(s) is not first and len(made) == 3
+    finally:
+        fonts.use(before)

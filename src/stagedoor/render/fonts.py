@@ -255,6 +255,7 @@ def uncovered(p: FontPlan, text: str) -> dict[str, int]:
 
 
 _current: FontPlan | None = None
+_current_for: tuple[object, ...] | None = None  # the font settings _current was made from
 
 
 def current() -> FontPlan:
@@ -265,10 +266,33 @@ def current() -> FontPlan:
     return _current
 
 
+def _font_settings(settings: config.Settings) -> tuple[object, ...]:
+    """What plan_for reads of the settings, comparable."""
+    return (tuple(settings.render_font_dirs), tuple(settings.render_fonts),
+            tuple(settings.render_font_fallback), tuple(settings.render_han_fonts),
+            tuple(settings.render_han_order), tuple(settings.render_lang_fonts),
+            settings.render_font_discover, tuple(settings.render_emoji_fonts))
+
+
+def use_settings(settings: config.Settings) -> FontPlan:
+    """Render with the plan the settings describe, made once: a second call with the
+    same font settings (a worker's early render-process start, then its start-up
+    warnings) reuses the plan in use instead of reading the font directories again."""
+    global _current_for
+    key = _font_settings(settings)
+    if _current is not None and _current_for == key:
+        return _current
+    p = plan_for(settings)
+    use(p)
+    _current_for = key
+    return p
+
+
 def use(p: FontPlan) -> None:
     """Render with this plan from now on (the native renderer too, when it is built)."""
-    global _current
+    global _current, _current_for
     _current = p
+    _current_for = None
     try:  # optional: the reference renders without the extension
         from .._render import configure
     except ImportError:

@@ -67,8 +67,8 @@ async def start_render_process(ctx: Context) -> None:
             return
     except Exception:   # a guess at what comes, never a reason the boot fails
         return
-    # the plan the process gets in its first frame (warn_at_start makes it again later)
-    fonts.use(fonts.plan_for(ctx.settings))
+    # the plan the process gets in its first frame (warn_at_start then reuses it)
+    fonts.use_settings(ctx.settings)
     render = _render(ctx)
     if isinstance(render, RenderHost):
         render.start()

@@ -195,8 +195,7 @@ def warn_at_start(settings: Settings, registry: Registry, consumer: str) -> None
                       "pure-Python reference, ~100x slower; rebuild with `pip install .`",
                       why, extra={"consumer": consumer})
         # the fonts of the settings; none is opened before a ticket needs it (after fork)
-        plan = fonts.plan_for(settings)
-        fonts.use(plan)
+        plan = fonts.use_settings(settings)
         missing = fonts.missing_warning(plan)
         if missing:
             log.warning(missing, extra={"consumer": consumer})
