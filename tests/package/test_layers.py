@@ -261,29 +261,19 @@ def test_the_worker_reads_its_keys_from_stream_keys() -> None:
     assert "stagedoor.stream.keys" in graph["stagedoor.worker.presence"]
 
 
-def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
-    """Every module `start` imports, directly or through others."""
-    seen: set[str] = set()
-    stack = [start]
-    while stack:
-        for target in graph[stack.pop()] - seen:
-            seen.add(target)
-            stack.append(target)
-    return seen
-
-
 def test_no_production_module_imports_the_demo() -> None:
     """demo/ (demo orders, an embedded redis-server) is for `stagedoor demo` and the
     tests: the one module that imports it is that command (cli/commands/demo.py).  The
     render process warms up on an order of its own (render_serve._warm_up)."""
     graph = import_graph()
-    reaching = sorted(f"{name} -> {target}" for name, targets in graph.items()
-                      if name.startswith("stagedoor.") and not _in("stagedoor.demo", name)
-                      and name != "stagedoor.cli.commands.demo"
-                      for target in targets if _in("stagedoor.demo", target))
-    assert not reaching, "modules outside demo/ that import it:\n" + "\n".join(reaching)
-    assert not {m for m in reachable(graph, "stagedoor.tickets.render_serve")
-                if _in("stagedoor.demo", m)}
+    importing = sorted(f"{name} -> {target}" for name, targets in graph.items()
+                       if name.startswith("stagedoor.") and not _in("demo", name)
+                       and name != "stagedoor.cli.commands.demo"
+                       for target in targets if _in("demo", target))
+    assert not importing, "modules outside demo/ that import it:\n" + "\n".join(importing)
+    found = [" -> ".join(path) for target, path in
+             reached(graph, "stagedoor.tickets.render_serve").items() if _in("demo", target)]
+    assert not found, "the render process reaching demo/:\n" + "\n".join(found)
 
 
 def test_the_handler_api_does_not_import_the_ticket_application() -> None:
@@ -291,27 +281,6 @@ def test_the_handler_api_does_not_import_the_ticket_application() -> None:
     on it (and loaded by its spec, handlers/loading.BUILTIN), so tickets/ may import
     handlers/ and never the other way round, not even through another module."""
     graph = import_graph()
-    reaching = sorted(f"{name} -> {target}" for name in graph
-                      if _in("stagedoor.handlers", name)
-                      for target in reachable(graph, name) if _in("stagedoor.tickets", target))
-    assert not reaching, ("handlers/ modules that reach tickets/:\n" + "\n".join(reaching))
+    found = reaching(graph, "handlers", ("tickets",))
+    assert not found, "handlers/ modules that reach tickets/:\n" + "\n".join(found)
     assert "stagedoor.handlers.registry" in graph["stagedoor.tickets.handlers"]
-
-
-# A key's name made outside stream/keys.py: `settings.key("name", ...)` with a literal name,
-# or the prefix itself pasted into a string (f"{settings.key_prefix}done:1").
-KEY_FORMAT = re.compile(r"""\.key\(\s*["'][^"']|key_prefix\b""")
-
-
-def test_key_formats_live_in_stream_keys() -> None:
-    """Every Redis key's format is in stream/keys.py, beside the other key names (and
-    config/settings.py, which defines the prefix and Settings.key): a module that needs
-    a key calls its function there, so the worker, the console and the doctor's ACL dry
-    run cannot drift apart on a name."""
-    allowed = {PACKAGE / "stream" / "keys.py", PACKAGE / "config" / "settings.py"}
-    found = sorted(f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}"
-                   for path in sorted(PACKAGE.rglob("*"))
-                   if path.suffix in (".py", ".pyx", ".pxi") and path not in allowed
-                   for n, line in enumerate(path.read_text("utf-8").splitlines(), 1)
-                   if KEY_FORMAT.search(line.split("#")[0]))
-    assert not found, "key formats outside stream/keys.py:\n" + "\n".join(found)
