@@ -20,6 +20,7 @@ from ..render.order import Order, OrderDataError
 from ..stream import cluster
 from ..stream.job import Job
 from ..stream.scripts import LeanScript
+from ..telemetry.records import pairs, text
 from .files import (
     OutsideTicketsDir,
     confined,
@@ -81,24 +82,14 @@ async def _renders_next(ctx: Context) -> bool:
     s = ctx.settings
     last: Any = None
     for g in await ctx.redis.xinfo_groups(s.stream):
-        info = _pairs(g)
-        if _text(info.get("name")) == s.group:
-            last = _text(info.get("last-delivered-id"))
+        info = pairs(g)
+        if text(info.get("name")) == s.group:
+            last = info.get("last-delivered-id")
     if last is None:
         return False
-    entries = await ctx.redis.xrange(s.stream, min=f"({last}", count=RENDERS_NEXT_PEEK)
-    return any(fields and _text(_pairs(fields).get("kind")) == "render_tickets"
+    entries = await ctx.redis.xrange(s.stream, min=f"({text(last)}", count=RENDERS_NEXT_PEEK)
+    return any(fields and text(pairs(fields).get("kind")) == "render_tickets"
                for _id, fields in entries or ())
-
-
-def _pairs(reply: Any) -> dict[str, Any]:
-    if isinstance(reply, dict):
-        return {_text(k): v for k, v in reply.items()}
-    return {_text(k): v for k, v in zip(reply[::2], reply[1::2], strict=False)}
-
-
-def _text(value: Any) -> Any:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 @registry.on_start
