@@ -7,7 +7,11 @@
 - with only other kinds next (a no-op fleet: bench/perfcheck.py's drain), a quiet
   stream, or render_isolation = "none", it starts nothing: such a worker pays no
   process it may never use;
-- a worker that stops while that start is under way leaves no process behind.
+- a worker that stops while that start is under way leaves no process behind (not
+  even for the ~0.1 s until a process whose exec was cancelled sees EOF);
+- the boot's start hooks (lifecycle.on_start, as a worker runs them) end only once that
+  process is ready, so the worker reads no job it cannot render yet; a process that is
+  not ready within RENDER_BOOT_WAIT is not waited for longer (the worker reads on).
 """
 
 from __future__ import annotations
@@ -28,8 +32,12 @@ from stagedoor.handlers.context import Context
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import enqueue_sync, ensure_group_sync
 from stagedoor.telemetry.metrics import WorkerStats
+from stagedoor.tickets import handlers as tickets
+from stagedoor.tickets import render_host
 from stagedoor.tickets.handlers import start_render_process
 from stagedoor.tickets.render_host import RenderHost
+from stagedoor.worker import lifecycle
+from tests.support.handlers import mute_render
 
 
 def _settings(redis_url: str, tmp_path: Path, isolation: str = "process") -> Settings:
@@ -132,3 +140,54 @@ async def test_a_stop_during_the_boot_s_start_leaves_no_process(
         gone = _children() - before
         for pid in gone:    # a child not reaped yet is a zombie at most, never running
             assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, pid
+
+
+@pytest.mark.server
+async def test_the_boot_ends_once_the_render_process_is_ready(
+        redis_url: str, sync_redis: redis.Redis, tmp_path: Path,
+        contexts: list[Context]) -> None:
+    """Before: the boot went on to the first read while the process was starting; the
+    first jobs read waited ~0.1-0.4 s on this worker for it (the whole drain's rate
+    0.92 of render_isolation = "none" at rest, its steady window 1.0)."""
+    settings = _settings(redis_url, tmp_path)
+    _fill(sync_redis, settings, ["render_tickets"] * 3)
+    ctx = _context(settings, contexts)
+    await lifecycle.on_start(tickets.registry, ctx)     # the worker's boot, its hooks
+    host = ctx.state.get("render")
+    assert isinstance(host, RenderHost)
+    assert host.pid is not None and psutil.Process(host.pid).is_running()
+    assert host._out is not None, "the boot ended before the render process was ready"
+    assert await host.started(0.0)
+
+
+@pytest.mark.server
+async def test_a_render_process_slow_to_start_holds_the_boot_no_longer_than_the_wait(
+        redis_url: str, sync_redis: redis.Redis, tmp_path: Path,
+        contexts: list[Context], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(render_host, "SERVE_MODULE", mute_render.SERVE)
+    monkeypatch.setattr(tickets, "RENDER_BOOT_WAIT", 1.0)
+    settings = _settings(redis_url, tmp_path)
+    _fill(sync_redis, settings, ["render_tickets"])
+    ctx = _context(settings, contexts)
+    loop = asyncio.get_running_loop()
+    t = loop.time()
+    await lifecycle.on_start(tickets.registry, ctx)
+    waited = loop.time() - t
+    host = ctx.state.get("render")
+    assert isinstance(host, RenderHost) and host.pid is not None
+    assert host._out is None    # not ready: mute
+    assert waited >= 1.0, waited    # the wait's bound, not a speed
+    assert "not ready within 1s of the boot; reading on" in caplog.text
+
+
+@pytest.mark.server
+async def test_no_render_in_sight_the_boot_waits_for_nothing(
+        redis_url: str, sync_redis: redis.Redis, tmp_path: Path,
+        contexts: list[Context]) -> None:
+    settings = _settings(redis_url, tmp_path)
+    _fill(sync_redis, settings, ["noop"] * 3)
+    ctx = _context(settings, contexts)
+    before = _children()
+    await lifecycle.on_start(tickets.registry, ctx)
+    assert "render" not in ctx.state and _children() == before

@@ -51,16 +51,22 @@ def pdf_path(tickets_dir: str, order_id: int) -> Path:
 
 
 RENDERS_NEXT_PEEK = 10  # entries after the group's last-delivered id looked at by the hook
+# s the worker's boot waits for a render process started at boot (wait_for_render_process)
+# before it reads: its start takes ~0.1-0.2 s, more on a loaded host; past this the
+# worker reads on, and its first renders wait for the process as they would without
+RENDER_BOOT_WAIT = 5.0
 
 
 @registry.on_start
 async def start_render_process(ctx: Context) -> None:
     """The render process (render_isolation = "process") started in the background at
-    boot when render_tickets jobs are next on the stream: the first renders of a
-    backlog need not wait ~0.1-0.4 s for its start (the drain's rate runs from the
-    first read; registered before sweep_temporaries, so the start overlaps that
-    sweep).  Not for every worker: one with no render job in sight (a no-op fleet,
-    a quiet stream) starts it on its first render, as before, and pays nothing."""
+    boot when render_tickets jobs are next on the stream, and waited for before the
+    first read (wait_for_render_process): the worker takes no job it cannot render
+    yet, so the first renders of a backlog do not sit ~0.1-0.4 s on a worker whose
+    process is starting while other workers could run them.  Registered before
+    sweep_temporaries, so the start overlaps that sweep.  Not for every worker: one
+    with no render job in sight (a no-op fleet, a quiet stream) starts it on its
+    first render, as before, and pays nothing."""
     if ctx.settings.render_isolation != "process":
         return
     try:
@@ -96,6 +102,21 @@ async def _renders_next(ctx: Context) -> bool:
 async def sweep_temporaries(ctx: Context) -> None:
     """Partial PDFs of a worker killed mid-write (or of a full disk before the fix)."""
     await ctx.to_thread(sweep_stale, ctx.settings.tickets_dir)
+
+
+@registry.on_start
+async def wait_for_render_process(ctx: Context) -> None:
+    """The boot's last start hook: a render process start_render_process started is
+    waited for (at most RENDER_BOOT_WAIT), so the worker becomes ready, and reads,
+    once it can render.  A start that fails or takes longer is not the boot's failure:
+    the worker reads on, and its renders wait for (or fail with) the process as usual
+    (render_host.py)."""
+    render = ctx.state.get("render")
+    if not isinstance(render, RenderHost) or not render.started_early:
+        return
+    if not await render.started(RENDER_BOOT_WAIT):
+        ctx.log.warning("the render process was not ready within %gs of the boot; "
+                        "reading on (renders wait for it)", RENDER_BOOT_WAIT)
 
 
 def _store(ctx: Context) -> OrderStore:

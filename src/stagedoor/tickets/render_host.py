@@ -133,6 +133,18 @@ class _Render:
     #                          any more; if it was, landed_late checks what it wrote
 
 
+async def _reap_spawned(spawn: asyncio.Future[asyncio.subprocess.Process]) -> None:
+    """The process an exec whose caller was cancelled started, if it did: killed and
+    waited for (the caller's cancellation was delivered: these awaits run)."""
+    try:
+        proc = await spawn
+    except Exception:   # the exec failed: nothing started
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    await proc.wait()
+
+
 def _about(req: _Render, **more: Any) -> dict[str, Any]:
     """The log fields of a line about this render: its own job's (the manage task runs
     in no job's context), and its order."""
@@ -172,9 +184,12 @@ class RenderHost:
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._early = False     # start() asked for a process before any render
+        # a start attempt ended, ready or failed (started(): the worker's boot waits on it)
+        self._tried = asyncio.Event()
         self._missing_before = 0    # replacement marks counted by processes now gone
         self._missing_now = 0
         self.pid: int | None = None     # the render process, while one is up
+        self.started_early = False      # start() started one before any render
         self.starts = 0
 
     # -- the worker's side ---------------------------------------------------------------
@@ -192,8 +207,23 @@ class RenderHost:
         first renders need not wait for the start.  One attempt: if it fails, the first
         render starts it as usual."""
         if not self._closing and self._proc is None:
-            self._early = True
+            self._early = self.started_early = True
             self._manage_soon()
+
+    async def started(self, within: float) -> bool:
+        """After start(): wait until its process is ready (True), or its start failed,
+        the host closed, or `within` seconds passed (False: renders then wait for the
+        process, or fail, as without start()).  The worker's boot waits here
+        (tickets.handlers.wait_for_render_process) so that it reads no job it cannot
+        render yet."""
+        if self._out is not None:
+            return True
+        if self._closing or (self._task is None or self._task.done()):
+            return False
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(within):
+                await self._tried.wait()
+        return self._out is not None
 
     async def render_to(self, order_id: int, data: bytes, path: Path) -> dict[str, int]:
         """Render the order stored under `order_id` (its JSON, as stored: the process
@@ -307,6 +337,7 @@ class RenderHost:
             try:
                 frames = await self._start()
             except _StartFailed as e:
+                self._tried.set()
                 failed_starts += 1
                 delay = backoff.next()
                 if rules.gives_up_starting(failed_starts):
@@ -322,10 +353,12 @@ class RenderHost:
                 await asyncio.sleep(delay)
                 continue
             except Exception as e:
+                self._tried.set()
                 self._log.exception("starting the render process failed")
                 self._fail_waiting(f"render process: {type(e).__name__}: {e}")
                 await asyncio.sleep(backoff.next())
                 continue
+            self._tried.set()
             failed_starts = 0
             started = time.monotonic()
             explained = await self._serve(frames)
@@ -348,16 +381,21 @@ class RenderHost:
             # a source tree: this one, in the process too (an installed package is found
             # as usual; its directory first on PYTHONPATH would shadow the stdlib)
             env["PYTHONPATH"] = os.pathsep.join([_ROOT, *paths])
+        # shielded: cancelled mid-exec (a worker stopping during an early start), asyncio
+        # kills what it started but does not wait for it, and the process ran on until
+        # its imports were over and it saw EOF; here it is killed and reaped first
+        spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
+            sys.executable, "-m", SERVE_MODULE,
+            str(theirs.fileno()), str(os.getpid()), pass_fds=(theirs.fileno(),),
+            stdin=asyncio.subprocess.DEVNULL, env=env))
         try:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", SERVE_MODULE,
-                str(theirs.fileno()), str(os.getpid()), pass_fds=(theirs.fileno(),),
-                stdin=asyncio.subprocess.DEVNULL, env=env)
+            proc = await asyncio.shield(spawn)
         except OSError as e:
             ours.close()
             raise _StartFailed(f"exec failed: {e}") from e
-        except BaseException:   # cancelled: asyncio's transport kills what it started
+        except BaseException:   # cancelled
             ours.close()
+            await _reap_spawned(spawn)
             raise
         finally:
             theirs.close()
