@@ -22,9 +22,12 @@ Three parts, each interleaved (process, none, then none, process, ...):
           defaults draining n render_tickets jobs, `--render-isolation process` and
           `none`: the whole job (lease, order read, render, write, marks, ack).  The
           rate runs from the first read, so it includes what is left of the render
-          process's start (~0.1 s at rest, 0.3-0.5 s at load 5-8; started at boot when
-          render_tickets jobs are next, it overlaps the rest of the worker's boot);
-          `first_done_ms` is the first read to the first ack, where a start shows.
+          process's start (~0.1 s at rest, 0.3-0.5 s at load 5-8) when it was not
+          started at boot (render_tickets jobs next: started then, and waited for);
+          `first_done_ms` is the first read to the first ack, where a start shows;
+          `boot_ms` the worker's spawn to its first read (a render process started at
+          boot is waited for before the first read: tickets.wait_for_render_process),
+          and `..._from_spawn` ratios compare rates from the spawn, boot included.
           CPU is the worker's wait4 rusage, which includes its reaped render process
           and so its start.  `steady_*`: the same drain from a quarter of the jobs done
           to nine tenths (no start in it): its rate, and the CPU a job of the worker and
@@ -202,8 +205,8 @@ def measure(n: int, rounds: int, kinds: Sequence[str],
         out[f"job_{kind}_{step}_rate"] = mc.median([x["rate"] for x in runs])
         if step != "bare":
             out[f"job_{kind}_{step}_cpu_us"] = mc.median([x["cpu_us_per_job"] for x in runs])
-            for field in ("first_done_ms", "steady_rate", "steady_worker_cpu_us",
-                          "steady_child_cpu_us"):
+            for field in ("first_done_ms", "boot_ms", "spawn_rate", "steady_rate",
+                          "steady_worker_cpu_us", "steady_child_cpu_us"):
                 if all(field in x for x in runs):
                     out[f"job_{kind}_{step}_{field}"] = mc.median([x[field] for x in runs])
 
@@ -215,7 +218,9 @@ def measure(n: int, rounds: int, kinds: Sequence[str],
                      *([("before", "bare"), ("before", "none")] if before else [])]:
             # the whole drain (from the first read, a render process's start included),
             # then its steady window (a quarter to nine tenths done: measure_job.job_drain)
-            for field, name in (("rate", ""), ("steady_rate", "_steady")):
+            # and from the worker's spawn (its boot in it; bare: its whole rate)
+            for field, name in (("rate", ""), ("steady_rate", "_steady"),
+                                ("spawn_rate", "_from_spawn")):
                 if not all(field in x for x in job[(kind, a)]):
                     continue
                 rs = ratios(kind, a, b, field)

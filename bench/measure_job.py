@@ -258,6 +258,11 @@ def job_drain(url: str, batch: Sequence[Order], *, extra: Sequence[str] = (),
            "rate": n / (t_done - t_first), "cpu_us_per_job": cpu / n * 1e6}
     if t_acked:
         out["first_done_ms"] = (t_acked - t_first) * 1e3
+    # from the worker's spawn: its boot too (imports, Redis, start hooks: a render
+    # process started at boot is waited for before the first read), the rate a
+    # restarted worker gives its first n jobs
+    out["boot_ms"] = (t_first - t_spawn) * 1e3
+    out["spawn_rate"] = n / (t_done - t_spawn)
     if len(steady) == 2 and steady[1][0] > steady[0][0]:
         jobs = steady[1][1] - steady[0][1]
         out["steady_rate"] = jobs / (steady[1][0] - steady[0][0])
