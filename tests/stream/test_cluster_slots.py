@@ -19,7 +19,7 @@ import pytest
 import redis
 from redis.crc import key_slot
 
-from stagedoor.config import Settings
+from stagedoor.config import ConfigError, Settings
 from stagedoor.console import pending
 from stagedoor.console.client import console_client
 from stagedoor.handlers import Context, Registry, TransientError
@@ -147,3 +147,19 @@ def test_the_out_of_memory_probe_asks_the_queue_s_node(cluster: ClusterSet) -> N
         asyncio.run(scenario())
     finally:
         node.close()
+
+
+def test_a_cluster_stream_without_a_hash_tag_is_refused() -> None:
+    """The layout follows the stream's tag (stream/keys.py): an untagged stream on a
+    cluster got the flat names, whose keys land all over the cluster.  Its dead-letter
+    stream could still share its slot ('a', '{a}:dead' passed the slot check), and then
+    the enqueue script wrote its counter on another node ("Script attempted to access
+    a non local key in a cluster node", nothing enqueued) and every order script
+    crossed slots."""
+    with pytest.raises(ConfigError, match="hash tag"):
+        Settings(redis_url="redis+cluster://127.0.0.1:7000", stream="a",
+                 dead_stream="{a}:dead")
+    # The defaults and any tagged name still load.
+    assert Settings(redis_url="redis+cluster://127.0.0.1:7000").stream == "{jobs}"
+    assert Settings(redis_url="redis+cluster://127.0.0.1:7000", stream="q{b}",
+                    dead_stream="{b}:dead").stream == "q{b}"

@@ -45,15 +45,7 @@ from typing import Any
 import orjson
 
 from ..config import Settings
-
-
-def hash_tag(name: str) -> str | None:
-    """What Redis Cluster hashes of `name`: the text between the first { and the next }."""
-    start = name.find("{")
-    end = name.find("}", start + 1) if start >= 0 else -1
-    if start < 0 or end <= start + 1:
-        return None
-    return name[start + 1:end]
+from ..config.urls import hash_tag  # the settings check a cluster's stream has one
 
 
 def tagged(settings: Settings) -> bool:
