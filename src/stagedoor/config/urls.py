@@ -86,10 +86,28 @@ def parse_cluster(url: str) -> ClusterTarget:
                          dict(parse_qsl(parts.query)))
 
 
+def hash_tag(name: str) -> str | None:
+    """What Redis Cluster hashes of `name`: the text between the first { and the next }."""
+    start = name.find("{")
+    end = name.find("}", start + 1) if start >= 0 else -1
+    if start < 0 or end <= start + 1:
+        return None
+    return name[start + 1:end]
+
+
 def check_slots(stream: str, dead_stream: str) -> None:
-    """Scripts touch the stream and the dead-letter stream together: one cluster slot."""
+    """Scripts touch the stream and the dead-letter stream together: one cluster slot.
+
+    And the stream's name carries a hash tag: the queue's other keys take it to share
+    its slot (stream/keys.py, the tagged layout).  Untagged, they got the flat names,
+    spread over the cluster: the enqueue script's counter on another node ("non local
+    key", nothing enqueued) and every order script across slots."""
     from redis.crc import key_slot  # not at import: `import stagedoor` stays light
 
+    if hash_tag(stream) is None:
+        raise ConfigError(f"stream={stream!r} has no hash tag: on a cluster the queue's "
+                          "keys take the stream's tag to share its slot; name it with "
+                          "one, e.g. '{jobs}' and '{jobs}:dead'")
     if key_slot(stream.encode()) != key_slot(dead_stream.encode()):
         raise ConfigError(f"stream={stream!r} and dead_stream={dead_stream!r} hash to "
                           "different cluster slots: give both one hash tag, e.g. '{jobs}' "

@@ -1,10 +1,12 @@
 """Key names: flat, or hash-tagged so that every script touches one cluster slot.
 
-Redis Cluster runs a script only when all its keys hash to one slot.  The queue's
-keys (the stream, the dead-letter stream, the start counts of its entries) share the
-stream's hash tag, and an order's keys (the order hash, the lease of each of its jobs,
-the hash of their done marks) share a tag of the order id, so orders spread over the cluster
-and each script stays on one slot.  Nothing atomic spans the queue and an order.
+Redis Cluster runs a script, or a command of several keys (DEL a b c), only when all
+its keys hash to one slot.  The queue's keys (the stream, the dead-letter stream, the
+start counts, settled starts and last errors of its entries, the workers' out-of-memory
+probes) share the stream's hash tag, and an order's keys (the order hash, the lease of
+each of its jobs, the hash of their done marks) share a tag of the order id, so orders
+spread over the cluster and each script stays on one slot.  Nothing atomic spans the
+queue and an order.
 
     flat (stream `jobs`, the layout before Cluster; standalone and Sentinel default)
         jobs  jobs:dead  stagedoor:starts:<entry id>  stagedoor:settled:<entry id>
@@ -13,9 +15,9 @@ and each script stays on one slot.  Nothing atomic spans the queue and an order.
         stagedoor:order:<order id>  stagedoor:marks:<outbox id // 128>
         stagedoor:running:<outbox id>  (stagedoor:done:<outbox id>: read only, old marks)
     tagged (the stream's name has a hash tag, `{jobs}`: the redis+cluster:// default)
-        {jobs}  {jobs}:dead  stagedoor:starts:{jobs}:<entry id>  (settled: the same)
+        {jobs}  {jobs}:dead  stagedoor:starts:{jobs}:<entry id>  (settled, lasterr: the same)
         stagedoor:dead-trimmed:{jobs}  stagedoor:trimmed:{jobs}
-        stagedoor:lasterr:<entry id>  stagedoor:probe:<consumer>  (not tagged)
+        stagedoor:probe:{jobs}:<consumer>
         stagedoor:order:{<order id>}  stagedoor:marks:{<order id>}
         stagedoor:running:{<order id>}:<outbox id>  (stagedoor:done:{<order id>}:<outbox id>)
 
@@ -27,6 +29,12 @@ names, because the worker writes and reads them as well as the console.
 
 The layout follows the stream's name, so an existing deployment keeps its keys until
 it renames its stream (docs/scaling.md, "Moving to Cluster", says how to move).
+
+Last errors and probes were not tagged before (a cluster's DEL of an entry's three
+keys crossed slots).  Such keys an older worker wrote are neither read nor deleted by
+a newer one: a last error is lost to the poison verdict and `pending` of its entry and
+runs out with its 24 h TTL (at most one per entry pending at the upgrade, so bounded
+by the pending list); a probe lives 10 s.
 """
 
 from __future__ import annotations
@@ -37,25 +45,24 @@ from typing import Any
 import orjson
 
 from ..config import Settings
-
-
-def hash_tag(name: str) -> str | None:
-    """What Redis Cluster hashes of `name`: the text between the first { and the next }."""
-    start = name.find("{")
-    end = name.find("}", start + 1) if start >= 0 else -1
-    if start < 0 or end <= start + 1:
-        return None
-    return name[start + 1:end]
+from ..config.urls import hash_tag  # the settings check a cluster's stream has one
 
 
 def tagged(settings: Settings) -> bool:
     return hash_tag(settings.stream) is not None
 
 
-def starts_key(settings: Settings, entry_id: str) -> str:
+def _on_stream_tag(settings: Settings, name: str, rest: str) -> str:
+    """`<prefix><name>:{<stream's tag>}:<rest>` in the tagged layout, else
+    `<prefix><name>:<rest>`: a key written or deleted together with the queue's keys
+    (one DEL, one pipeline to one node), or standing for the queue's node."""
     if tagged(settings):
-        return settings.key("starts", "{" + str(hash_tag(settings.stream)) + "}", entry_id)
-    return settings.key("starts", entry_id)
+        return settings.key(name, "{" + str(hash_tag(settings.stream)) + "}", rest)
+    return settings.key(name, rest)
+
+
+def starts_key(settings: Settings, entry_id: str) -> str:
+    return _on_stream_tag(settings, "starts", entry_id)
 
 
 def dead_trimmed_key(settings: Settings) -> str:
@@ -69,15 +76,18 @@ def dead_trimmed_key(settings: Settings) -> str:
 def settled_key(settings: Settings, entry_id: str) -> str:
     """How many of the entry's recorded starts ended in a failure the worker lived to
     report (worker/redelivery.py): starts beyond it are the ones that may have crashed."""
-    if tagged(settings):
-        return settings.key("settled", "{" + str(hash_tag(settings.stream)) + "}", entry_id)
-    return settings.key("settled", entry_id)
+    return _on_stream_tag(settings, "settled", entry_id)
 
 
 def lasterr_key(settings: Settings, entry_id: str) -> str:
     """The last failure a worker reported for an entry (text, capped): what a poison
-    verdict, `pending` and a job's story say went wrong; kept as long as its starts."""
-    return settings.key("lasterr", entry_id)
+    verdict, `pending` and a job's story say went wrong; kept as long as its starts.
+
+    On the stream's tag like them: the console's dead-letter deletes the three in one
+    DEL, and a worker's ack of a redelivered entry sends its DEL with the XACK, which a
+    cluster takes only for keys of one slot (before, the DEL failed with the last error
+    on another slot, and a worker's split in two went to two nodes)."""
+    return _on_stream_tag(settings, "lasterr", entry_id)
 
 
 def trimmed_key(settings: Settings) -> str:
@@ -88,8 +98,13 @@ def trimmed_key(settings: Settings) -> str:
 
 def probe_key(settings: Settings, consumer: str) -> str:
     """The tiny key a worker writes (with a short expiry) to learn that Redis takes
-    writes again after running out of memory (worker/outage.py)."""
-    return settings.key("probe", consumer)
+    writes again after running out of memory (worker/outage.py).
+
+    On the stream's tag: on a cluster each master runs out of memory on its own, and
+    the writes the worker waits for (XACK, dead letters, start counts) go to the
+    queue's node; an untagged probe asked a node picked by the consumer's name, which
+    could take writes while the queue's refused them."""
+    return _on_stream_tag(settings, "probe", consumer)
 
 
 def order_key(settings: Settings, order_id: int) -> str:
