@@ -24,6 +24,9 @@ before the body; loaded with --handlers tests.support.handlers.ledger:registry):
     hold_pre   start, wait for gates/<id> (a kill or SIGSTOP lands here), then as ledger
     hold_post  as ledger up to the done line, then wait for gates/<id> before returning:
                the side effect is applied and recorded, the ack has not been sent
+               (both holds run under the time limit: FAST's 1 s job_timeout cancels a
+               hold that outlasts it and the retry policy starts it again, "after_failure";
+               a test that holds across slower steps, a process's boot, passes a longer one)
     slow       start, sleep FAULTS_SLOW_S (default 2) under a 30 s per-handler time limit,
                then as ledger: a job slower than the claim threshold
     stubborn   start, then sleep and swallow every cancellation: only a kill ends it
