@@ -18,6 +18,7 @@ _.connection_lost  # asyncio.Protocol (stream/wire.py, render_serve.py, worker/c
 _.connection_class  # stream/connection.py: redis-py's pool reads it (rediss:// TLS)
 sweep_temporaries  # tickets/handlers.py: registered by @registry.on_start
 start_render_process  # tickets/handlers.py: registered by @registry.on_start
+wait_for_render_process  # tickets/handlers.py: registered by @registry.on_start
 render_tickets  # tickets/handlers.py: registered by @registry.handler, the built-in kind
 
 # -- read by the Cython extensions (vulture does not read .pyx/.pxi)
