@@ -61,32 +61,45 @@ async def test_a_render_of_a_timed_out_job_never_lands_after_the_refund(
     """The render process stops (SIGSTOP) with order 2's render in it; the job times out
     and is retried (each time another render of it), the refund finds nothing rendered,
     then the process goes on and the stale renders finish: order 2 is refunded, so its
-    PDF must not be there once they did."""
+    PDF must not be there once they did.
+
+    Each step waits for what the next needs, not for a time: the process is up before
+    the first read (order 1 is next at boot), order 1's job is acked before the stop
+    (its PDF alone can be there before its reply), only the timeouts after the stop
+    count (order 2's), and the refund's job is acked before the process goes on.  One
+    render thread: the process replies in the order it was sent, so order 3's reply
+    comes after the stale renders' ones; the worker's stop then waits for what those
+    replies started (landed_late), and the PDF is looked at after that."""
     put_orders_sync(sync_redis, settings, [demo_order(i) for i in (1, 2, 3)])
     fast = settings.replace(block_ms=100, reclaim_interval=0.05, retry_backoff=0.001,
-                            job_timeout=0.3, retries=1)
+                            job_timeout=1.0, retries=1, render_threads=1)
     tickets = Path(settings.tickets_dir)
+    add_jobs(settings, "render_tickets", [1])
     async with running(fast, load_registry()) as w:
-        add_jobs(settings, "render_tickets", [1])
-        await eventually((tickets / "order-1.pdf").exists, what="order 1 rendered")
+        await eventually(lambda: pending_summary(sync_redis, settings)[0] == 0
+                         and (tickets / "order-1.pdf").exists(),
+                         what="order 1 rendered and its job acked")
         [proc] = _render_processes()
+        ended_before = w.stats.total("retried") + w.stats.total("failed")
         proc.send_signal(signal.SIGSTOP)
         try:
             add_jobs(settings, "render_tickets", [2])
-            await eventually(lambda: w.stats.total("retried") + w.stats.total("failed") >= 2,
-                             what="order 2's job timed out twice")
+            await eventually(lambda: w.stats.total("retried") + w.stats.total("failed")
+                             >= ended_before + 2, what="order 2's job timed out twice")
             enqueue_sync(sync_redis, settings, [make_job("refund", 2, 1002, "rq-r", "tr-r")])
+            # order 2's job stays pending (two attempts timed out), the refund's is acked
             await eventually(lambda: sync_redis.hget(settings.key("order", 2), "status")
-                             == b"refunded", what="order 2 refunded")
-            await asyncio.sleep(0.3)    # the refund's own cancellation (nothing rendered)
+                             == b"refunded" and pending_summary(sync_redis, settings)[0] == 1,
+                             what="order 2 refunded, the refund's job acked")
         finally:
             proc.send_signal(signal.SIGCONT)
         # order 3 goes through the same process after order 2's stale renders
         add_jobs(settings, "render_tickets", [3])
-        await eventually((tickets / "order-3.pdf").exists, what="order 3 rendered")
-        await asyncio.sleep(0.5)    # the stale renders' replies, and what they cause
-        assert not (tickets / "order-2.pdf").exists(), \
-            "a render of a timed-out job landed a ticket for a refunded order"
+        await eventually(lambda: pending_summary(sync_redis, settings)[0] == 1
+                         and (tickets / "order-3.pdf").exists(),
+                         what="order 3 rendered and its job acked")
+    assert not (tickets / "order-2.pdf").exists(), \
+        "a render of a timed-out job landed a ticket for a refunded order"
     assert sync_redis.hget(settings.key("order", 2), "status") == b"refunded"
 
 
