@@ -4,7 +4,10 @@ Both read the order's current state on every run, since jobs for one order finis
 in any order across workers: a placement that finds the order refunded renders
 nothing, and a refund cancels tickets that were already rendered.  A render that
 races a refund is settled by the store's scripts: whichever lands second sees the
-other (see orders.py), and the PDF of a refunded order does not survive.
+other (see orders.py), and the PDF of a refunded order does not survive.  A PDF
+written for a job that ended before FINISH_RENDER answered (its time limit, Redis
+away) is checked after the job (_landed_late), and the job's next run, finding the
+order refunded, removes it.
 """
 
 from __future__ import annotations
