@@ -19,7 +19,7 @@ import asyncio
 import logging
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import orjson
@@ -28,6 +28,7 @@ import pytest
 import redis
 
 from stagedoor.config import Settings
+from stagedoor.demo.embedded_redis import EmbeddedRedis
 from stagedoor.demo.orders import demo_order
 from stagedoor.handlers import load_registry
 from stagedoor.render.order import RenderFailed
@@ -39,7 +40,14 @@ from stagedoor.tickets import render_host
 from stagedoor.tickets.orders import put_orders_sync
 from stagedoor.tickets.render_host import RenderHost
 from tests.support.handlers import faulty_render
-from tests.support.worker import add_jobs, eventually, gone, live_children, running
+from tests.support.worker import (
+    add_jobs,
+    eventually,
+    gone,
+    live_children,
+    pending_summary,
+    running,
+)
 
 HANG = faulty_render.HANG
 
@@ -53,33 +61,166 @@ async def test_a_render_of_a_timed_out_job_never_lands_after_the_refund(
     """The render process stops (SIGSTOP) with order 2's render in it; the job times out
     and is retried (each time another render of it), the refund finds nothing rendered,
     then the process goes on and the stale renders finish: order 2 is refunded, so its
-    PDF must not be there once they did."""
+    PDF must not be there once they did.
+
+    Each step waits for what the next needs, not for a time: the process is up before
+    the first read (order 1 is next at boot), order 1's job is acked before the stop
+    (its PDF alone can be there before its reply), only the timeouts after the stop
+    count (order 2's), and the refund's job is acked before the process goes on.  One
+    render thread: the process replies in the order it was sent, so order 3's reply
+    comes after the stale renders' ones; the worker's stop then waits for what those
+    replies started (landed_late), and the PDF is looked at after that."""
     put_orders_sync(sync_redis, settings, [demo_order(i) for i in (1, 2, 3)])
     fast = settings.replace(block_ms=100, reclaim_interval=0.05, retry_backoff=0.001,
-                            job_timeout=0.3, retries=1)
+                            job_timeout=1.0, retries=1, render_threads=1)
     tickets = Path(settings.tickets_dir)
+    add_jobs(settings, "render_tickets", [1])
     async with running(fast, load_registry()) as w:
-        add_jobs(settings, "render_tickets", [1])
-        await eventually((tickets / "order-1.pdf").exists, what="order 1 rendered")
+        await eventually(lambda: pending_summary(sync_redis, settings)[0] == 0
+                         and (tickets / "order-1.pdf").exists(),
+                         what="order 1 rendered and its job acked")
         [proc] = _render_processes()
+        ended_before = w.stats.total("retried") + w.stats.total("failed")
         proc.send_signal(signal.SIGSTOP)
         try:
             add_jobs(settings, "render_tickets", [2])
-            await eventually(lambda: w.stats.total("retried") + w.stats.total("failed") >= 2,
-                             what="order 2's job timed out twice")
+            await eventually(lambda: w.stats.total("retried") + w.stats.total("failed")
+                             >= ended_before + 2, what="order 2's job timed out twice")
             enqueue_sync(sync_redis, settings, [make_job("refund", 2, 1002, "rq-r", "tr-r")])
+            # order 2's job stays pending (two attempts timed out), the refund's is acked
             await eventually(lambda: sync_redis.hget(settings.key("order", 2), "status")
-                             == b"refunded", what="order 2 refunded")
-            await asyncio.sleep(0.3)    # the refund's own cancellation (nothing rendered)
+                             == b"refunded" and pending_summary(sync_redis, settings)[0] == 1,
+                             what="order 2 refunded, the refund's job acked")
         finally:
             proc.send_signal(signal.SIGCONT)
         # order 3 goes through the same process after order 2's stale renders
         add_jobs(settings, "render_tickets", [3])
-        await eventually((tickets / "order-3.pdf").exists, what="order 3 rendered")
-        await asyncio.sleep(0.5)    # the stale renders' replies, and what they cause
-        assert not (tickets / "order-2.pdf").exists(), \
-            "a render of a timed-out job landed a ticket for a refunded order"
+        await eventually(lambda: pending_summary(sync_redis, settings)[0] == 1
+                         and (tickets / "order-3.pdf").exists(),
+                         what="order 3 rendered and its job acked")
+    assert not (tickets / "order-2.pdf").exists(), \
+        "a render of a timed-out job landed a ticket for a refunded order"
     assert sync_redis.hget(settings.key("order", 2), "status") == b"refunded"
+
+
+@pytest.mark.parametrize(("socket_timeout", "claim_idle_ms"), [(0.1, 3000), (10.0, 60_000)],
+                         ids=["call-timeout-redelivered", "time-limit"])
+async def test_a_written_render_whose_job_ends_before_finish_never_outlives_the_refund(
+        own_redis: EmbeddedRedis, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        socket_timeout: float, claim_idle_ms: int) -> None:
+    """Order 2's render is sent to a stopped render process and the order is refunded
+    (nothing rendered yet); Redis is then paused and the process continued: the PDF is
+    written and the reply comes, but FINISH_RENDER, which would have found the order
+    refunded and removed it, never answers, and the job's attempt ends.  The PDF
+    written after the refund must go all the same (the race seen in
+    test_a_render_of_a_timed_out_job_never_lands_after_the_refund under load: the time
+    limit struck between the reply and FINISH_RENDER's answer).
+
+    No retry (retries=0).  call-timeout-redelivered: FINISH_RENDER's call times out
+    (0.1 s), and the check after the attempt fails too (Redis is resumed only after
+    that): the job's next delivery (claim_idle_ms 3 s) finds the order refunded and
+    removes the PDF.  time-limit: the job's time limit (2 s) cancels the call (10 s
+    socket timeout), and the job is left pending for a minute: the check after the
+    attempt, answered once Redis is back, removes it."""
+    settings = Settings(redis_url=own_redis.url, tickets_dir=str(tmp_path / "tickets"),
+                        state_dir=str(tmp_path / "state"), consumer="test", block_ms=100,
+                        reclaim_interval=0.05, job_timeout=2.0, retries=0,
+                        socket_timeout=socket_timeout, claim_idle_ms=claim_idle_ms)
+    client = redis.Redis.from_url(own_redis.url, protocol=2)
+    tickets = Path(settings.tickets_dir)
+    try:
+        put_orders_sync(client, settings, [demo_order(i) for i in (1, 2)])
+        add_jobs(settings, "render_tickets", [1])   # next at boot: the process is up first
+        async with running(settings, load_registry()) as w:
+            # its job acked, not only its PDF there: a process stopped between the
+            # write and its reply would keep order 1's job waiting
+            await eventually(lambda: pending_summary(client, settings)[0] == 0
+                             and (tickets / "order-1.pdf").exists(),
+                             what="order 1 rendered and its job acked")
+            [proc] = _render_processes()
+            proc.send_signal(signal.SIGSTOP)
+            try:
+                add_jobs(settings, "render_tickets", [2])
+                await eventually(lambda: pending_summary(client, settings)[0] == 1,
+                                 what="order 2's job delivered")
+                enqueue_sync(client, settings, [make_job("refund", 2, 1002, "rq-r", "tr-r")])
+                # the refund's job acked, not only the order marked: a refund retried
+                # after the pause would remove the PDF itself, and hide the case
+                await eventually(lambda: client.hget(settings.key("order", 2), "status")
+                                 == b"refunded" and pending_summary(client, settings)[0] == 1,
+                                 what="order 2 refunded, the refund's job acked")
+                # this test's case is a render in flight when the refund ran, and
+                # still in its first attempt here
+                assert w.stats.total("failed") == 0
+                own_redis.pause()
+            finally:
+                proc.send_signal(signal.SIGCONT)
+            try:
+                await eventually((tickets / "order-2.pdf").exists,
+                                 what="order 2's render written after the refund")
+                await eventually(lambda: w.stats.total("failed") >= 1,
+                                 what="order 2's attempt ended with Redis away")
+                if socket_timeout < settings.job_timeout:
+                    await eventually(lambda: "could not be read" in caplog.text,
+                                     what="the check after the attempt failed")
+            finally:
+                own_redis.resume()
+            await eventually(lambda: not (tickets / "order-2.pdf").exists(),
+                             what="the refunded order's PDF removed")
+        assert client.hget(settings.key("order", 2), "status") == b"refunded"
+    finally:
+        client.close()
+
+
+async def _each_iteration_until(done: Callable[[], bool], limit: float = 10) -> None:
+    """Look at `done` on every loop iteration (eventually() sleeps 10 ms between
+    looks): a render's reply may be read in any of them."""
+    async with asyncio.timeout(limit):
+        while True:
+            if done():
+                return
+            await asyncio.sleep(0)
+
+
+async def test_a_render_cancelled_once_written_is_checked_as_landed_late(
+        tmp_path: Path) -> None:
+    """A caller cancelled (its job's time limit) after its render's PDF was written: the
+    reply may have come already, or be on its way; either way nobody will mark the PDF,
+    so landed_late must look at it.  The cancellations land a few loop iterations after
+    the PDF appears, across renders: before the fix, a cancellation between the reply
+    and the caller's resumption skipped landed_late (15 to 25 of the ~45 renders
+    cancelled after their write, in each of 3 runs)."""
+    late: list[int] = []
+
+    async def landed_late(order_id: int, path: Path) -> None:
+        late.append(order_id)
+
+    # one render thread: the replies come in the order sent (the last render's reply
+    # comes after the others', and close() waits for what those started)
+    host = RenderHost(Settings(render_threads=1), WorkerStats(["render_tickets"]), None,
+                      landed_late)
+    written_then_cancelled = []
+    try:
+        await host.render_to(1, demo_order(1).to_json(), tmp_path / "order-1.pdf")
+        for order_id in range(100, 160):
+            path = tmp_path / f"order-{order_id}.pdf"
+            render = asyncio.create_task(host.render_to(order_id,
+                                                        demo_order(order_id).to_json(),
+                                                        path))
+            await _each_iteration_until(path.exists)
+            for _ in range(order_id % 4):
+                await asyncio.sleep(0)
+            render.cancel()
+            try:
+                await render
+            except asyncio.CancelledError:
+                written_then_cancelled.append(order_id)
+        await host.render_to(2, demo_order(2).to_json(), tmp_path / "order-2.pdf")
+    finally:
+        await host.close()
+    assert written_then_cancelled, "no render was cancelled after its write"
+    missed = [i for i in written_then_cancelled if i not in late]
+    assert not missed, f"{len(missed)} of {len(written_then_cancelled)}: {missed}"
 
 
 async def test_a_render_cancelled_before_the_process_is_up_is_never_sent(

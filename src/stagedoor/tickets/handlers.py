@@ -4,11 +4,15 @@ Both read the order's current state on every run, since jobs for one order finis
 in any order across workers: a placement that finds the order refunded renders
 nothing, and a refund cancels tickets that were already rendered.  A render that
 races a refund is settled by the store's scripts: whichever lands second sees the
-other (see orders.py), and the PDF of a refunded order does not survive.
+other (see orders.py), and the PDF of a refunded order does not survive.  A PDF
+written for a job that ended before FINISH_RENDER answered (its time limit, Redis
+away) is checked after the job (_landed_late), and the job's next run, finding the
+order refunded, removes it.
 """
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -148,7 +152,8 @@ def _render(ctx: Context) -> RenderHost | LocalRender:
 
 async def _landed_late(ctx: Context, order_id: int, path: Path) -> None:
     """A render whose job was cancelled (its time limit) wrote the order's PDF after
-    all, in the render process.  Nobody marked it rendered, so a refund that ran
+    all, in the render process (or wrote it, and the job ended before FINISH_RENDER
+    answered: _check_after).  Nobody marked it rendered, so a refund that ran
     meanwhile found nothing to cancel: if the order is refunded (or gone) now, the PDF
     is removed (issue 37).  If it is still placed the PDF is a valid ticket, which the
     job's next delivery marks; a refund after this check removes it itself (refund:
@@ -165,6 +170,24 @@ async def _landed_late(ctx: Context, order_id: int, path: Path) -> None:
     await ctx.to_thread(path.unlink, True)
     ctx.log.info("order %d is %s: the PDF a render of its cancelled job wrote after "
                  "that was removed", order_id, status or "gone")
+
+
+def _check_after(ctx: Context, order_id: int, path: Path) -> None:
+    """_landed_late for a PDF this job wrote but could not settle (cancelled by its time
+    limit, or FINISH_RENDER failed): in a task, since the job's attempt is over, in its
+    log context; the worker's stop waits for it.  If Redis does not answer it either,
+    the job's next run removes the PDF of a refunded order (render_tickets)."""
+    checks: set[asyncio.Task[None]] | None = ctx.state.get("late_checks")
+    if checks is None:
+        checks = ctx.state["late_checks"] = set()
+
+        async def finish_checks() -> None:
+            await asyncio.gather(*checks, return_exceptions=True)
+
+        ctx.on_close(finish_checks)
+    task = asyncio.create_task(_landed_late(ctx, order_id, path))
+    checks.add(task)
+    task.add_done_callback(checks.discard)
 
 
 def _warn_uncovered(ctx: Context, job: Job, lost: dict[str, int]) -> None:
@@ -284,13 +307,25 @@ async def render_tickets(job: Job, ctx: Context) -> None:
     except OrderDataError as e:
         raise PermanentError(f"order {job.order_id}: {e}") from None
     if status_now == "refunded":
+        # An earlier attempt or delivery of this job may have written the PDF after
+        # the refund and ended before FINISH_RENDER could say so (its time limit, Redis
+        # away): the refund found nothing, so the PDF goes here (one unlink, and only
+        # for a refunded order's job)
+        await ctx.to_thread(path.unlink, True)
         ctx.log.info("order %d is refunded: nothing to render", job.order_id,
                      extra=log_extra(job))
         await ctx.mark_done(job)
         return
     _warn_uncovered(ctx, job, lost)
-    if not await _order_script(ctx, finish, [order_key, done_key, lease_key],
-                               [str(path), job.kind, ctx.mark_ttl(), job.outbox_id]):
+    try:
+        marked = await _order_script(ctx, finish, [order_key, done_key, lease_key],
+                                     [str(path), job.kind, ctx.mark_ttl(), job.outbox_id])
+    except BaseException:
+        # The PDF is written, and FINISH_RENDER's answer (the refund that ran meanwhile)
+        # is lost with this attempt: checked after it, as a render that landed late
+        _check_after(ctx, job.order_id, path)
+        raise
+    if not marked:
         # A refund landed while we rendered: it could not see our file, so the
         # cancellation is ours to do.
         await ctx.to_thread(path.unlink, True)

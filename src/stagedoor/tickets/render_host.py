@@ -53,7 +53,9 @@ render in flight gets its render_timeout again from then.
 A render whose caller was cancelled (the job's time limit, the worker's stop) is
 dropped if it was not sent yet (waiting, or a suspect); one already in a process may
 still write its PDF, and `landed_late(order_id, path)` (tickets.py: the order's state
-read, the PDF removed if it was refunded meanwhile) runs when it does.
+read, the PDF removed if it was refunded meanwhile) runs when it does, or at once when
+its reply came before the cancelled caller could resume (the PDF is written, and the
+caller will not mark it).
 
 Log lines about one render carry its own job's fields (taken where render_to was
 called); the task that manages the process runs in no job's context, so lines about
@@ -251,7 +253,14 @@ class RenderHost:
         try:
             outcome, detail, lost, tickets = await asyncio.shield(req.replied)
         except asyncio.CancelledError:
-            self._abandon(req)
+            if req.replied.done():
+                # the reply came, but the cancellation (the job's time limit) struck
+                # before this resumed: the PDF is written and nobody will mark it, as
+                # for a reply that comes after the cancellation (_on_reply)
+                if req.replied.result()[0] == "ok":
+                    self._check_late(req)
+            else:
+                self._abandon(req)
             raise
         if outcome == "ok":
             return lost, tickets
@@ -317,6 +326,17 @@ class RenderHost:
             with contextlib.suppress(ValueError):
                 queue.remove(req)
         self._fail(req, "transient", "cancelled")
+
+    def _check_late(self, req: _Render) -> None:
+        """landed_late for a render that wrote its PDF while its caller was cancelled:
+        in a task (the caller is gone), in the render's job's log context; close()
+        waits for it."""
+        if self._landed_late is None:
+            return
+        task: asyncio.Task[None] = asyncio.create_task(
+            self._landed_late(req.order_id, req.path), context=_in_context(req.job))
+        self._late.add(task)
+        task.add_done_callback(self._late.discard)
 
     @staticmethod
     def _fail(req: _Render, outcome: str, why: str) -> None:
@@ -649,11 +669,8 @@ class RenderHost:
             return
         if req.abandoned:
             self._fail(req, outcome, "cancelled")
-            if outcome == "ok" and self._landed_late is not None:
-                task: asyncio.Task[None] = asyncio.create_task(
-                    self._landed_late(req.order_id, req.path), context=_in_context(req.job))
-                self._late.add(task)
-                task.add_done_callback(self._late.discard)
+            if outcome == "ok":
+                self._check_late(req)
             return
         if not req.replied.done():
             req.replied.set_result((outcome, detail, lost, tickets))
