@@ -53,8 +53,11 @@ class HeldPool:
         self._ids = order_ids
         self.fd = pool.fd
         self.held: list[tuple[Order, Any, Any]] = []
+        self.submitted = 0
+        self.collected = 0  # results the loop's reader took
 
     def submit(self, order: Order, sink: Any, token: Any) -> None:
+        self.submitted += 1
         if order.order_id in self._ids:
             self.held.append((order, sink, token))
         else:
@@ -65,8 +68,14 @@ class HeldPool:
         for args in held:
             self._pool.submit(*args)
 
+    def read_more_than(self, n: int) -> Callable[[], bool]:
+        """Has the loop's reader taken more than `n` results?"""
+        return lambda: self.collected > n
+
     def collect(self) -> Any:
-        return self._pool.collect()
+        done = self._pool.collect()
+        self.collected += len(done)
+        return done
 
     @property
     def pending(self) -> int:
@@ -182,7 +191,8 @@ async def test_none_native_a_render_cancelled_after_its_write_is_checked(
         tmp_path: Path) -> None:
     """The native pool: a caller cancelled after its render's PDF was written (its
     future set, the caller not resumed yet) or before (its future cancelled, the render
-    lands later): landed_late runs once either way."""
+    lands later): landed_late runs once either way.  Each half fails without its side
+    of the fix (LocalRender.render_into's except clause; NativeRenderPool._ready)."""
     late: list[int] = []
 
     async def landed_late(order_id: int, path: Path) -> None:
@@ -191,12 +201,19 @@ async def test_none_native_a_render_cancelled_after_its_write_is_checked(
     local = LocalRender(1, asyncio.to_thread, landed_late)
     if local.pool is None:
         pytest.fail("the native pool is not built here")
+    watched = HeldPool(local.pool._pool, set())     # holds nothing: counts what is read
+    local.pool._pool = watched
     cancelled = []
     try:
         for order_id in range(100, 140):
             path = tmp_path / f"order-{order_id}.pdf"
+            # the last order's result read: the next one read is this order's
+            await _each_iteration_until(lambda: watched.collected == watched.submitted)
+            read_more = watched.read_more_than(watched.collected)
             render = asyncio.create_task(local.render_to(demo_order(order_id), path))
-            for _ in range(order_id % 5):     # from before the submit to after the write
+            if order_id % 2:    # once the reader settled it: the caller not resumed yet
+                await _each_iteration_until(read_more)
+            for _ in range(order_id % 3):     # else from before the submit on
                 await asyncio.sleep(0)
             render.cancel()
             try:
@@ -206,7 +223,17 @@ async def test_none_native_a_render_cancelled_after_its_write_is_checked(
     finally:
         await local.aclose()
     landed = [i for i in cancelled if (tmp_path / f"order-{i}.pdf").exists()]
+    assert landed, f"no cancelled render wrote its PDF: {cancelled}"
     assert sorted(late) == sorted(landed), (cancelled, late)
+
+
+async def _each_iteration_until(done: Callable[[], bool], limit: float = 10) -> None:
+    """Look at `done` on every loop iteration: a render's result may be read in any."""
+    async with asyncio.timeout(limit):
+        while True:
+            if done():
+                return
+            await asyncio.sleep(0)
 
 
 async def test_process_a_render_replying_after_the_stop_began_is_checked(
