@@ -6,8 +6,10 @@ nothing, and a refund cancels tickets that were already rendered.  A render that
 races a refund is settled by the store's scripts: whichever lands second sees the
 other (see orders.py), and the PDF of a refunded order does not survive.  A PDF
 written for a job that ended before FINISH_RENDER answered (its time limit, Redis
-away) is checked after the job (_landed_late), and the job's next run, finding the
-order refunded, removes it.
+away), or by a render that went on after its job was cancelled (in the render process,
+or on this worker's render pool or thread with render_isolation = "none"), is checked
+once the job ended or the PDF landed (_landed_late), and the job's next run, finding
+the order refunded, removes it.
 """
 
 from __future__ import annotations
@@ -137,27 +139,31 @@ def _render(ctx: Context) -> RenderHost | LocalRender:
     the worker stops (after its jobs ended: the process finishes what it has)."""
     render = ctx.state.get("render")
     if render is None:
-        if ctx.settings.render_isolation == "process":
-            async def landed_late(order_id: int, path: Path) -> None:
-                await _landed_late(ctx, order_id, path)
+        # either way a render whose job was cancelled goes on and may write the PDF:
+        # _landed_late checks it when it does (the stop waits for those checks)
+        async def landed_late(order_id: int, path: Path) -> None:
+            await _landed_late(ctx, order_id, path)
 
+        if ctx.settings.render_isolation == "process":
             render = RenderHost(ctx.settings, ctx.stats, ctx.log, landed_late)
+            ctx.on_close(render.close)
         else:
-            render = LocalRender(ctx.settings.render_threads, ctx.to_thread)
+            render = LocalRender(ctx.settings.render_threads, ctx.to_thread, landed_late)
+            ctx.on_close(render.aclose)
         ctx.state["render"] = render
-        ctx.on_close(render.close)
     assert isinstance(render, RenderHost | LocalRender)
     return render
 
 
 async def _landed_late(ctx: Context, order_id: int, path: Path) -> None:
     """A render whose job was cancelled (its time limit) wrote the order's PDF after
-    all, in the render process (or wrote it, and the job ended before FINISH_RENDER
-    answered: _check_after).  Nobody marked it rendered, so a refund that ran
-    meanwhile found nothing to cancel: if the order is refunded (or gone) now, the PDF
-    is removed (issue 37).  If it is still placed the PDF is a valid ticket, which the
-    job's next delivery marks; a refund after this check removes it itself (refund:
-    the order's PDF goes even when it was never marked)."""
+    all, in the render process or on this worker's render pool or thread (or wrote
+    it, and the job ended before FINISH_RENDER answered: _check_after).  Nobody
+    marked it rendered, so a refund that ran meanwhile found nothing to cancel: if the
+    order is refunded (or gone) now, the PDF is removed (issue 37).  If it is still
+    placed the PDF is a valid ticket, which the job's next delivery marks; a refund
+    after this check removes it itself (refund: the order's PDF goes even when it was
+    never marked)."""
     try:
         status = await _store(ctx).status(order_id)
     except Exception as e:  # Redis away: the file stays, a refund removes it (refund)
@@ -167,7 +173,12 @@ async def _landed_late(ctx: Context, order_id: int, path: Path) -> None:
         return
     if status == "placed":
         return
-    await ctx.to_thread(path.unlink, True)
+    try:
+        await ctx.to_thread(path.unlink, True)
+    except OSError as e:    # in a task nobody awaits: said here, not lost
+        ctx.log.error("order %d is %s: the PDF a render of its cancelled job wrote "
+                      "after that could not be removed (%s)", order_id, status or "gone", e)
+        return
     ctx.log.info("order %d is %s: the PDF a render of its cancelled job wrote after "
                  "that was removed", order_id, status or "gone")
 

@@ -66,9 +66,12 @@ A process that dies before it is ready is restarted with a backoff (0.1 s doubli
 TransientError ("render process cannot start: ..."), retried by the worker's policy,
 not lost; the next render tries again once the backoff has passed.
 
-close() (the worker's stop, after its jobs ended) closes the socket: the process
-finishes what it has and exits.  If the worker is killed, the process sees the socket
-close, and the kernel kills it (PR_SET_PDEATHSIG) in any case.
+close() (the worker's stop, after its jobs ended) shuts down the worker's writing side
+of the socket: the process finishes what it has, replies and exits, and the replies
+are read until it does (within STOP_TIMEOUT), so the renders of cancelled jobs still
+in it get their landed_late check before the worker exits.  If the worker is killed,
+the process sees the socket close, and the kernel kills it (PR_SET_PDEATHSIG) in any
+case.
 
 The rules above (backoff, verdicts, hangs, stalls, the watch's lateness) are stated once
 in render_rules.py, as plain functions; this module does the OS and asyncio work.
@@ -97,9 +100,10 @@ from ..config import Settings
 from ..errors import StagedoorError, TransientError
 from ..render import fonts
 from ..render.order import OrderDataError, RenderFailed
-from ..telemetry.logs import JOB_FIELDS, current_job
+from ..telemetry.logs import current_job
 from ..telemetry.metrics import WorkerStats
 from . import render_rules as rules
+from .render_pool import job_log_context
 from .render_serve import Frames, Outbox, frame, parse_reply, request_frame
 from .runstate import cpu_ticks, not_running
 
@@ -153,14 +157,6 @@ def _about(req: _Render, **more: Any) -> dict[str, Any]:
     return {**(req.job or {}), "order_id": req.order_id, **more}
 
 
-def _in_context(job: Mapping[str, Any] | None) -> contextvars.Context:
-    """A fresh context, with these job fields for its log lines (telemetry/logs.py)."""
-    context = contextvars.Context()
-    if job is not None:
-        context.run(JOB_FIELDS.set, job)
-    return context
-
-
 class RenderHost:
     def __init__(self, settings: Settings, stats: WorkerStats,
                  on_log: logging.Logger | None = None,
@@ -182,6 +178,7 @@ class RenderHost:
         self._wake = asyncio.Event()
         self._out: Outbox | None = None          # while renders may go out directly
         self._link: asyncio.Transport | None = None   # the socket, from the start on
+        self._frames: Frames | None = None    # its replies, once the process is ready
         self._proc: asyncio.subprocess.Process | None = None
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -280,10 +277,23 @@ class RenderHost:
         return self._missing_before + self._missing_now
 
     async def close(self) -> None:
-        """EOF to the process: it finishes what it has and exits (killed after
-        STOP_TIMEOUT).  The worker calls this after its jobs ended."""
+        """EOF to the process: it finishes what it has, replies and exits (killed after
+        STOP_TIMEOUT).  The worker calls this after its jobs ended, but renders of
+        cancelled jobs may still be in the process: only our writing side is shut
+        down, and their replies are read (and their landed-late checks run) until
+        the process closes its end, within STOP_TIMEOUT.  Closing the socket lost
+        them, and the PDF of an order refunded meanwhile stayed until the job's
+        redelivery (claim_idle_ms)."""
         self._closing = True
-        if self._task is not None:     # no render is in flight: the worker's jobs ended
+        deadline = asyncio.get_running_loop().time() + STOP_TIMEOUT
+        frames, link = self._frames, self._link
+        if frames is not None and link is not None and not frames.closed.done():
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                link.write_eof()    # after what is still buffered; RuntimeError: closing
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout_at(deadline):
+                    await asyncio.shield(frames.closed)     # _on_reply settles them
+        if self._task is not None:     # no render of a job is in flight: they ended
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         if self._link is not None:
@@ -292,7 +302,7 @@ class RenderHost:
         proc = self._proc
         if proc is not None:
             try:
-                async with asyncio.timeout(STOP_TIMEOUT):
+                async with asyncio.timeout_at(deadline):
                     await proc.wait()
             except TimeoutError:
                 self._log.error("render process %d did not exit within %gs of the "
@@ -334,7 +344,7 @@ class RenderHost:
         if self._landed_late is None:
             return
         task: asyncio.Task[None] = asyncio.create_task(
-            self._landed_late(req.order_id, req.path), context=_in_context(req.job))
+            self._landed_late(req.order_id, req.path), context=job_log_context(req.job))
         self._late.add(task)
         task.add_done_callback(self._late.discard)
 
@@ -454,6 +464,7 @@ class RenderHost:
         ready = pickle.loads(first.result())
         assert ready[0] == "ready", ready
         frames.on_frame = self._on_reply
+        self._frames = frames
         if self.starts > 1:
             self._log.info("render process %d started (start %d)", proc.pid, self.starts)
         return frames
@@ -647,7 +658,7 @@ class RenderHost:
 
     async def _reap(self) -> str:
         proc, self._proc, self.pid = self._proc, None, None
-        link, self._link = self._link, None
+        link, self._link, self._frames = self._link, None, None
         assert proc is not None
         if link is not None:    # our end of the dead process's socket (else a fd each death)
             link.close()

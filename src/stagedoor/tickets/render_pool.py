@@ -19,20 +19,28 @@ the file system cannot do the unnamed file (the caller then takes the os.* path)
 raises what the write raised, or RenderFailed for what the render raised (MemoryError
 as it is).  Made in the worker process, after fork;
 closed by Context.aclose.
+
+A render whose future was cancelled (its job's time limit) is not stopped: the pool
+thread renders and writes the PDF all the same.  `render_into(..., landed)` calls
+`landed()` from the loop's reader when such a render did write its PDF, so the caller
+can check what it wrote (LocalRender: the landed-late check, as the render process
+does for its renders).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..render import fonts, native_available, renderer, tables
 from ..render.order import Order, OrderDataError, RenderFailed
+from ..telemetry.logs import JOB_FIELDS, current_job
 from .durable import DirectorySync, GroupSyncs
 from .files import no_unnamed_files, unnamed_files, write_atomic
 
@@ -65,12 +73,15 @@ class NativeRenderPool:
                                 sync)
 
     def render_into(self, order: Order, directory: bytes, name: bytes,
-                    sync: DirectorySync | None) -> asyncio.Future[bool]:
-        """render_to, the path as bytes (the render process's frames carry them)."""
+                    sync: DirectorySync | None,
+                    landed: Callable[[], None] | None = None) -> asyncio.Future[bool]:
+        """render_to, the path as bytes (the render process's frames carry them).
+        `landed()`: called if the future is cancelled and the render writes its PDF
+        after all (see the module docstring)."""
         sink = self._sink(directory, name, sync)
         fut: asyncio.Future[bool] = self._loop.create_future()
         try:
-            self._pool.submit(order, sink, (fut, sink))     # reads the order: may raise
+            self._pool.submit(order, sink, (fut, sink, landed))     # reads the order: may raise
         except (MemoryError, RuntimeError):     # no memory, or the pool is closed
             raise
         except Exception as e:
@@ -84,18 +95,20 @@ class NativeRenderPool:
         path: no task, no future, no call_soon per order)."""
         sink = self._sink(directory, name, sync)
         try:
-            self._pool.submit(order, sink, (done, sink))     # reads the order: may raise
+            self._pool.submit(order, sink, (done, sink, None))  # reads the order: may raise
         except (MemoryError, RuntimeError):
             raise
         except Exception as e:
             raise RenderFailed.of(e) from e
 
     def _ready(self, done: list[Any] | None = None) -> None:
-        for (fut, sink), err in (self._pool.collect() if done is None else done):
+        for (fut, sink, landed), err in (self._pool.collect() if done is None else done):
             if not isinstance(fut, asyncio.Future):     # submit_call's callback
                 _call(fut, sink, err)
                 continue
             if fut.done():  # the job was cancelled meanwhile: the file may exist, unacked
+                if landed is not None and err is None and _wrote(sink):
+                    _call_landed(landed)
                 continue
             if err is not None:     # the render's error (the write's is the sink's)
                 fut.set_exception(err if isinstance(err, MemoryError)
@@ -123,6 +136,31 @@ class NativeRenderPool:
 # submit_call's callback: (written, error); written False with no error: nothing was
 # written, the file system cannot do the unnamed file (the caller takes the os.* path)
 Written = Callable[[bool, BaseException | None], None]
+
+
+def _wrote(sink: Any) -> bool:
+    """Did this finished render write its PDF (no error, and not refused as an unnamed
+    file)?  For a render nobody waits for: its write's error is nobody's either."""
+    try:
+        return sink.result() is None
+    except OSError:
+        return False
+
+
+def _call_landed(landed: Callable[[], None]) -> None:
+    try:
+        landed()
+    except Exception:   # a bug of the callback: the other orders of the batch go on
+        logging.getLogger("stagedoor.render").exception("landed-late callback failed")
+
+
+def job_log_context(job: Mapping[str, Any] | None) -> contextvars.Context:
+    """A fresh context, with these job fields for its log lines (telemetry/logs.py): for
+    a task that runs on behalf of a job whose own task is gone."""
+    context = contextvars.Context()
+    if job is not None:
+        context.run(JOB_FIELDS.set, job)
+    return context
 
 
 def _call(done: Written, sink: Any, err: Any) -> None:
@@ -209,14 +247,26 @@ class LocalRender:
     returns the scripts of the order that printed as replacement marks (no configured
     face has them: {"Vith": 2}), looked for only when the renderer's count of such
     marks moved during this render (the check opens every face); a concurrent order's
-    marks move it too, and then this order is found clean."""
+    marks move it too, and then this order is found clean.
+
+    A render whose caller was cancelled (its job's time limit) goes on, on the pool or
+    its thread, and may write the PDF after the job ended: a refund that ran meanwhile
+    found nothing to cancel.  With `landed_late(order_id, path)` (the worker's, for
+    render_isolation = "none": tickets/handlers.py), that is called, in a task in the
+    job's log context, once such a render wrote its PDF (or at once, when the write was
+    over before the cancelled caller could resume); aclose() waits for those checks
+    and for the writes they wait on.  The render process passes none: the worker
+    checks its renders (render_host.py)."""
 
     def __init__(self, threads: int,
-                 run_in_thread: Callable[..., Awaitable[Any]]) -> None:
+                 run_in_thread: Callable[..., Awaitable[Any]],
+                 landed_late: LandedLate | None = None) -> None:
         self._pool = NativeRenderPool.start(threads) if unnamed_files() else None
         self._syncs = GroupSyncs()
         self._by_bytes: dict[bytes, DirectorySync] = {}   # the same, by the directory's bytes
         self._run_in_thread = run_in_thread
+        self._landed_late = landed_late
+        self._late: set[asyncio.Future[Any]] = set()  # checks, and the writes they wait on
 
     @property
     def pool(self) -> NativeRenderPool | None:
@@ -251,21 +301,85 @@ class LocalRender:
         """render_to, the path as bytes: no Path made unless the os.* path writes."""
         before = missing_glyphs()
         pool = self._pool if unnamed_files() else None     # the file system said no since
+        landed = self._landed(order.order_id, directory, name)
         written = False
         if pool is not None:
-            written = await pool.render_into(order, directory, name,
-                                             self._sync_of(directory))
+            fut = pool.render_into(order, directory, name, self._sync_of(directory), landed)
+            try:
+                written = await fut
+            except asyncio.CancelledError:
+                # settled before the cancellation reached us: the pool's reader saw a
+                # future still pending, so the check is ours (else it is the reader's)
+                if (landed is not None and fut.done() and not fut.cancelled()
+                        and fut.exception() is None and fut.result()):
+                    landed()
+                raise
             if not written:
                 no_unnamed_files()  # nothing written: from now on the os.* path
         if not written:
             if path is None:
                 path = Path(os.fsdecode(directory), os.fsdecode(name))
-            await self._run_in_thread(render_write, renderer(), order, path, self._syncs)
+            await self._write_in_thread(order, path, landed)
         if before < 0 or missing_glyphs() == before:
             return {}
         lost: dict[str, int] = await self._run_in_thread(uncovered_scripts, order)
         return lost
 
+    def _landed(self, order_id: int, directory: bytes, name: bytes
+                ) -> Callable[[], None] | None:
+        """What runs landed_late for this render if it writes after its caller was
+        cancelled: a task in the caller's job's log context (taken now, the caller's
+        task is gone then), which aclose() waits for."""
+        landed_late = self._landed_late
+        if landed_late is None:
+            return None
+        job = current_job()
+
+        def landed() -> None:
+            path = Path(os.fsdecode(directory), os.fsdecode(name))
+            self._keep(asyncio.get_running_loop().create_task(
+                landed_late(order_id, path), context=job_log_context(job)))
+
+        return landed
+
+    def _keep(self, fut: asyncio.Future[Any]) -> None:
+        self._late.add(fut)
+        fut.add_done_callback(self._late.discard)
+
+    async def _write_in_thread(self, order: Order, path: Path,
+                               landed: Callable[[], None] | None) -> None:
+        """The os.* path's render and write on a thread; one whose caller is cancelled
+        runs on (a thread is not stopped), and `landed()` runs if it writes."""
+        write = self._run_in_thread(render_write, renderer(), order, path, self._syncs)
+        if landed is None:
+            await write
+            return
+        task = asyncio.ensure_future(write)
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():
+                self._keep(task)
+
+            def after(done: asyncio.Future[Any]) -> None:
+                if not done.cancelled() and done.exception() is None:
+                    landed()
+            task.add_done_callback(after)
+            raise
+
     def close(self) -> None:
+        """Finish the pool's renders (their landed-late checks start, in tasks: aclose
+        waits for those)."""
         if self._pool is not None:
             self._pool.close()
+
+    async def aclose(self) -> None:
+        """close(), then wait for the writes of cancelled renders still on a thread and
+        for the landed-late checks (the worker's stop, after its jobs ended)."""
+        self.close()
+        while self._late:
+            await asyncio.gather(*self._late, return_exceptions=True)
+
+
+# landed_late(order_id, path): a cancelled render's PDF was written (LocalRender)
+LandedLate = Callable[[int, Path], Coroutine[Any, Any, None]]

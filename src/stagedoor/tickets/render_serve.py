@@ -28,9 +28,14 @@ Several renders are in flight at once on the native pool's threads; the frames s
 (or finished) together in one loop iteration go out in one write (Outbox).
 
 It ends when the worker closes its end (EOF): it finishes the renders it has, replies,
-and exits 0.  SIGTERM and SIGINT are ignored (a terminal's ^C or a signal to the
-process group is the worker's to act on; it closes the socket), and the kernel kills it
-(PR_SET_PDEATHSIG) if the worker dies, even with renders still running.
+and exits 0.  The worker shuts down only its writing side (render_host.RenderHost.close),
+so those replies reach it: a render whose job was cancelled may write its PDF here
+after the job ended, and the worker checks that PDF when the reply comes (the order
+may have been refunded meanwhile).  So EOF here half-closes: our side stays open for
+the replies (Frames(keep_writing=True)).  SIGTERM and SIGINT are ignored (a
+terminal's ^C or a signal to the process group is the worker's to act on; it closes
+the socket), and the kernel kills it (PR_SET_PDEATHSIG) if the worker dies, even with
+renders still running.
 """
 
 from __future__ import annotations
@@ -100,10 +105,13 @@ def parse_reply(body: bytes) -> tuple[int, str, Any, int, dict[str, int], int]:
 class Frames(asyncio.Protocol):
     """Length-prefixed frames of a stream socket, each body handed to `on_frame` as it
     is complete (bytes); `closed` resolves when the socket closes (EOF or
-    an error).  A protocol, not a StreamReader: a frame costs no coroutine step."""
+    an error).  A protocol, not a StreamReader: a frame costs no coroutine step.
+    keep_writing: at EOF the transport stays open for what we still write (the other
+    side shut down only its writing side); the caller closes it."""
 
-    def __init__(self, on_frame: Callable[[bytes], None]) -> None:
+    def __init__(self, on_frame: Callable[[bytes], None], keep_writing: bool = False) -> None:
         self.on_frame = on_frame
+        self.keep_writing = keep_writing
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.transport: asyncio.Transport | None = None
         self._buf = b""     # the start of a frame still incomplete
@@ -124,7 +132,11 @@ class Frames(asyncio.Protocol):
         self._buf = view[pos:] if pos < n else b""
 
     def eof_received(self) -> bool | None:
-        return None     # the transport closes: connection_lost follows
+        if not self.keep_writing:
+            return None     # the transport closes: connection_lost follows
+        if not self.closed.done():
+            self.closed.set_result(None)
+        return True     # half-closed: the caller writes on, then closes
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed.done():
@@ -277,7 +289,7 @@ async def serve(sock: socket.socket) -> None:
         else:
             first.set_result(body)
 
-    frames = Frames(handshake)
+    frames = Frames(handshake, keep_writing=True)   # the replies after the worker's EOF
     transport, _ = await loop.create_unix_connection(lambda: frames, sock=sock)
     either: list[asyncio.Future[Any]] = [first, frames.closed]
     await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
@@ -290,7 +302,7 @@ async def serve(sock: socket.socket) -> None:
     for body in early:
         host.request(body)
     transport.write(frame(("ready", os.getpid())))
-    await frames.closed     # the worker closed its end (or died): finish what runs, exit
+    await frames.closed     # the worker's EOF (or death): finish what runs, reply, exit
     if host.running:
         await asyncio.wait(host.running)
     host.close()

@@ -219,10 +219,13 @@ class Worker:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.presence.flush_kinds(), 2.0)
             await self.claim.release()  # after the drain and its acks: the name is free
-            self.executor.shutdown(wait=False, cancel_futures=True)
             await self.reader.conn.aclose()
             await self.acker.aclose()
+            # the handlers' close hooks may still use the executor (ctx.to_thread): the
+            # landed-late checks of renders that wrote after their job ended remove a
+            # refunded order's PDF there (tickets/handlers.py); shut down after them
             await self.ctx.aclose()
+            self.executor.shutdown(wait=False, cancel_futures=True)
             await self.cmd.aclose()
             if self.tracer is not None:  # flush the last spans, bounded
                 with contextlib.suppress(Exception):
