@@ -54,6 +54,16 @@ async def eventually(predicate: Callable[[], Any | Awaitable[Any]], limit: float
         await asyncio.sleep(0.01)
 
 
+async def each_iteration_until(done: Callable[[], bool], limit: float = 10) -> None:
+    """Look at `done` on every loop iteration (eventually() sleeps 10 ms between looks):
+    a render's result or reply may be read in any of them."""
+    async with asyncio.timeout(limit):
+        while True:
+            if done():
+                return
+            await asyncio.sleep(0)
+
+
 def poll(predicate: Callable[[], Any], timeout: float = 10, what: str = "condition", *,
          interval: float = 0.01) -> Any:
     """Poll a condition until it is truthy and return it (never a bare sleep as sync)."""

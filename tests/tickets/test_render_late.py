@@ -38,7 +38,14 @@ from stagedoor.tickets import render_pool
 from stagedoor.tickets.orders import put_orders_sync
 from stagedoor.tickets.render_host import RenderHost
 from stagedoor.tickets.render_pool import LocalRender
-from tests.support.worker import add_jobs, eventually, live_children, pending_summary, running
+from tests.support.worker import (
+    add_jobs,
+    each_iteration_until,
+    eventually,
+    live_children,
+    pending_summary,
+    running,
+)
 
 REMOVED = "the PDF a render of its cancelled job wrote after that was removed"
 
@@ -208,11 +215,11 @@ async def test_none_native_a_render_cancelled_after_its_write_is_checked(
         for order_id in range(100, 140):
             path = tmp_path / f"order-{order_id}.pdf"
             # the last order's result read: the next one read is this order's
-            await _each_iteration_until(lambda: watched.collected == watched.submitted)
+            await each_iteration_until(lambda: watched.collected == watched.submitted)
             read_more = watched.read_more_than(watched.collected)
             render = asyncio.create_task(local.render_to(demo_order(order_id), path))
             if order_id % 2:    # once the reader settled it: the caller not resumed yet
-                await _each_iteration_until(read_more)
+                await each_iteration_until(read_more)
             for _ in range(order_id % 3):     # else from before the submit on
                 await asyncio.sleep(0)
             render.cancel()
@@ -225,15 +232,6 @@ async def test_none_native_a_render_cancelled_after_its_write_is_checked(
     landed = [i for i in cancelled if (tmp_path / f"order-{i}.pdf").exists()]
     assert landed, f"no cancelled render wrote its PDF: {cancelled}"
     assert sorted(late) == sorted(landed), (cancelled, late)
-
-
-async def _each_iteration_until(done: Callable[[], bool], limit: float = 10) -> None:
-    """Look at `done` on every loop iteration: a render's result may be read in any."""
-    async with asyncio.timeout(limit):
-        while True:
-            if done():
-                return
-            await asyncio.sleep(0)
 
 
 async def test_process_a_render_replying_after_the_stop_began_is_checked(

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import os
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -42,6 +42,7 @@ from stagedoor.tickets.render_host import RenderHost
 from tests.support.handlers import faulty_render
 from tests.support.worker import (
     add_jobs,
+    each_iteration_until,
     eventually,
     gone,
     live_children,
@@ -172,16 +173,6 @@ async def test_a_written_render_whose_job_ends_before_finish_never_outlives_the_
         client.close()
 
 
-async def _each_iteration_until(done: Callable[[], bool], limit: float = 10) -> None:
-    """Look at `done` on every loop iteration (eventually() sleeps 10 ms between
-    looks): a render's reply may be read in any of them."""
-    async with asyncio.timeout(limit):
-        while True:
-            if done():
-                return
-            await asyncio.sleep(0)
-
-
 async def test_a_render_cancelled_once_written_is_checked_as_landed_late(
         tmp_path: Path) -> None:
     """A caller cancelled (its job's time limit) after its render's PDF was written: the
@@ -207,7 +198,7 @@ async def test_a_render_cancelled_once_written_is_checked_as_landed_late(
             render = asyncio.create_task(host.render_to(order_id,
                                                         demo_order(order_id).to_json(),
                                                         path))
-            await _each_iteration_until(path.exists)
+            await each_iteration_until(path.exists)
             for _ in range(order_id % 4):
                 await asyncio.sleep(0)
             render.cancel()

@@ -14,7 +14,6 @@ the order refunded, removes it.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -158,7 +157,7 @@ def _render(ctx: Context) -> RenderHost | LocalRender:
 async def _landed_late(ctx: Context, order_id: int, path: Path) -> None:
     """A render whose job was cancelled (its time limit) wrote the order's PDF after
     all, in the render process or on this worker's render pool or thread (or wrote
-    it, and the job ended before FINISH_RENDER answered: _check_after).  Nobody
+    it, and the job ended before FINISH_RENDER answered: render_tickets).  Nobody
     marked it rendered, so a refund that ran meanwhile found nothing to cancel: if the
     order is refunded (or gone) now, the PDF is removed (issue 37).  If it is still
     placed the PDF is a valid ticket, which the job's next delivery marks; a refund
@@ -181,24 +180,6 @@ async def _landed_late(ctx: Context, order_id: int, path: Path) -> None:
         return
     ctx.log.info("order %d is %s: the PDF a render of its cancelled job wrote after "
                  "that was removed", order_id, status or "gone")
-
-
-def _check_after(ctx: Context, order_id: int, path: Path) -> None:
-    """_landed_late for a PDF this job wrote but could not settle (cancelled by its time
-    limit, or FINISH_RENDER failed): in a task, since the job's attempt is over, in its
-    log context; the worker's stop waits for it.  If Redis does not answer it either,
-    the job's next run removes the PDF of a refunded order (render_tickets)."""
-    checks: set[asyncio.Task[None]] | None = ctx.state.get("late_checks")
-    if checks is None:
-        checks = ctx.state["late_checks"] = set()
-
-        async def finish_checks() -> None:
-            await asyncio.gather(*checks, return_exceptions=True)
-
-        ctx.on_close(finish_checks)
-    task = asyncio.create_task(_landed_late(ctx, order_id, path))
-    checks.add(task)
-    task.add_done_callback(checks.discard)
 
 
 def _warn_uncovered(ctx: Context, job: Job, lost: dict[str, int]) -> None:
@@ -333,8 +314,10 @@ async def render_tickets(job: Job, ctx: Context) -> None:
                                      [str(path), job.kind, ctx.mark_ttl(), job.outbox_id])
     except BaseException:
         # The PDF is written, and FINISH_RENDER's answer (the refund that ran meanwhile)
-        # is lost with this attempt: checked after it, as a render that landed late
-        _check_after(ctx, job.order_id, path)
+        # is lost with this attempt: checked after it, as a render that landed late (in
+        # a task, in this job's log context; the worker's stop waits for it; if Redis
+        # does not answer it either, the job's next run removes a refunded order's PDF)
+        _render(ctx).check_late(job.order_id, path)
         raise
     if not marked:
         # A refund landed while we rendered: it could not see our file, so the

@@ -103,7 +103,7 @@ from ..render.order import OrderDataError, RenderFailed
 from ..telemetry.logs import current_job
 from ..telemetry.metrics import WorkerStats
 from . import render_rules as rules
-from .render_pool import job_log_context
+from .render_pool import LateChecks
 from .render_serve import Frames, Outbox, frame, parse_reply, request_frame
 from .runstate import cpu_ticks, not_running
 
@@ -165,7 +165,7 @@ class RenderHost:
         """`landed_late(order_id, path)`: run (in a task, in the render's job's log
         context) when a render whose caller was cancelled wrote its PDF after all."""
         self._landed_late = landed_late
-        self._late: set[asyncio.Task[None]] = set()
+        self._late = LateChecks()
         self._dying: set[asyncio.Future[int]] = set()  # killed, not dead yet (v1-frozen)
         self._threads = settings.render_threads
         self._hang_after = settings.render_timeout
@@ -255,7 +255,7 @@ class RenderHost:
                 # before this resumed: the PDF is written and nobody will mark it, as
                 # for a reply that comes after the cancellation (_on_reply)
                 if req.replied.result()[0] == "ok":
-                    self._check_late(req)
+                    self.check_late(req.order_id, req.path, req.job)
             else:
                 self._abandon(req)
             raise
@@ -314,8 +314,7 @@ class RenderHost:
             self._fail(req, "transient", "the worker is stopping")
         for waited in list(self._dying):    # still frozen: it dies when thawed, unreaped
             waited.cancel()
-        if self._late:  # the checks of renders that landed late (landed_late) finish
-            await asyncio.gather(*self._late, return_exceptions=True)
+        await self._late.wait()     # the checks of renders that landed late finish
 
     # -- the process's life --------------------------------------------------------------
 
@@ -337,16 +336,15 @@ class RenderHost:
                 queue.remove(req)
         self._fail(req, "transient", "cancelled")
 
-    def _check_late(self, req: _Render) -> None:
-        """landed_late for a render that wrote its PDF while its caller was cancelled:
-        in a task (the caller is gone), in the render's job's log context; close()
-        waits for it."""
-        if self._landed_late is None:
-            return
-        task: asyncio.Task[None] = asyncio.create_task(
-            self._landed_late(req.order_id, req.path), context=job_log_context(req.job))
-        self._late.add(task)
-        task.add_done_callback(self._late.discard)
+    def check_late(self, order_id: int, path: Path,
+                   job: Mapping[str, Any] | None = None) -> None:
+        """landed_late(order_id, path) in a task, in `job`'s log context (the current
+        job's by default), for a PDF written that no job will mark: a render that wrote
+        while its caller was cancelled; close() waits for it.  Nothing without
+        landed_late."""
+        if self._landed_late is not None:
+            self._late.run(self._landed_late(order_id, path),
+                           current_job() if job is None else job)
 
     @staticmethod
     def _fail(req: _Render, outcome: str, why: str) -> None:
@@ -681,7 +679,7 @@ class RenderHost:
         if req.abandoned:
             self._fail(req, outcome, "cancelled")
             if outcome == "ok":
-                self._check_late(req)
+                self.check_late(req.order_id, req.path, req.job)
             return
         if not req.replied.done():
             req.replied.set_result((outcome, detail, lost, tickets))

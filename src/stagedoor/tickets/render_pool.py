@@ -163,6 +163,31 @@ def job_log_context(job: Mapping[str, Any] | None) -> contextvars.Context:
     return context
 
 
+class LateChecks:
+    """Tasks run on behalf of jobs whose own task is gone (the landed-late check of a
+    render that wrote its PDF after its job ended, and the writes such a check waits
+    on): held here so that they run to their end, and waited for at the worker's stop
+    (LocalRender.aclose, RenderHost.close)."""
+
+    def __init__(self) -> None:
+        self._running: set[asyncio.Future[Any]] = set()
+
+    def run(self, check: Coroutine[Any, Any, None],
+            job: Mapping[str, Any] | None) -> None:
+        """`check` in a task of its own, its log lines carrying `job`'s fields."""
+        self.keep(asyncio.get_running_loop().create_task(check,
+                                                         context=job_log_context(job)))
+
+    def keep(self, fut: asyncio.Future[Any]) -> None:
+        self._running.add(fut)
+        fut.add_done_callback(self._running.discard)
+
+    async def wait(self) -> None:
+        """Until every one has ended, those started meanwhile included."""
+        while self._running:
+            await asyncio.gather(*self._running, return_exceptions=True)
+
+
 def _call(done: Written, sink: Any, err: Any) -> None:
     if err is not None:     # the render's error (the write's is the sink's)
         result: tuple[bool, BaseException | None] = (
@@ -266,7 +291,7 @@ class LocalRender:
         self._by_bytes: dict[bytes, DirectorySync] = {}   # the same, by the directory's bytes
         self._run_in_thread = run_in_thread
         self._landed_late = landed_late
-        self._late: set[asyncio.Future[Any]] = set()  # checks, and the writes they wait on
+        self._late = LateChecks()   # the checks, and the writes they wait on
 
     @property
     def pool(self) -> NativeRenderPool | None:
@@ -325,26 +350,28 @@ class LocalRender:
         lost: dict[str, int] = await self._run_in_thread(uncovered_scripts, order)
         return lost
 
+    def check_late(self, order_id: int, path: Path,
+                   job: Mapping[str, Any] | None = None) -> None:
+        """landed_late(order_id, path) in a task, in `job`'s log context (the current
+        job's by default), for a PDF written that no job will mark; aclose() waits for
+        it.  Nothing without landed_late."""
+        if self._landed_late is not None:
+            self._late.run(self._landed_late(order_id, path),
+                           current_job() if job is None else job)
+
     def _landed(self, order_id: int, directory: bytes, name: bytes
                 ) -> Callable[[], None] | None:
-        """What runs landed_late for this render if it writes after its caller was
-        cancelled: a task in the caller's job's log context (taken now, the caller's
-        task is gone then), which aclose() waits for."""
-        landed_late = self._landed_late
-        if landed_late is None:
+        """What runs check_late for this render if it writes after its caller was
+        cancelled, in the caller's job's log context (taken now: the caller's task is
+        gone then)."""
+        if self._landed_late is None:
             return None
         job = current_job()
 
         def landed() -> None:
-            path = Path(os.fsdecode(directory), os.fsdecode(name))
-            self._keep(asyncio.get_running_loop().create_task(
-                landed_late(order_id, path), context=job_log_context(job)))
+            self.check_late(order_id, Path(os.fsdecode(directory), os.fsdecode(name)), job)
 
         return landed
-
-    def _keep(self, fut: asyncio.Future[Any]) -> None:
-        self._late.add(fut)
-        fut.add_done_callback(self._late.discard)
 
     async def _write_in_thread(self, order: Order, path: Path,
                                landed: Callable[[], None] | None) -> None:
@@ -359,7 +386,7 @@ class LocalRender:
             await asyncio.shield(task)
         except asyncio.CancelledError:
             if not task.done():
-                self._keep(task)
+                self._late.keep(task)
 
             def after(done: asyncio.Future[Any]) -> None:
                 if not done.cancelled() and done.exception() is None:
@@ -377,8 +404,7 @@ class LocalRender:
         """close(), then wait for the writes of cancelled renders still on a thread and
         for the landed-late checks (the worker's stop, after its jobs ended)."""
         self.close()
-        while self._late:
-            await asyncio.gather(*self._late, return_exceptions=True)
+        await self._late.wait()
 
 
 # landed_late(order_id, path): a cancelled render's PDF was written (LocalRender)
