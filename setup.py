@@ -28,25 +28,30 @@ import tempfile
 from setuptools import Extension, setup
 
 NEEDS = ("stagedoor needs a C compiler (apt-get install build-essential) "
-         "and zlib headers (zlib1g-dev)")
+         "and the zlib and libdeflate headers (zlib1g-dev libdeflate-dev)")
 
 
 def _check_toolchain() -> None:
-    """Compile and link a tiny program that includes zlib.h; exit with NEEDS if it fails."""
+    """Compile and link a tiny program that includes zlib.h and libdeflate.h; exit with
+    NEEDS if it fails."""
     cc = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()
     if not cc or shutil.which(cc[0]) is None:
         sys.exit(f"error: no C compiler found ({cc[0] if cc else 'CC unset'}): {NEEDS}")
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "probe.c")
         with open(src, "w") as f:
-            f.write("#include <zlib.h>\nint main(void){return zlibVersion()[0]=='\\0';}\n")
+            f.write("#include <zlib.h>\n#include <libdeflate.h>\nint main(void){"
+                    "libdeflate_free_compressor(libdeflate_alloc_compressor(1));"
+                    "return zlibVersion()[0]=='\\0';}\n")
         try:
-            proc = subprocess.run([*cc, src, "-o", os.path.join(tmp, "probe"), "-lz"],
+            proc = subprocess.run([*cc, src, "-o", os.path.join(tmp, "probe"), "-lz",
+                                   "-ldeflate"],
                                   capture_output=True, text=True, timeout=60)
         except OSError as e:
             sys.exit(f"error: cannot run the C compiler {cc[0]} ({e}): {NEEDS}")
         if proc.returncode != 0:
-            sys.exit(f"error: compiling against zlib failed:\n{proc.stderr.strip()}\n{NEEDS}")
+            sys.exit(f"error: compiling against zlib and libdeflate failed:\n"
+                     f"{proc.stderr.strip()}\n{NEEDS}")
 
 
 TEXT_LIBS = ("harfbuzz", "fribidi", "libunibreak", "libthai", "icu-uc")
@@ -92,7 +97,7 @@ def _extensions() -> list[Extension]:
                          if f.endswith((".pxi", ".pxd")))],
         include_dirs=text_inc,
         library_dirs=text_libdirs,
-        libraries=["z", *text_libs],
+        libraries=["z", "deflate", *text_libs],
         extra_compile_args=["-O2"],
     )
     # The worker's hot path lives in the subpackage it serves, split like _render.pyx:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The wheel users install (issue 27): `python -m build` makes a linux_x86_64 wheel whose
-# extensions link this machine's HarfBuzz, fribidi, libunibreak, libthai and ICU's
+# extensions link this machine's HarfBuzz, fribidi, libunibreak, libthai, libdeflate and ICU's
 # libicuuc (and what they pull in: freetype, graphite2, libpng, brotli, libdatrie,
 # libicudata with ICU's Lao, Burmese and Khmer dictionaries, 31 MB).  `auditwheel repair`
 # copies those libraries into the wheel (stagedoor.libs/, names hashed so they never
@@ -26,7 +26,7 @@
 # the native libraries are compiled against that image's old glibc.  No container runs
 # on this project's machine, so this is documented, not tested here:
 #   docker run --rm -v "$PWD":/io quay.io/pypa/manylinux_2_28_x86_64 bash -c '
-#     dnf install -y harfbuzz-devel fribidi-devel libthai-devel zlib-devel &&
+#     dnf install -y harfbuzz-devel fribidi-devel libthai-devel zlib-devel libdeflate-devel &&
 #     (build libunibreak from source: it is not in the image repositories) &&
 #     /opt/python/cp311-cp311/bin/python -m build --wheel -o /tmp/w /io &&
 #     auditwheel repair -w /io/wheelhouse /tmp/w/*.whl'

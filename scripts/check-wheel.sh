@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The repaired wheel as a user gets it (issue 27; scripts/build-wheel.sh makes it):
 # installed into a fresh venv outside the repository, its extensions resolve the native
-# libraries it vendors (ldd: HarfBuzz, fribidi, libunibreak, libthai, ICU from
+# libraries it vendors (ldd: HarfBuzz, fribidi, libunibreak, libthai, libdeflate, ICU from
 # site-packages/stagedoor.libs, nothing "not found"); it renders an Arabic + Thai +
 # Devanagari order from outside the repository, byte-identical to the pure-Python
 # reference; Thai wraps at words from the wheel's own dictionary on a host without
@@ -40,7 +40,7 @@ for ext in "$site"/stagedoor/_render.*.so "$site"/stagedoor/worker/_entries.*.so
     out=$(ldd "$ext")
     if grep -q "not found" <<<"$out"; then fail "$(basename "$ext"): $(grep "not found" <<<"$out")"; fi
     case $ext in *_render.*)
-        for lib in harfbuzz fribidi unibreak thai icuuc icudata; do
+        for lib in harfbuzz fribidi unibreak thai deflate icuuc icudata; do
             line=$(grep -E "^\s*lib$lib-[0-9a-f]{8}\.so" <<<"$out") \
                 || fail "_render does not link a vendored lib$lib: $out"
             path=$(realpath "$(awk '{print $3}' <<<"$line")")

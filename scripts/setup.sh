@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up on Debian/Ubuntu with Python >= 3.11: system packages the product
-# and its tests need (redis-server, qpdf, poppler-utils, a C compiler, zlib, HarfBuzz,
+# and its tests need (redis-server, qpdf, poppler-utils, a C compiler, zlib, libdeflate, HarfBuzz,
 # fribidi, libunibreak, libthai and ICU headers, Noto and Symbola fonts, tesseract, prometheus
 # and promtool, chromium and chromium-driver for the console's browser tests), then .venv
 # with stagedoor installed in editable mode (this builds the Cython renderer).  Fast when
@@ -25,6 +25,8 @@ command -v cc >/dev/null || need_apt+=(build-essential)
 command -v chromium >/dev/null || need_apt+=(chromium)
 command -v chromedriver >/dev/null || need_apt+=(chromium-driver)
 [ -e /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
+# the PDF page streams' deflate (render/_native/pdf.pxi)
+[ -e /usr/include/libdeflate.h ] || need_apt+=(libdeflate-dev)
 # the renderer's text stack (shaping, bidi, line breaks) is linked from C: headers + pkg-config
 command -v pkg-config >/dev/null || need_apt+=(pkg-config)
 [ -e /usr/include/harfbuzz/hb.h ] || need_apt+=(libharfbuzz-dev)

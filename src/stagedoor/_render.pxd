@@ -9,7 +9,8 @@ from stagedoor.render._native.harfbuzz cimport *    # fonts, glyphs, shape, emoj
 from stagedoor.render._native.icu cimport *         # dictbreaks.pxi
 from stagedoor.render._native.libthai cimport *     # thai.pxi
 from stagedoor.render._native.unibreak cimport *    # breaks, breakcache, layout
-from stagedoor.render._native.zlib cimport *        # pdf.pxi (deflate), emoji.pxi (inflate)
+from stagedoor.render._native.libdeflate cimport *  # pdf.pxi: the PDF's deflate streams
+from stagedoor.render._native.zlib cimport *        # glyphs.pxi, emoji.pxi (deflate once; inflate)
 
 from cpython.pythread cimport PyThread_type_lock
 from cpython.ref cimport PyObject
@@ -73,8 +74,7 @@ cdef struct QR:
 # Per-call working memory, pooled: a render takes one, returns it when done, so the
 # deflate state (and its pages) is reused instead of set up for every stream.
 cdef struct Scratch:
-    z_stream zs
-    int zinit
+    libdeflate_compressor* zc   # pdf.pxi's compressor, made on first use
     Buf content
     Buf z
     Buf out

@@ -9,7 +9,7 @@ for a shaped field) and copies the finished PDF into a bytes object; everything 
 runs in C inside `with nogil:` -- whether an ASCII field fits its box, the shaped
 fields' UTF-32 and /ActualText, the text shaping and layout (HarfBuzz, fribidi,
 libunibreak, libthai through their C APIs), the QR code, the content stream, the
-order's fonts, deflate through zlib's C API, the xref table -- so threads render in
+order's fonts, deflate through libdeflate, the xref table -- so threads render in
 parallel.  What stays under the GIL is what two render threads cannot overlap, and a
 thread that finds it taken sleeps a futex round trip (text.pxi, shape_src), so it is
 kept small.  The static part of the page (border,
@@ -17,9 +17,9 @@ header bar, labels) is compressed once at import and shared by every page.
 
 What a ticket's time goes to, and so where the code is shaped for speed: the QR mask
 choice (penalty scoring on 64-bit row/column bitsets for versions 1-10, qr_mask.pxi),
-deflate (level 1, memLevel 4, and less input by drawing the QR as greedy rectangles),
-setting up deflate per stream (its state lives in a pooled scratch area, reset, not
-rebuilt), and for a shaped field its shaping and a memcpy per glyph of its cached
+deflate (libdeflate's level 1, whole buffers: less than half of zlib's level-1 time on
+these ~2-3 KB streams, and less input by drawing the QR as greedy rectangles; its
+compressor lives in a pooled scratch area, made once), and for a shaped field its shaping and a memcpy per glyph of its cached
 Type 3 procedure (type3.pxi says why Type 3 and not an hb-subset per order).  The
 profiles behind this are in docs/benchmarks.md, "Moved from comments".
 

@@ -7,9 +7,10 @@ oracle and the fallback when the extension is not built.  `renderer()` picks the
 one when it imports; the caller logs `NATIVE_IMPORT_ERROR` loudly when it does not.
 
 The file is deterministic: no dates, no /ID, fixed object numbers, so the same order
-always gives the same bytes.  Both renderers deflate with level 1, window 15, memLevel 4;
-byte identity assumes Python's zlib module and the extension use the same libz (they
-do when both link the system zlib; tests/render/test_render.py would catch a difference).
+always gives the same bytes.  Both renderers deflate the page streams with libdeflate's
+level 1 (the glyph procedures, compressed once, with zlib's level 9); byte identity
+assumes they load the same libdeflate and libz (they do when both use the system's;
+tests/render/test_render.py would catch a difference).
 
 Layout of the file: 1 catalog, 2 pages, 3 shared resources, 4 and 5 the fast path's
 fonts F1 and F2 (Noto Sans and Noto Sans Bold as Type 3 fonts of the glyphs the order
@@ -60,11 +61,11 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-import zlib
 
 from . import fastfont, fonts, qr
 from .order import Order, Ticket
 from .shaped import faces, layout, pdf
+from .shaped.libs import zlib_deflate
 from .tables import (
     EXTRA_CODES,
     EXTRA_GLYPHS,
@@ -77,10 +78,10 @@ from .tables import (
 )
 
 PAGE_W, PAGE_H = 420, 298
-# deflate parameters, as in pdf.pxi: level 1 (Z_BEST_SPEED) trades a little size for
-# much less time (docs/benchmarks.md); memLevel 4 makes the hash table that deflateReset
-# clears for every stream 4 KB instead of 64 KB, at the same size for content this small.
-ZLIB_LEVEL, ZLIB_WBITS, ZLIB_MEMLEVEL = 1, 15, 4
+# deflate, as in pdf.pxi: libdeflate's level 1, whole buffers (a page's operators are
+# ~2-3 KB): less than half zlib's level-1 time here, and smaller (docs/benchmarks.md,
+# "libdeflate")
+ZLIB_LEVEL = 1
 WRAP = 110
 
 # The QR box: left edge, top edge and side in points; quiet zone of 4 modules inside.
@@ -342,8 +343,7 @@ def page_content(k: int, ticket: Ticket, sh: _Shaped) -> bytes:
 
 
 def _stream(num: int, content: bytes) -> bytes:
-    z = zlib.compressobj(ZLIB_LEVEL, zlib.DEFLATED, ZLIB_WBITS, ZLIB_MEMLEVEL)
-    data = z.compress(content) + z.flush()
+    data = zlib_deflate(content, ZLIB_LEVEL)
     return (b"%d 0 obj\n<< /Length %d /Filter /FlateDecode >>\nstream\n" % (num, len(data))
             + data + b"\nendstream\nendobj\n")
 

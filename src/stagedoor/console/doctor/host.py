@@ -23,11 +23,11 @@ from .emoji import emoji_check
 
 BUILD_FROM_SOURCE = ("install the manylinux wheel, which carries its libraries (README "
                      "Install), or build from source: pip install . with a C compiler, "
-                     "pkg-config, zlib1g-dev libharfbuzz-dev libfribidi-dev libunibreak-dev "
-                     "libthai-dev libicu-dev")
+                     "pkg-config, zlib1g-dev libdeflate-dev libharfbuzz-dev libfribidi-dev "
+                     "libunibreak-dev libthai-dev libicu-dev")
 FONT_PACKAGES = "apt-get install fonts-noto-core fonts-noto-cjk fonts-symbola"
 # the libraries the renderer links, as they appear in /proc/self/maps
-NATIVE_LIBS = ("harfbuzz", "fribidi", "unibreak", "thai", "icuuc", "icudata", "z")
+NATIVE_LIBS = ("harfbuzz", "fribidi", "unibreak", "thai", "icuuc", "icudata", "deflate", "z")
 MIN_FREE, LOW_FREE = 100 << 20, 1 << 30     # bytes: CRITICAL below, WARNING below
 
 

@@ -1,4 +1,5 @@
-# zlib's C API (deflate for the PDF streams, pdf.pxi; inflate for the colour glyphs'
+# zlib's C API (deflate for the glyph procedures and images, compressed once: glyphs.pxi,
+# emoji.pxi; inflate for the colour glyphs'
 # PNGs, emoji.pxi), callable without the GIL.  Linked as -lz (setup.py).
 
 cdef extern from "zlib.h" nogil:

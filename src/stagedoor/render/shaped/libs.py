@@ -1,6 +1,6 @@
 """The system libraries through ctypes: libharfbuzz (shaping, outlines), libunibreak
-(UAX #14), libthai (Thai word breaks) and libicuuc (Lao, Myanmar and Khmer word breaks),
-the same libraries the extension links."""
+(UAX #14), libthai (Thai word breaks), libicuuc (Lao, Myanmar and Khmer word breaks)
+and libdeflate (the PDF's deflate streams), the same libraries the extension links."""
 
 from __future__ import annotations
 
@@ -336,3 +336,46 @@ def dict_breaks(u: list[int], brk: bytes) -> bytes:
             b = nxt(bi)
         close(bi)
     return bytes(out)
+
+
+# -- the system libdeflate through ctypes ---------------------------------------------------
+
+@functools.cache
+def _libdeflate() -> Any | None:
+    try:
+        lib = ctypes.CDLL(ctypes.util.find_library("deflate") or "libdeflate.so.0")
+    except OSError:
+        return None
+    lib.libdeflate_alloc_compressor.restype = _P
+    lib.libdeflate_alloc_compressor.argtypes = [ctypes.c_int]
+    lib.libdeflate_zlib_compress_bound.restype = ctypes.c_size_t
+    lib.libdeflate_zlib_compress_bound.argtypes = [_P, ctypes.c_size_t]
+    lib.libdeflate_zlib_compress.restype = ctypes.c_size_t
+    lib.libdeflate_zlib_compress.argtypes = [_P, ctypes.c_char_p, ctypes.c_size_t,
+                                             ctypes.c_char_p, ctypes.c_size_t]
+    lib.libdeflate_free_compressor.restype = None
+    lib.libdeflate_free_compressor.argtypes = [_P]
+    return lib
+
+
+def zlib_deflate(data: bytes, level: int) -> bytes:
+    """data compressed whole, in the zlib format, by libdeflate at `level` (pdf.pxi's
+    put_stream: the same bytes).  Where libdeflate is not installed (then the extension
+    cannot load either), zlib's module at the same level: a valid stream, other bytes."""
+    lib = _libdeflate()
+    if lib is None:
+        import zlib
+
+        return zlib.compress(data, level)
+    c = lib.libdeflate_alloc_compressor(level)
+    if not c:
+        raise MemoryError("libdeflate_alloc_compressor")
+    try:
+        bound = lib.libdeflate_zlib_compress_bound(c, len(data))
+        out = ctypes.create_string_buffer(bound)
+        n = lib.libdeflate_zlib_compress(c, data, len(data), out, bound)
+        if n == 0:
+            raise RuntimeError("libdeflate: the output did not fit its bound")
+        return out.raw[:n]
+    finally:
+        lib.libdeflate_free_compressor(c)
