@@ -31,6 +31,12 @@ XREADGROUP, so `round_trips_per_job` counts every command but XACK.
 Redis runs with AOF (appendfsync everysec), as `stagedoor demo` runs it.  The
 directories are under the system temp dir, which must be a real disk (a tmpfs fsync
 costs nothing and would flatter both contenders alike): `SD_BENCH_DISK_DIR` overrides.
+This box's root file system is ext4 without a journal, where every new inode skips the
+inodes freed in the last hours whose table block is cached (`recently_deleted`); a
+journalled ext4, what servers run, does not, and its fsync commits the journal.  To
+measure on one (as root): `truncate -s 12G /tmp/fs.img && mkfs.ext4 -q /tmp/fs.img &&
+mkdir -p /mnt/sdfs && mount -o loop /tmp/fs.img /mnt/sdfs`, then
+`SD_BENCH_DISK_DIR=/mnt/sdfs` (12 GB: a 5-round isolation run writes ~100,000 PDFs).
 No round's files are deleted before the run ends (kept_dirs: on ext4 without a journal
 deleting them made every later file creation 10-30x dearer for both contenders, which
 flattered the ratio), and `file_create_us` (alloc_probe, at the start and the end)
