@@ -11,12 +11,15 @@
   even for the ~0.1 s until a process whose exec was cancelled sees EOF);
 - the boot's start hooks (lifecycle.on_start, as a worker runs them) end only once that
   process is ready, so the worker reads no job it cannot render yet; a process that is
-  not ready within RENDER_BOOT_WAIT is not waited for longer (the worker reads on).
+  not ready within RENDER_BOOT_WAIT is not waited for longer (the worker reads on);
+- the worker's font plan, which the process's first frame carries, is made while the
+  process imports (after the exec), and the process renders with it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -29,6 +32,8 @@ import redis.asyncio as aioredis
 from stagedoor.config import Settings
 from stagedoor.demo.orders import demo_order
 from stagedoor.handlers.context import Context
+from stagedoor.render import fonts
+from stagedoor.render.order import Order
 from stagedoor.stream.job import make_job
 from stagedoor.stream.queue import enqueue_sync, ensure_group_sync
 from stagedoor.telemetry.metrics import WorkerStats
@@ -38,6 +43,7 @@ from stagedoor.tickets.handlers import start_render_process
 from stagedoor.tickets.render_host import RenderHost
 from stagedoor.worker import lifecycle
 from tests.support.handlers import mute_render
+from tests.support.pdftools import pdffonts
 
 
 def _settings(redis_url: str, tmp_path: Path, isolation: str = "process") -> Settings:
@@ -191,3 +197,62 @@ async def test_no_render_in_sight_the_boot_waits_for_nothing(
     before = _children()
     await lifecycle.on_start(tickets.registry, ctx)
     assert "render" not in ctx.state and _children() == before
+
+
+@pytest.mark.server
+async def test_the_boot_s_font_plan_is_made_while_the_process_imports_and_is_its_plan(
+        redis_url: str, sync_redis: redis.Redis, tmp_path: Path,
+        contexts: list[Context], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The font plan (reading the fonts' coverage, ~20 ms) is made once the render
+    process is exec'd, while it imports, not before the exec; and it is the settings'
+    plan the process renders with (its first frame carries it).  Before: made first,
+    the exec after it (the plan's time added to the boot)."""
+    settings = _settings(redis_url, tmp_path).replace(
+        render_fonts=["Cyrl=NotoSerif-Regular.ttf"])
+    _fill(sync_redis, settings, ["render_tickets"])
+    ctx = _context(settings, contexts)
+    made: list[int | None] = []
+    use_settings = fonts.use_settings
+
+    def recorded(s: Settings) -> fonts.FontPlan:
+        host = ctx.state.get("render")
+        made.append(host.pid if isinstance(host, RenderHost) else None)
+        return use_settings(s)
+    monkeypatch.setattr(fonts, "use_settings", recorded)
+    try:
+        await lifecycle.on_start(tickets.registry, ctx)
+        host = ctx.state.get("render")
+        assert isinstance(host, RenderHost) and host.pid is not None
+        assert made and made[0] == host.pid, made   # exec'd before the plan was made
+        base = demo_order(9).tickets[0]
+        order = Order(order_id=9, tickets=(dataclasses.replace(base, buyer="Анна Лебедева"),))
+        (tmp_path / "tickets").mkdir()
+        path = tmp_path / "tickets" / "order-9.pdf"
+        await host.render(order.order_id, order.to_json(), path)
+    finally:
+        fonts.use(fonts.plan())     # the other tests' default plan, in this process
+    names = [row[0] for row in pdffonts(path.read_bytes(), tmp_path)]
+    assert any(n.endswith("+NotoSerif") or "NotoSerif" in n for n in names), names
+
+
+@pytest.mark.server
+async def test_a_plan_that_fails_fails_the_start_and_leaves_no_process(
+        redis_url: str, tmp_path: Path, contexts: list[Context],
+        caplog: pytest.LogCaptureFixture) -> None:
+    """start(prepare): a prepare that raises (font settings the plan cannot be made of)
+    fails that start with its error; the process exec'd for it is killed and reaped."""
+    settings = _settings(redis_url, tmp_path)
+    host = RenderHost(settings, WorkerStats(["render_tickets"]))
+    before = _children()
+
+    def broken() -> None:
+        raise ValueError("no such font")
+    try:
+        host.start(broken)
+        assert not await host.started(30.0)
+        assert host.pid is None
+        for pid in _children() - before:   # reaped, or a zombie at most
+            assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, pid
+        assert "render process failed to start (ValueError: no such font)" in caplog.text
+    finally:
+        await host.close()

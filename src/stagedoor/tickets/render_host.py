@@ -183,6 +183,7 @@ class RenderHost:
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._early = False     # start() asked for a process before any render
+        self._prepare: Callable[[], object] | None = None   # start()'s, run after the exec
         # a start attempt ended, ready or failed (started(): the worker's boot waits on it)
         self._tried = asyncio.Event()
         self._missing_before = 0    # replacement marks counted by processes now gone
@@ -200,13 +201,17 @@ class RenderHost:
                                              context=contextvars.Context())
         self._wake.set()
 
-    def start(self) -> None:
+    def start(self, prepare: Callable[[], object] | None = None) -> None:
         """Start the process now, in the background, if none is up: the worker's boot
         calls this when render_tickets jobs are next on the stream (tickets.py), so the
         first renders need not wait for the start.  One attempt: if it fails, the first
-        render starts it as usual."""
+        render starts it as usual.  `prepare()` runs once the process is exec'd and
+        before its first frame (the worker's font plan, which that frame carries: made
+        while the process imports, not before the exec); if it raises, the start fails
+        with its error."""
         if not self._closing and self._proc is None:
             self._early = self.started_early = True
+            self._prepare = prepare
             self._manage_soon()
 
     async def started(self, within: float) -> bool:
@@ -443,9 +448,20 @@ class RenderHost:
             ours.close()        # the process sees EOF before its handshake and exits
             raise
         self._link = transport
+        prepare, self._prepare = self._prepare, None
+        if prepare is not None:
+            try:
+                prepare()
+            except Exception as e:
+                transport.close()   # the process sees EOF before its handshake and exits
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+                self._proc = self._link = self.pid = None
+                raise _StartFailed(f"{type(e).__name__}: {e}") from e
         # the font plan the worker made of its settings at its start
-        # (lifecycle.warn_at_start, or tickets.start_render_process before it): the
-        # process need not read every font's cmap again
+        # (lifecycle.warn_at_start, or tickets.start_render_process's prepare just now):
+        # the process need not read every font's cmap again
         transport.write(frame((self._threads, fonts.current())))
         either: list[asyncio.Future[Any]] = [first, frames.closed]
         await asyncio.wait(either, timeout=READY_TIMEOUT,
