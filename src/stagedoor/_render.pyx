@@ -40,7 +40,8 @@ Python they mirror.
     render/_native/unibreak.pxd  libunibreak: UAX #14 line breaks
     render/_native/libthai.pxd   libthai: Thai word breaks
     render/_native/icu.pxd       ICU: the line break iterator (Lao, Myanmar, Khmer)
-    render/_native/zlib.pxd      zlib: deflate, inflate
+    render/_native/libdeflate.pxd  libdeflate: the page streams' deflate, whole buffers
+    render/_native/zlib.pxd      zlib: deflate once (glyph procedures, images), inflate
     render/_native/cpythonx.pxd  CPython: the str internals Cython does not declare
     render/_native/atomics.pxd   atomic loads and stores (inline C) for lock-free reads
 

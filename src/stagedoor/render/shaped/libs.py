@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import zlib
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
@@ -364,8 +365,6 @@ def zlib_deflate(data: bytes, level: int) -> bytes:
     cannot load either), zlib's module at the same level: a valid stream, other bytes."""
     lib = _libdeflate()
     if lib is None:
-        import zlib
-
         return zlib.compress(data, level)
     c = lib.libdeflate_alloc_compressor(level)
     if not c:
