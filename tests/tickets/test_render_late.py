@@ -269,3 +269,27 @@ async def test_process_a_render_replying_after_the_stop_began_is_checked(
     assert not (tickets / "order-2.pdf").exists(), \
         "a render of a timed-out job, replying after the stop began, left its PDF"
     assert sync_redis.hget(settings.key("order", 2), "status") == b"refunded"
+
+
+async def test_a_late_check_that_fails_is_logged_with_its_job_not_dropped(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A landed-late check that raises (a bug, or what no handler of it expected) is
+    logged where it ran, with its job's fields, and the stop's wait goes on.  Before:
+    wait() gathered it with return_exceptions and dropped it without a word (before
+    the stop, asyncio said it only when the task was collected)."""
+    from stagedoor.telemetry.logs import JOB_FIELDS
+
+    seen: list[Any] = []
+
+    async def broken() -> None:
+        seen.append(JOB_FIELDS.get(None))
+        raise RuntimeError("cannot check order 5")
+
+    checks = render_pool.LateChecks()
+    with caplog.at_level(logging.ERROR, logger="stagedoor.render"):
+        checks.run(broken(), {"order_id": 5, "kind": "render_tickets"})
+        await checks.wait()
+    assert seen == [{"order_id": 5, "kind": "render_tickets"}]
+    [record] = [r for r in caplog.records if r.name == "stagedoor.render"]
+    assert record.getMessage() == "the check of a PDF written after its job ended failed"
+    assert record.exc_info is not None and "cannot check order 5" in str(record.exc_info[1])

@@ -174,8 +174,10 @@ class LateChecks:
 
     def run(self, check: Coroutine[Any, Any, None],
             job: Mapping[str, Any] | None) -> None:
-        """`check` in a task of its own, its log lines carrying `job`'s fields."""
-        self.keep(asyncio.get_running_loop().create_task(check,
+        """`check` in a task of its own, its log lines carrying `job`'s fields.  What it
+        raises is logged there (no caller awaits it: asyncio said it only when the task
+        was collected, and wait() dropped it at the stop)."""
+        self.keep(asyncio.get_running_loop().create_task(_logged(check),
                                                          context=job_log_context(job)))
 
     def keep(self, fut: asyncio.Future[Any]) -> None:
@@ -186,6 +188,15 @@ class LateChecks:
         """Until every one has ended, those started meanwhile included."""
         while self._running:
             await asyncio.gather(*self._running, return_exceptions=True)
+
+
+async def _logged(check: Coroutine[Any, Any, None]) -> None:
+    try:
+        await check
+    except Exception:
+        # the PDF it was to check stays until the job's next run or a refund removes it
+        logging.getLogger("stagedoor.render").exception(
+            "the check of a PDF written after its job ended failed")
 
 
 def _call(done: Written, sink: Any, err: Any) -> None:
