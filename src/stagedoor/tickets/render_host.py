@@ -164,8 +164,7 @@ class RenderHost:
                  ) -> None:
         """`landed_late(order_id, path)`: run (in a task, in the render's job's log
         context) when a render whose caller was cancelled wrote its PDF after all."""
-        self._landed_late = landed_late
-        self._late = LateChecks()
+        self._late = LateChecks(landed_late)
         self._dying: set[asyncio.Future[int]] = set()  # killed, not dead yet (v1-frozen)
         self._threads = settings.render_threads
         self._hang_after = settings.render_timeout
@@ -347,9 +346,7 @@ class RenderHost:
         job's by default), for a PDF written that no job will mark: a render that wrote
         while its caller was cancelled; close() waits for it.  Nothing without
         landed_late."""
-        if self._landed_late is not None:
-            self._late.run(self._landed_late(order_id, path),
-                           current_job() if job is None else job)
+        self._late.check(order_id, path, job)
 
     @staticmethod
     def _fail(req: _Render, outcome: str, why: str) -> None:
@@ -453,11 +450,7 @@ class RenderHost:
             try:
                 prepare()
             except Exception as e:
-                transport.close()   # the process sees EOF before its handshake and exits
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
-                self._proc = self._link = self.pid = None
+                await self._abandon_start(proc, transport)
                 raise _StartFailed(f"{type(e).__name__}: {e}") from e
         # the font plan the worker made of its settings at its start
         # (lifecycle.warn_at_start, or tickets.start_render_process's prepare just now):
@@ -467,11 +460,7 @@ class RenderHost:
         await asyncio.wait(either, timeout=READY_TIMEOUT,
                            return_when=asyncio.FIRST_COMPLETED)
         if not first.done():
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            rc = await proc.wait()
-            transport.close()
-            self._proc = self._link = self.pid = None
+            rc = await self._abandon_start(proc, transport)
             raise _StartFailed(f"it died before it was ready ({rules.death(rc)})"
                                if frames.closed.done() else
                                f"not ready after {READY_TIMEOUT:g}s")
@@ -482,6 +471,17 @@ class RenderHost:
         if self.starts > 1:
             self._log.info("render process %d started (start %d)", proc.pid, self.starts)
         return frames
+
+    async def _abandon_start(self, proc: asyncio.subprocess.Process,
+                             transport: asyncio.Transport) -> int:
+        """A start that will not be: its process killed and reaped, the socket closed,
+        nothing of it kept; its exit status."""
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        rc = await proc.wait()
+        transport.close()
+        self._proc = self._link = self.pid = None
+        return rc
 
     async def _serve(self, frames: Frames) -> bool:
         """Send the renders, settle them from the replies; when the process dies, the

@@ -167,10 +167,19 @@ class LateChecks:
     """Tasks run on behalf of jobs whose own task is gone (the landed-late check of a
     render that wrote its PDF after its job ended, and the writes such a check waits
     on): held here so that they run to their end, and waited for at the worker's stop
-    (LocalRender.aclose, RenderHost.close)."""
+    (LocalRender.aclose, RenderHost.close).  `landed_late(order_id, path)` is the check
+    (None: there is none, as in the render process: the worker checks its renders)."""
 
-    def __init__(self) -> None:
+    def __init__(self, landed_late: LandedLate | None = None) -> None:
+        self.landed_late = landed_late
         self._running: set[asyncio.Future[Any]] = set()
+
+    def check(self, order_id: int, path: Path, job: Mapping[str, Any] | None = None) -> None:
+        """landed_late(order_id, path) in a task, in `job`'s log context (the current
+        job's by default), for a PDF written that no job will mark.  Nothing without
+        landed_late."""
+        if self.landed_late is not None:
+            self.run(self.landed_late(order_id, path), current_job() if job is None else job)
 
     def run(self, check: Coroutine[Any, Any, None],
             job: Mapping[str, Any] | None) -> None:
@@ -301,8 +310,7 @@ class LocalRender:
         self._syncs = GroupSyncs()
         self._by_bytes: dict[bytes, DirectorySync] = {}   # the same, by the directory's bytes
         self._run_in_thread = run_in_thread
-        self._landed_late = landed_late
-        self._late = LateChecks()   # the checks, and the writes they wait on
+        self._late = LateChecks(landed_late)   # the checks, and the writes they wait on
 
     @property
     def pool(self) -> NativeRenderPool | None:
@@ -366,16 +374,14 @@ class LocalRender:
         """landed_late(order_id, path) in a task, in `job`'s log context (the current
         job's by default), for a PDF written that no job will mark; aclose() waits for
         it.  Nothing without landed_late."""
-        if self._landed_late is not None:
-            self._late.run(self._landed_late(order_id, path),
-                           current_job() if job is None else job)
+        self._late.check(order_id, path, job)
 
     def _landed(self, order_id: int, directory: bytes, name: bytes
                 ) -> Callable[[], None] | None:
         """What runs check_late for this render if it writes after its caller was
         cancelled, in the caller's job's log context (taken now: the caller's task is
         gone then)."""
-        if self._landed_late is None:
+        if self._late.landed_late is None:
             return None
         job = current_job()
 
