@@ -46,7 +46,7 @@ from stagedoor.tickets.render_host import RenderHost
 from stagedoor.tickets.render_pool import NativeRenderPool, rendered
 from tests.support.handlers import faulty_render
 from tests.support.supervisor import enqueue, supervisor, wait_for
-from tests.support.worker import dead_entries, gone, live_children, read_fleet
+from tests.support.worker import dead_entries, eventually, gone, live_children, read_fleet
 from tests.telemetry.test_exporter import value
 
 MARK = faulty_render.ABORT
@@ -346,6 +346,51 @@ async def test_a_render_that_hangs_is_killed_and_costs_only_its_order(
         assert host.pid is not None and host.pid != first
     finally:
         await host.close()
+
+
+async def test_a_stop_while_suspects_run_alone_settles_every_render(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker stops (close()) while the renders a dead process had are being run
+    again one at a time: close() returns (the one alone hangs: its process is killed
+    after STOP_TIMEOUT), every render waiting on it settles as a transient error (its
+    job is retried, not lost, and not blamed), the orders that printed before stay
+    printed, and no render process is left behind."""
+    monkeypatch.setattr(render_host, "SERVE_MODULE", faulty_render.SERVE)
+    monkeypatch.setattr(render_host, "STOP_TIMEOUT", 2.0)
+    stats = WorkerStats(["render_tickets"])
+    host = RenderHost(Settings(render_timeout=1.0), stats)
+    bad = {4, 7}
+    runs = {i: asyncio.ensure_future(host.render_to(
+        i, (_marked(i, HANG) if i in bad else demo_order(i)).to_json(),
+        tmp_path / f"order-{i}.pdf")) for i in range(3, 9)}
+    seen: list[int] = []    # the render processes, as they come
+
+    def died() -> bool:     # the first, killed with both hung renders in it
+        if host.pid is not None and host.pid not in seen:
+            seen.append(host.pid)
+        return bool(stats.counters["render_deaths"][""])
+    try:
+        await eventually(died, 30, "the first render process killed")
+        # the next process: the first suspect runs alone in it
+        await eventually(lambda: host.pid not in (None, *seen), 30, "the next process")
+        first, second = seen[0], host.pid
+        assert not any(runs[i].done() for i in bad)
+    finally:
+        async with asyncio.timeout(30):     # a hang guard, not a speed check
+            await host.close()
+            settled = await asyncio.gather(*runs.values(), return_exceptions=True)
+    results = dict(zip(runs, settled, strict=True))
+    for i in bad:
+        assert isinstance(results[i], TransientError), results[i]
+        assert "the worker is stopping" in str(results[i])
+        assert not (tmp_path / f"order-{i}.pdf").exists()
+    for i in set(runs) - bad:
+        assert isinstance(results[i], dict), results[i]
+        assert (tmp_path / f"order-{i}.pdf").read_bytes().startswith(b"%PDF-")
+    assert stats.counters["render_hangs"]["render_tickets"] == 0   # no verdict was due
+    assert first is not None and second is not None and gone([first, second])
+    assert live_children(os.getpid(), "render_serve") == []
+    assert live_children(os.getpid(), faulty_render.SERVE) == []
 
 
 @pytest.mark.server
