@@ -389,7 +389,8 @@ async def test_a_stop_while_suspects_run_alone_settles_every_render(
         assert (tmp_path / f"order-{i}.pdf").read_bytes().startswith(b"%PDF-")
     assert stats.counters["render_hangs"]["render_tickets"] == 0   # no verdict was due
     assert first is not None and second is not None and gone([first, second])
-    assert live_children(os.getpid(), "render_serve") == []
+    # no render process of this test is left (they run faulty_render.SERVE, not the
+    # real module: a look for "render_serve" could not fail here)
     assert live_children(os.getpid(), faulty_render.SERVE) == []
 
 
